@@ -1,0 +1,65 @@
+"""dyckbook: Dyck-k languages, Transformer classifiers trained on them, and tools to explain them.
+
+Public names are imported lazily, so ``import dyckbook`` is cheap and the numpy-only language
+layer never pulls in torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    # languages (numpy only)
+    "Dyck": "dyckbook.languages",
+    "ShuffleDyck": "dyckbook.languages",
+    "DEFAULT_PAIRS": "dyckbook.languages",
+    "sample_lengths": "dyckbook.languages",
+    # negatives (numpy only)
+    "NEGATIVE_KINDS": "dyckbook.negatives",
+    "HARD_KINDS": "dyckbook.negatives",
+    "sample_negatives": "dyckbook.negatives",
+    # tokenizer and data
+    "DyckTokenizer": "dyckbook.tokenizer",
+    "DyckDataset": "dyckbook.data",
+    "DatasetSpec": "dyckbook.data",
+    "generate_dataset": "dyckbook.data",
+    "load_jsonl": "dyckbook.data",
+    "save_jsonl": "dyckbook.data",
+    # model, training, evaluation
+    "ModelConfig": "dyckbook.model",
+    "TransformerClassifier": "dyckbook.model",
+    "save_model": "dyckbook.model",
+    "load_model": "dyckbook.model",
+    "TrainConfig": "dyckbook.train",
+    "train": "dyckbook.train",
+    "evaluate": "dyckbook.evaluate",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dyckbook' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # cache: later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
+
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from dyckbook.data import DatasetSpec, DyckDataset, generate_dataset, load_jsonl, save_jsonl
+    from dyckbook.evaluate import evaluate
+    from dyckbook.languages import DEFAULT_PAIRS, Dyck, ShuffleDyck, sample_lengths
+    from dyckbook.model import ModelConfig, TransformerClassifier, load_model, save_model
+    from dyckbook.negatives import HARD_KINDS, NEGATIVE_KINDS, sample_negatives
+    from dyckbook.tokenizer import DyckTokenizer
+    from dyckbook.train import TrainConfig, train
