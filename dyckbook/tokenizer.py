@@ -43,6 +43,14 @@ def _check_alphabet(alphabet: Any) -> str:
     return alphabet
 
 
+class AlphabetError(ValueError):
+    """A character outside the alphabet; ``index``/``position``/``char`` locate it."""
+
+    def __init__(self, message: str, index: int, position: int, char: str) -> None:
+        super().__init__(message)
+        self.index, self.position, self.char = index, position, char
+
+
 class AlphabetIndex:
     """Vectorised map from characters to alphabet indexes (the language's symbol codes).
 
@@ -68,8 +76,9 @@ class AlphabetIndex:
             ``(indexes, lengths)``: int16 ``(sum of lengths,)`` and int64 ``(batch,)``.
 
         Raises:
-            ValueError: an element is not a ``str``, or a character is outside the alphabet (the
-                message names the character, its code point, its position and the string index).
+            ValueError: an element is not a ``str``; AlphabetError (a ValueError): a character is
+                outside the alphabet (the message names the character, its code point, its
+                position and the string index).
         """
         try:
             joined = "".join(strings)
@@ -97,9 +106,10 @@ class AlphabetIndex:
             # its start, so side="right" skips them).
             string_index = int(np.searchsorted(starts, bad, side="right") - 1)
             position = bad - int(starts[string_index])
-            raise ValueError(
+            raise AlphabetError(
                 f"{what}[{string_index}] has character {_describe(joined[bad])} at position "
-                f"{position}, which is not in the alphabet {self.alphabet!r}")
+                f"{position}, which is not in the alphabet {self.alphabet!r}",
+                string_index, position, joined[bad])
         return indexes, lengths
 
 
