@@ -1,0 +1,177 @@
+"""A real browser (Debian Chromium via Playwright) reads every page of the built book from disk.
+
+Checks per page: it loads with no request leaving the disk, every image decoded, every math
+element rendered by MathJax as SVG with no raw TeX left, no console error beyond the documented
+allow-list (tests/browser_allowlist.txt). A full-page screenshot of each page is saved under
+test-artifacts/screenshots/ for a human to look at.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from book_build import ARTIFACTS, REPO, toc_files
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SCREENSHOTS = ARTIFACTS / "screenshots"
+LOCAL_SCHEMES = ("file:", "data:", "blob:", "about:")
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.notebook,
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not CHROMIUM.exists(),
+        reason="Debian Chromium is not installed at /usr/bin/chromium (`make browser` installs it "
+        "with apt-get; `playwright install` is never used)",
+    ),
+]
+
+
+def load_allowlist(path: Path = REPO / "tests" / "browser_allowlist.txt") -> list[re.Pattern]:
+    """Regular expressions of console messages that are not failures (one per line, # comments)."""
+    patterns = []
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            patterns.append(re.compile(line))
+    return patterns
+
+
+# Runs in the page after load: waits for MathJax, then reports what a reader would see.
+INSPECT_JS = """
+async () => {
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+    await MathJax.startup.promise;
+  }
+  const imgs = [...document.querySelectorAll('img')];
+  await Promise.all(imgs.map(i => {
+    i.loading = 'eager';
+    return i.complete ? null : new Promise(r => { i.onload = i.onerror = r; });
+  }));
+  const mathEls = [...document.querySelectorAll('.math, span.math, div.math')];
+  const unrendered = mathEls.filter(e => !e.querySelector('mjx-container svg'))
+                            .map(e => e.textContent.slice(0, 80));
+  const clone = document.querySelector('main, article, body').cloneNode(true);
+  clone.querySelectorAll('pre, code, script, style, mjx-container, .highlight').forEach(e => e.remove());
+  const text = clone.textContent;
+  const rawTex = [];
+  for (const m of text.matchAll(/\\$\\$|\\\\\\(|\\\\\\[|\\\\begin\\{|\\\\frac|\\$[^$\\s][^$]*\\\\[a-zA-Z]+[^$]*\\$/g)) {
+    rawTex.push(text.slice(Math.max(0, m.index - 30), m.index + 40));
+  }
+  return {
+    title: document.title,
+    h1: [...document.querySelectorAll('h1')].map(h => h.textContent.trim()),
+    images: imgs.map(i => ({src: i.getAttribute('src'), ok: i.complete && i.naturalWidth > 0})),
+    nMath: mathEls.length,
+    nSvg: document.querySelectorAll('mjx-container svg').length,
+    mathErrors: document.querySelectorAll('mjx-merror, [data-mjx-error]').length,
+    unrendered: unrendered,
+    rawTex: rawTex,
+    tables: document.querySelectorAll('table').length,
+  };
+}
+"""
+
+
+def _slug(doc: str) -> str:
+    return doc.replace("/", "__")
+
+
+@pytest.fixture(scope="module")
+def html_dir() -> Path:
+    from book_build import built_book_html  # noqa: PLC0415
+
+    return built_book_html()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        yield b
+        b.close()
+
+
+def test_every_toc_page_renders_offline(html_dir: Path, browser) -> None:
+    allow = load_allowlist()
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    for old in SCREENSHOTS.glob("*.png"):
+        old.unlink()
+    failures: list[str] = []
+    docs = toc_files()
+    for doc in docs:
+        page_file = html_dir / f"{doc}.html"
+        if not page_file.is_file():
+            failures.append(f"{doc}: no HTML page")
+            continue
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        network: list[str] = []
+        console: list[str] = []
+
+        def block_remote(route, network=network):
+            url = route.request.url
+            if url.startswith(LOCAL_SCHEMES):
+                route.continue_()
+            else:  # record and refuse: the book must not need the network
+                network.append(url)
+                route.abort()
+
+        context.route("**/*", block_remote)
+        page = context.new_page()
+        page.on("console", lambda m, c=console: c.append(f"{m.type}: {m.text}")
+                if m.type in ("error", "warning") else None)
+        page.on("pageerror", lambda e, c=console: c.append(f"pageerror: {e}"))
+        page.on("requestfailed", lambda r, c=console: c.append(
+            f"requestfailed: {r.url}") if r.url.startswith("file:") else None)
+        page.goto(page_file.as_uri(), wait_until="load")
+        info = page.evaluate(INSPECT_JS)
+        page.screenshot(path=str(SCREENSHOTS / f"{_slug(doc)}.png"), full_page=True)
+        context.close()
+
+        where = f"{doc}:"
+        if not info["h1"]:
+            failures.append(f"{where} no <h1> heading")
+        failures += [f"{where} image not loaded: {i['src']}" for i in info["images"] if not i["ok"]]
+        if info["nMath"] and info["nSvg"] < info["nMath"]:
+            failures.append(f"{where} {info['nMath']} math elements, {info['nSvg']} SVG renderings; "
+                            f"unrendered: {info['unrendered'][:3]}")
+        if info["mathErrors"]:
+            failures.append(f"{where} {info['mathErrors']} MathJax errors")
+        failures += [f"{where} raw TeX in text: {t!r}" for t in info["rawTex"]]
+        failures += [f"{where} network request: {u}" for u in network]
+        failures += [f"{where} console {m}" for m in console if not any(p.search(m) for p in allow)]
+        if "summary" in doc and not info["tables"]:
+            failures.append(f"{where} the summary page has no table")
+    assert not failures, "\n".join(failures)
+    assert len(list(SCREENSHOTS.glob("*.png"))) == len(docs)
+
+
+def test_math_pages_use_local_svg_mathjax(html_dir: Path, browser) -> None:
+    """The Transformer chapter is math-heavy: MathJax must come from _static and output SVG."""
+    context = browser.new_context()
+    requested: list[str] = []
+    context.on("request", lambda r: requested.append(r.url))
+    page = context.new_page()
+    page.goto((html_dir / "book" / "transformer.html").as_uri(), wait_until="load")
+    n_svg = page.evaluate(
+        "async () => { await MathJax.startup.promise; "
+        "return document.querySelectorAll('mjx-container[jax=\"SVG\"] svg').length; }"
+    )
+    context.close()
+    assert n_svg >= 10
+    mathjax = [u for u in requested if "mathjax" in u.lower()]
+    assert mathjax and all(u.startswith("file:") and "/_static/mathjax/" in u for u in mathjax)
