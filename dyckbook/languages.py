@@ -200,6 +200,18 @@ def _final(h: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return h[:, -1]  # heights stay flat after each row's end
 
 
+def _sort_levels(level: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """Stable argsort of each row's levels with invalid cells last: int64 ``(batch, pos)``.
+
+    Uses uint8 keys (one radix pass) when every level fits, else int16 (two passes).
+    """
+    top = int(level.max(initial=0))
+    dt = np.uint8 if top < 255 else np.int16
+    big = np.iinfo(dt).max
+    key = np.where(valid, level, big).astype(dt, copy=False)
+    return np.argsort(key, axis=1, kind="stable")
+
+
 def _pair_order(codes: np.ndarray, h: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Order of positions in which matched pairs are adjacent (valid skeletons only).
 
@@ -210,13 +222,9 @@ def _pair_order(codes: np.ndarray, h: np.ndarray, lengths: np.ndarray) -> np.nda
 
     Returns int64 ``(batch, pos)``.
     """
-    is_close = (codes & 1).astype(h.dtype)
-    level = h + is_close
-    width = codes.shape[1]
-    big = np.iinfo(h.dtype).max
-    level = np.where(_valid_mask(lengths, width), level, big)
+    level = h + (codes & 1).astype(h.dtype)
     # radix sort for <= 16-bit keys: linear time per row
-    return np.argsort(level, axis=1, kind="stable")
+    return _sort_levels(level, _valid_mask(lengths, codes.shape[1]))
 
 
 def _dyck_member_codes(
@@ -691,49 +699,77 @@ class Dyck(_BracketLanguage):
     # -- sampling ----------------------------------------------------------------------------
 
     def _fill_samples(self, rng: np.random.Generator, lengths: np.ndarray, out: np.ndarray) -> None:
-        if self.max_depth is None:
-            for length, idx in _group_by_value(lengths):
-                steps = _uniform_skeletons(rng, idx.size, length // 2)
-                out[idx, :length] = _type_skeletons(rng, steps, self.k)
-        else:
-            for idx in iter_length_chunks(lengths):
-                sub = lengths[idx]
-                steps = self._bounded_skeletons(rng, sub)
-                width = steps.shape[1]
-                codes = np.full((idx.size, width), PAD_CODE, dtype=np.uint8)
-                for length, rows in _group_by_value(sub):
-                    codes[rows, :length] = _type_skeletons(rng, steps[rows, :length], self.k)
-                out[idx, :width] = codes
+        for idx in iter_length_chunks(lengths):
+            sub = lengths[idx]
+            codes = self._sequential_codes(rng, sub)
+            out[idx, : codes.shape[1]] = codes
 
-    def _bounded_skeletons(self, rng: np.random.Generator, lengths: np.ndarray) -> np.ndarray:
-        """Uniform depth-bounded skeletons by sequential sampling, vectorised over the batch.
+    def _sequential_codes(self, rng: np.random.Generator, lengths: np.ndarray) -> np.ndarray:
+        """Uniform words: sequential sampling with exact path-count ratios, then uniform types.
+
+        At each step a row with ``r`` symbols left at height ``h`` opens with probability
+        ``N(r - 1, h + 1) / N(r, h)``, where ``N`` counts the ways to finish; unbounded, this is
+        the ballot ratio ``(r - h)(h + 2) / (2 r (h + 1))``, bounded it comes from a DP table.
+        Then every matched pair (found by the stable level sort of :func:`_pair_order`) gets an
+        independent uniform type. Each Dyck-1 path with m pairs carries exactly k**m typings,
+        so the result is uniform over the language's words of each length. The loop runs over
+        positions; all work inside it is vectorised over the batch.
 
         Args:
-            lengths: even ints ``(batch,)``, sorted in decreasing order.
+            lengths: even ints ``(batch,)`` in decreasing order.
 
         Returns:
-            int8 ``(batch, pos)`` of +1/-1 (0 after each row's end).
+            uint8 codes ``(batch, pos)`` padded with ``PAD_CODE``.
         """
-        width = int(lengths.max()) if lengths.size else 0
-        depth = min(self.max_depth, max(width // 2, 1))
-        table = self._up_table
-        if table is None or table.shape[0] <= width or table.shape[1] < depth + 1:
-            table = _bounded_up_table(max(width, 64), min(self.max_depth, max(width, 64) // 2))
-            self._up_table = table
-        steps = np.zeros((lengths.size, width), dtype=np.int8)
-        h = np.zeros(lengths.size, dtype=np.int64)
-        u = rng.random((lengths.size, width))
-        n_active = lengths.size
+        n = lengths.size
+        width = int(lengths[0]) if n else 0
+        if width == 0:
+            return np.full((n, 0), PAD_CODE, dtype=np.uint8)
+        cap = width // 2 if self.max_depth is None else min(self.max_depth, width // 2)
+        table = None
+        if self.max_depth is not None:
+            table = self._up_table
+            if table is None or table.shape[0] <= width or table.shape[1] < cap + 1:
+                size = max(width, 64)
+                table = _bounded_up_table(size, min(self.max_depth, size // 2))
+                self._up_table = table
+            flat_table = table.ravel()
+            tcols = table.shape[1]
+        # rows are time steps so every per-step slice is contiguous: (pos, batch)
+        u = rng.random((width, n))
+        down_bits = np.ones((width, n), dtype=np.uint8)  # 1 = closer (also for pads, fixed below)
+        level_t = np.zeros((width, n), dtype=np.uint8 if cap < 255 else np.int16) if self.k > 1 else None
+        h = np.zeros(n, dtype=np.float64)  # float: the ballot ratio is computed in floats anyway
+        lengths_f = lengths.astype(np.float64)
+        active = n
         for t in range(width):
-            while n_active and lengths[n_active - 1] <= t:
-                n_active -= 1
-            rem = lengths[:n_active] - t
-            hh = h[:n_active]
-            up = u[:n_active, t] < table[rem, np.minimum(hh, table.shape[1] - 1)]
-            s = np.where(up, 1, -1).astype(np.int8)
-            steps[:n_active, t] = s
-            h[:n_active] = hh + s
-        return steps
+            while active and lengths[active - 1] <= t:
+                active -= 1
+            hh = h[:active]
+            rem = lengths_f[:active] - t
+            if table is None:
+                # open iff u * 2r(h+1) < (r-h)(h+2): the ballot ratio without a division
+                up = u[t, :active] * (2.0 * rem * (hh + 1.0)) < (rem - hh) * (hh + 2.0)
+            else:
+                up = u[t, :active] < flat_table[rem.astype(np.int64) * tcols + hh.astype(np.int64)]
+            down_bits[t, :active] = ~up
+            if level_t is not None:
+                level_t[t, :active] = hh + up  # opener: height after; closer: height before
+            hh += up
+            hh -= ~up
+        codes = np.ascontiguousarray(down_bits.T)  # (batch, pos)
+        valid = _valid_mask(lengths, width)
+        if self.k > 1:
+            # type the pairs: pairs are adjacent in the stable level order (see _pair_order)
+            level = np.ascontiguousarray(level_t.T)
+            order = _sort_levels(level, valid)
+            types = rng.integers(0, self.k, size=(n, width // 2), dtype=np.uint8) * np.uint8(2)
+            typed = np.repeat(types, 2, axis=1)
+            typed[:, 1::2] += 1
+            flat = codes.ravel()
+            flat[(order + (np.arange(n, dtype=np.int64) * width)[:, None]).ravel()] = typed.ravel()
+        codes[~valid] = PAD_CODE
+        return codes
 
 
 class ShuffleDyck(_BracketLanguage):
