@@ -1,0 +1,168 @@
+"""Literal ports of the thesis' string generators (Algorithms 5.1 and 5.2), kept for reproduction.
+
+These functions reproduce the thesis' data, defects included, so that its experiments can be
+re-run and its datasets inspected. They are not samplers to train on: use
+:class:`dyckbook.languages.Dyck` for uniform positives and :mod:`dyckbook.negatives` for
+negatives. Each port draws from a private :class:`random.Random`, which yields the same stream
+as the thesis' ``random.seed(seed)`` on the global generator, so no global state is touched.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+__all__ = [
+    "THESIS_PAIRS",
+    "THESIS_SEED",
+    "ThesisLoopError",
+    "thesis_balanced",
+    "thesis_is_dyck_word",
+    "thesis_unbalanced",
+]
+
+#: The thesis' bracket pairs, in its order (``BRACKETS`` in its ``constants.py``).
+THESIS_PAIRS: tuple[str, ...] = ("()", "[]", "{}", "<>")
+#: The default seed of both generators.
+THESIS_SEED: int = 42
+
+
+class ThesisLoopError(ValueError):
+    """Algorithm 5.2 would recurse forever for this (order, length)."""
+
+
+def _pairs_for(order: int, pairs: Sequence[str]) -> list[tuple[str, str]]:
+    if isinstance(order, bool) or not isinstance(order, int) or order < 1:
+        raise ValueError(f"order must be an int >= 1, got {order!r}")
+    if order > len(pairs):
+        raise ValueError(f"order={order} exceeds the {len(pairs)} available pairs {tuple(pairs)!r}")
+    return [(p[0], p[1]) for p in pairs[:order]]
+
+
+def _check_length(length: int) -> None:
+    if isinstance(length, bool) or not isinstance(length, int) or length < 0:
+        raise ValueError(f"length must be an int >= 0, got {length!r}")
+
+
+def thesis_is_dyck_word(query: str, k: int, pairs: Sequence[str] = THESIS_PAIRS) -> bool:
+    """The thesis' stack checker (``is_dyck_word``): odd length or a foreign symbol -> False."""
+    if len(query) % 2 != 0:
+        return False
+    brackets = _pairs_for(k, pairs)
+    opening = {o for o, _ in brackets}
+    closing = {c: o for o, c in brackets}
+    stack: list[str] = []
+    for bracket in query:
+        if bracket in opening:
+            stack.append(bracket)
+        elif bracket in closing:
+            if not stack or closing[bracket] != stack.pop():
+                return False
+        else:
+            return False
+    return not stack
+
+
+def thesis_balanced(
+    order: int,
+    length: int,
+    seed: int = THESIS_SEED,
+    rng: random.Random | None = None,
+    pairs: Sequence[str] = THESIS_PAIRS,
+) -> str:
+    """Algorithm 5.1, "generate balanced string": a Dyck word, but NOT uniformly distributed.
+
+    While fewer than ``length / 2`` openers have been placed, the next symbol is an opener (of a
+    uniformly chosen type) when the stack is empty or with probability 1/2, else the top of the
+    stack is closed. Words with long runs of openers are far rarer than under the uniform
+    distribution. An odd ``length`` is rounded up; ``length = 0`` gives ``""``.
+
+    The printed listing re-seeds the generator on every call (so, like Algorithm 5.2, its output
+    is a function of the length); the shipped library (0.1.8) does not re-seed and continues
+    the caller's stream. Pass ``rng`` to reproduce the library: it is used as is and ``seed``
+    is ignored.
+
+    Args:
+        order: Number of bracket types k.
+        length: Requested length.
+        seed: Seed of a fresh private generator when ``rng`` is None (the printed behaviour).
+        rng: A generator to draw from without re-seeding (the library's behaviour).
+        pairs: Bracket pairs in the thesis' order.
+
+    Returns:
+        The word.
+    """
+    _check_length(length)
+    brackets = _pairs_for(order, pairs)
+    r = random.Random(seed) if rng is None else rng
+    if length == 0:
+        return ""
+    length = length if length % 2 == 0 else length + 1
+    stack: list[str] = []
+    word = ""
+    half_length = length // 2
+    first_half = last_half = 0
+    while first_half + last_half < length:
+        if first_half < half_length and (len(stack) == 0 or r.random() < 0.5):
+            opening_bracket, closing_bracket = r.choice(brackets)
+            stack.append(closing_bracket)
+            first_half += 1
+            word += opening_bracket
+        else:
+            word += stack.pop()
+            last_half += 1
+    return word
+
+
+def _unbalanced_once(order: int, length: int, seed: int, pairs: Sequence[str]) -> str:
+    r = random.Random(seed)  # the thesis: random.seed(seed) at the top of every call
+    brackets_pairs = _pairs_for(order, pairs)
+    opening_brackets = [o for o, _ in brackets_pairs]
+    closing_brackets = [c for _, c in brackets_pairs]
+    brackets = opening_brackets + closing_brackets
+    first_char = r.choice(opening_brackets) if r.random() < 0.5 else r.choice(closing_brackets)
+    random_brackets = [r.choice(brackets) for _ in range(length - 1)]
+    r.shuffle(random_brackets)
+    return first_char + "".join(random_brackets)
+
+
+def thesis_unbalanced(
+    order: int, length: int, seed: int = THESIS_SEED, pairs: Sequence[str] = THESIS_PAIRS
+) -> str:
+    """Algorithm 5.2, "generate unbalanced string": a function of (order, length, seed) alone.
+
+    The generator is re-seeded on every call, so with the default seed every call for the same
+    length returns the same string: a thesis dataset holds one negative per distinct length. The
+    first symbol is an opener or a closer with probability 1/2, the other ``length - 1`` are
+    uniform over the alphabet and shuffled. ``length = 0`` returns a one-symbol string (the
+    printed code always emits the first symbol).
+
+    When the result happens to be a Dyck word, the printed code recurses without passing the
+    seed, i.e. with the default seed 42; with seed 42 that recomputes the same word forever (a
+    ``RecursionError`` in the original). This port follows the recursion once and raises
+    :class:`ThesisLoopError` where the original would never return.
+
+    Args:
+        order: Number of bracket types k.
+        length: Requested length.
+        seed: The seed passed to the first call.
+        pairs: Bracket pairs in the thesis' order.
+
+    Returns:
+        The string (never a Dyck word).
+
+    Raises:
+        ThesisLoopError: The original would recurse forever for this (order, length).
+    """
+    _check_length(length)
+    word = _unbalanced_once(order, length, seed, pairs)
+    if not thesis_is_dyck_word(word, order, pairs):
+        return word
+    if seed != THESIS_SEED:
+        word = _unbalanced_once(order, length, THESIS_SEED, pairs)
+        if not thesis_is_dyck_word(word, order, pairs):
+            return word
+    raise ThesisLoopError(
+        f"thesis Algorithm 5.2 never returns for order={order}, length={length}: seed "
+        f"{THESIS_SEED} yields the Dyck word {word!r} and the recursion re-seeds with {THESIS_SEED}"
+    )
