@@ -245,7 +245,8 @@ def _dyck_member_codes(
         sub_codes, sub_h, sub_len = codes[rows], h[rows], lengths[rows]
         order = _pair_order(sub_codes, sub_h, sub_len)
         srt = np.take_along_axis(sub_codes, order, axis=1)
-        opener, closer = srt[:, 0::2], srt[:, 1::2]
+        w2 = srt.shape[1] - srt.shape[1] % 2  # members have even length <= width
+        opener, closer = srt[:, 0:w2:2], srt[:, 1:w2:2]
         # pads sort last and are PAD_CODE in both columns: PAD != PAD + 1 so mask them
         pair_valid = np.arange(opener.shape[1])[None, :] < (sub_len // 2)[:, None]
         good = ((closer == opener + 1) | ~pair_valid).all(axis=1)
