@@ -68,6 +68,9 @@ async () => {
   clone.querySelectorAll('pre, code, script, style, mjx-container, .highlight').forEach(e => e.remove());
   const text = clone.textContent;
   const rawTex = [];
+  for (const m of text.matchAll(/\\$/g)) {  // a dollar left in prose is unparsed math
+    rawTex.push(text.slice(Math.max(0, m.index - 30), m.index + 40));
+  }
   for (const m of text.matchAll(/\\$\\$|\\\\\\(|\\\\\\[|\\\\begin\\{|\\\\frac|\\$[^$\\s][^$]*\\\\[a-zA-Z]+[^$]*\\$/g)) {
     rawTex.push(text.slice(Math.max(0, m.index - 30), m.index + 40));
   }
