@@ -131,7 +131,7 @@ class ReportedResult:
         return asdict(self)
 
 
-_COMMON = dict(n_heads=1, dropout=0.1)
+_COMMON: dict[str, Any] = {"n_heads": 1, "dropout": 0.1}
 
 #: Tables 4.2 + 5.1 (+ data protocol), keyed by experiment number.
 THESIS_EXPERIMENTS: dict[int, ThesisExperiment] = {

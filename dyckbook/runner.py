@@ -117,7 +117,7 @@ def load_manifest(path: str | os.PathLike[str] | None = None) -> Manifest:
         raise FileNotFoundError(f"manifest not found: {mpath}")
     raw = yaml.safe_load(mpath.read_text(encoding="utf-8")) or {}
     if not isinstance(raw, dict):
-        raise ValueError(f"manifest {mpath} must be a mapping, got {type(raw).__name__}")
+        raise ValueError(f"manifest {mpath} must be a mapping, got {type(raw).__name__}")  # noqa: TRY004
     if raw.get("version", 1) != 1:
         raise ValueError(f"manifest version must be 1, got {raw.get('version')!r}")
     base = mpath.resolve().parent
@@ -139,7 +139,7 @@ def load_manifest(path: str | os.PathLike[str] | None = None) -> Manifest:
                                      "remove it from the manifest")
             stage = entry.get("stage", 1)
             if not isinstance(stage, int) or isinstance(stage, bool):
-                raise ValueError(f"{where}.stage must be an integer, got {stage!r}")
+                raise ValueError(f"{where}.stage must be an integer, got {stage!r}")  # noqa: TRY004
             outputs = entry.get("outputs", [])
             if not isinstance(outputs, list) or not all(isinstance(o, str) for o in outputs):
                 raise ValueError(f"{where}.outputs must be a list of file names, got {outputs!r}")
@@ -161,7 +161,7 @@ def load_manifest(path: str | os.PathLike[str] | None = None) -> Manifest:
             raise ValueError(f"{where}.notebook must name a notebook of the manifest, got {nb!r}")
         seeded = entry.get("seeded", True)
         if not isinstance(seeded, bool):
-            raise ValueError(f"{where}.seeded must be true or false, got {seeded!r}")
+            raise ValueError(f"{where}.seeded must be true or false, got {seeded!r}")  # noqa: TRY004
         params = _params(entry.get("params"), f"{where}.params")
         _check_declared(params, notebooks[nb], f"{where}.params")
         if seeded and "seed" not in notebooks[nb].params:
@@ -589,10 +589,9 @@ def _source_cell_index(executed: Path, index: int) -> int:
         cells = json.loads(executed.read_text(encoding="utf-8"))["cells"]
     except (OSError, ValueError, KeyError):
         return index
-    for i, cell in enumerate(cells[:index]):
-        if "injected-parameters" in cell.get("metadata", {}).get("tags", []):
-            return index - 1 if i < index else index
-    return index
+    injected = [i for i, cell in enumerate(cells)
+                if "injected-parameters" in cell.get("metadata", {}).get("tags", [])]
+    return index - 1 if injected and injected[0] < index else index
 
 
 def _write_index(root: Path, profile: str, man: Manifest, specs: Sequence[RunSpec],
@@ -624,7 +623,7 @@ def _mapping(value: Any, where: str) -> dict[str, Any] | None:
     if value is None:
         return None
     if not isinstance(value, dict):
-        raise ValueError(f"{where} must be a mapping, got {type(value).__name__}")
+        raise ValueError(f"{where} must be a mapping, got {type(value).__name__}")  # noqa: TRY004
     return value
 
 
@@ -634,7 +633,7 @@ def _params(value: Any, where: str) -> dict[str, Any]:
         if not isinstance(key, str) or not key.isidentifier():
             raise ValueError(f"{where}: parameter names must be identifiers, got {key!r}")
         if not isinstance(v, _SCALARS):
-            raise ValueError(f"{where}.{key} must be a flat scalar, got {type(v).__name__}")
+            raise ValueError(f"{where}.{key} must be a flat scalar, got {type(v).__name__}")  # noqa: TRY004
     return params
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -107,7 +108,7 @@ def test_manifest_errors_name_the_entry(tmp_path: Path, edit: Any, message: str)
 def test_select_runs_patterns_and_unknown_names(tmp_path: Path) -> None:
     specs = runner.resolve_profile(
         runner.load_manifest(write_manifest(tmp_path / "m.yml", seeds=[0, 1])), "smoke")
-    pick = lambda only: [s.name for s in runner.select_runs(specs, only, "smoke")]  # noqa: E731
+    pick = lambda only: [s.name for s in runner.select_runs(specs, only, "smoke")]
     assert pick(["alpha"]) == ["alpha-s0", "alpha-s1"]  # a base name selects all its seeds
     assert pick(["*-s1"]) == ["alpha-s1", "beta-s1"]
     assert pick(["fixture_summary"]) == ["summary"]  # a notebook key selects its runs
@@ -296,8 +297,8 @@ def test_cli_unknown_only_name_exits_2_with_one_line(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "dyckbook", "run", "--profile", "smoke", "--only", "nope",
          "--manifest", str(m)],
-        capture_output=True, text=True, cwd=tmp_path, timeout=120,
-        env={**__import__("os").environ, "DYCKBOOK_ROOT": str(tmp_path / "out")})
+        check=False, capture_output=True, text=True, cwd=tmp_path, timeout=120,
+        env={**os.environ, "DYCKBOOK_ROOT": str(tmp_path / "out")})
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "nope" in proc.stderr
     assert not (tmp_path / "out" / "book" / "runs").exists()
