@@ -254,18 +254,6 @@ def _segment_positions(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return np.arange(total, dtype=np.int64) + np.repeat(starts - seg_begin, lengths)
 
 
-def _scatter(buffer: np.ndarray, packed: bool, positions: np.ndarray, codes: np.ndarray) -> None:
-    """Write codes at symbol positions of a zeroed buffer (each position written once)."""
-    if not packed:
-        buffer[positions] = codes
-        return
-    # Within one call every byte index is unique among the even (low nibble) positions, and
-    # among the odd (high nibble) ones, so the fancy-index |= never loses an update.
-    low = (positions & 1) == 0
-    buffer[positions[low] >> 1] |= codes[low]
-    buffer[positions[~low] >> 1] |= codes[~low] << 4
-
-
 def _max_depths(flat: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Max over prefixes of (#openers - #closers), all types together; 0 for the empty string."""
     out = np.zeros(len(lengths), dtype=np.int16)
@@ -646,7 +634,7 @@ def generate_dataset(spec: DatasetSpec) -> DyckDataset:
     """
     if not isinstance(spec, DatasetSpec):
         raise ValueError(f"spec must be a DatasetSpec, got {type(spec).__name__}")
-    from dyckbook.negatives import sample_negatives
+    from dyckbook import negatives
 
     language = spec.make_language()
     rng = np.random.default_rng(spec.seed)
@@ -668,46 +656,68 @@ def generate_dataset(spec: DatasetSpec) -> DyckDataset:
         neg_lengths[unpaired] = allowed[rng.integers(len(allowed), size=len(unpaired))]
     neg_lengths[paired:] = allowed[rng.integers(len(allowed), size=n_neg - paired)]
 
-    # Item i < n_pos is positive i, item n_pos + j is negative j; the dataset stores item
-    # order[p] at position p, so `slot[i]` is where item i goes.
+    # Item i < n_pos is positive i, item n_pos + j is negative j. Items are stored in the order
+    # they are generated (chunk after chunk, no scatter); the dataset's position p holds item
+    # order[p], a uniform random permutation, through the per-string start offsets.
     item_lengths = np.concatenate([pos_lengths, neg_lengths]).astype(np.int64)
-    order = rng.permutation(spec.n)
-    slot = np.empty(spec.n, dtype=np.int64)
-    slot[order] = np.arange(spec.n)
-    lengths = item_lengths[order]
-    starts = np.cumsum(lengths) - lengths
+    pos_chunks = list(iter_length_chunks(pos_lengths, _CHUNK_CELLS))
+    neg_chunks = list(iter_length_chunks(neg_lengths, _CHUNK_CELLS))
     packed = len(language.alphabet) <= 16
-    total = int(lengths.sum())
-    buffer = np.zeros((total + 1) // 2 if packed else total, dtype=np.uint8)
-    depths = np.zeros(spec.n, dtype=np.int16)
+    total = int(item_lengths.sum())
+    # Each chunk starts on a byte boundary: at most one spare nibble per chunk.
+    capacity = (total + len(pos_chunks) + len(neg_chunks) + 1) // 2 if packed else total
+    buffer = np.zeros(capacity, dtype=np.uint8)
+    item_starts = np.zeros(spec.n, dtype=np.int64)
+    item_depths = np.zeros(spec.n, dtype=np.int16)
     item_kinds: list[str] = [POSITIVE] * spec.n
+    cursor = 0  # next free symbol position (even when packed)
 
-    def store(items: np.ndarray, flat: np.ndarray, flat_lengths: np.ndarray) -> None:
-        dest = slot[items]
-        _scatter(buffer, packed, _segment_positions(starts[dest], flat_lengths), flat)
-        depths[dest] = _max_depths(flat, flat_lengths)
+    def append(items: np.ndarray, flat: np.ndarray, flat_lengths: np.ndarray) -> None:
+        nonlocal cursor
+        item_starts[items] = cursor + np.cumsum(flat_lengths) - flat_lengths
+        item_depths[items] = _max_depths(flat, flat_lengths)
+        size = len(flat)
+        if packed:
+            out = buffer[cursor // 2:cursor // 2 + (size + 1) // 2]
+            half = size // 2
+            np.bitwise_or(flat[0:2 * half:2], flat[1::2] << 4, out=out[:half])
+            if size & 1:
+                out[half] = flat[-1]
+            cursor += size + (size & 1)
+        else:
+            buffer[cursor:cursor + size] = flat
+            cursor += size
 
-    for chunk in iter_length_chunks(pos_lengths, _CHUNK_CELLS):
+    for chunk in pos_chunks:
         codes, chunk_lengths = language.sample_codes(rng, pos_lengths[chunk])
-        inside = np.arange(codes.shape[1]) < chunk_lengths[:, None]
-        store(chunk, codes[inside], chunk_lengths)
+        append(chunk, codes[np.arange(codes.shape[1]) < chunk_lengths[:, None]], chunk_lengths)
 
     index = AlphabetIndex(language.alphabet)
-    for chunk in iter_length_chunks(neg_lengths, _CHUNK_CELLS):
-        strings, kinds = sample_negatives(language, rng, neg_lengths[chunk], kinds=spec.negatives)
-        flat, chunk_lengths = index.flat(strings)
+    sample_codes = getattr(negatives, "sample_negative_codes", None)
+    for chunk in neg_chunks:
+        if sample_codes is not None:  # codes fast path: no Python strings
+            codes, chunk_lengths, kinds = sample_codes(language, rng, neg_lengths[chunk],
+                                                       kinds=spec.negatives)
+            flat = codes[np.arange(codes.shape[1]) < chunk_lengths[:, None]]
+        else:
+            strings, kinds = negatives.sample_negatives(language, rng, neg_lengths[chunk],
+                                                        kinds=spec.negatives)
+            flat, chunk_lengths = index.flat(strings)
+            flat = flat.astype(np.uint8)
         if not np.array_equal(chunk_lengths, neg_lengths[chunk]):
-            raise RuntimeError("sample_negatives returned strings of other lengths than requested")
-        store(n_pos + chunk, flat.astype(np.uint8), chunk_lengths)
+            raise RuntimeError("the negative sampler returned other lengths than requested")
+        append(n_pos + chunk, flat, chunk_lengths)
         for item, kind in zip((n_pos + chunk).tolist(), kinds):
             item_kinds[item] = kind
 
-    labels = np.zeros(spec.n, dtype=np.int8)
-    labels[slot[:n_pos]] = 1
+    order = rng.permutation(spec.n)
+    labels = (order < n_pos).astype(np.int8)
     kind_names, item_kind_codes = _kind_table(item_kinds)
-    return DyckDataset(buffer=buffer, packed=packed, starts=starts, lengths=lengths,
-                       labels=labels, kind_codes=item_kind_codes[order], kind_names=kind_names,
-                       depths=depths, language=language, spec=spec)
+    used = (cursor // 2) if packed else cursor
+    return DyckDataset(buffer=buffer[:used], packed=packed, starts=item_starts[order],
+                       lengths=item_lengths[order], labels=labels,
+                       kind_codes=item_kind_codes[order], kind_names=kind_names,
+                       depths=item_depths[order], language=language, spec=spec)
 
 
 # ============================================================================================

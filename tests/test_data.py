@@ -249,8 +249,9 @@ def test_memory_is_about_half_a_byte_per_character():
     data = generate_dataset(spec)
     total = int(data.lengths.sum())
     per_string = 8 + 4 + 1 + 1 + 2  # start, length, label, kind, depth
-    assert data._buffer.nbytes == (total + 1) // 2
-    assert data.nbytes == (total + 1) // 2 + per_string * len(data)
+    # Generation chunks start on byte boundaries: at most a spare nibble per chunk.
+    assert (total + 1) // 2 <= data._buffer.nbytes <= total // 2 + 16
+    assert data.nbytes == data._buffer.nbytes + per_string * len(data)
     assert data.nbytes < 0.51 * total + 20 * len(data)
 
 
