@@ -376,6 +376,9 @@ class _BracketLanguage:
         self._chars = np.array(list(self.alphabet))
         self._cps = np.zeros(256, dtype=np.uint32)
         self._cps[: cps.size] = cps
+        # one byte per character when the alphabet is Latin-1 (all default pairs up to k = 4)
+        self._latin1 = bool(cps.max() < 256)
+        self._bytes = self._cps.astype(np.uint8)
 
     # -- encoding ----------------------------------------------------------------------------
 
@@ -411,7 +414,10 @@ class _BracketLanguage:
         width = int(lengths.max()) if batch else 0
         if not joined:
             return np.full((batch, width), PAD_CODE, dtype=np.uint8), lengths
-        cps = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+        if self._latin1 and joined.isascii():
+            cps = np.frombuffer(joined.encode("ascii"), dtype=np.uint8)
+        else:
+            cps = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
         flat = self._lut[np.minimum(cps, self._lut.size - 1)]
         bad = np.flatnonzero(flat == _BAD)
         if bad.size:
@@ -443,7 +449,10 @@ class _BracketLanguage:
         if flat.size and int(flat.max()) >= 2 * self.k:
             j = int(np.flatnonzero(flat >= 2 * self.k)[0])
             raise ValueError(f"codes holds {int(flat[j])}, not a symbol code of {self.name}")
-        text = self._cps[flat].tobytes().decode("utf-32-le")
+        if self._latin1:
+            text = self._bytes[flat].tobytes().decode("latin-1")
+        else:
+            text = self._cps[flat].tobytes().decode("utf-32-le")
         ends = np.cumsum(lengths).tolist()
         starts = [0] + ends[:-1]
         return [text[a:b] for a, b in zip(starts, ends)]

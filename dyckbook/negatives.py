@@ -255,7 +255,12 @@ def _pick(rng: np.random.Generator, mask: np.ndarray) -> tuple[np.ndarray, np.nd
     return col, mask.any(axis=1)
 
 
-def _positives(language: Language, rng: np.random.Generator, lengths: np.ndarray) -> np.ndarray:
+def _positives(
+    language: Language, rng: np.random.Generator, lengths: np.ndarray, base: np.ndarray | None
+) -> np.ndarray:
+    """Uniform positives to transform: ``base`` (a private copy) if given, else fresh ones."""
+    if base is not None:
+        return base.copy()
     codes, _ = language.sample_codes(rng, lengths)
     return codes
 
@@ -265,21 +270,21 @@ def _positives(language: Language, rng: np.random.Generator, lengths: np.ndarray
 # --------------------------------------------------------------------------------------------
 
 
-def _gen_random(language: Language, rng: np.random.Generator, lengths: np.ndarray):
+def _gen_random(language: Language, rng: np.random.Generator, lengths: np.ndarray, base=None):
     width = int(lengths.max())
     codes = rng.integers(0, 2 * language.k, size=(lengths.size, width), dtype=np.uint8)
     codes[~_valid_mask(lengths, width)] = PAD_CODE
     return codes, np.ones(lengths.size, dtype=bool)
 
 
-def _gen_thesis(language: Language, rng: np.random.Generator, lengths: np.ndarray):
+def _gen_thesis(language: Language, rng: np.random.Generator, lengths: np.ndarray, base=None):
     strings = [_thesis_word(language.k, language.pairs, int(n)) for n in lengths]
     codes, _ = language.encode(strings)
     return codes, np.ones(lengths.size, dtype=bool)
 
 
-def _gen_dip(language: Language, rng: np.random.Generator, lengths: np.ndarray):
-    codes = _positives(language, rng, lengths)
+def _gen_dip(language: Language, rng: np.random.Generator, lengths: np.ndarray, base=None):
+    codes = _positives(language, rng, lengths, base)
     n = lengths.size
     partner, depth = _partners(language, codes, lengths)
     is_open = (codes & 1) == 0
@@ -304,8 +309,8 @@ def _gen_dip(language: Language, rng: np.random.Generator, lengths: np.ndarray):
     return codes, ok
 
 
-def _gen_unclosed_tail(language: Language, rng: np.random.Generator, lengths: np.ndarray):
-    codes = _positives(language, rng, lengths)
+def _gen_unclosed_tail(language: Language, rng: np.random.Generator, lengths: np.ndarray, base=None):
+    codes = _positives(language, rng, lengths, base)
     n, width = codes.shape
     valid = _valid_mask(lengths, width)
     h = np.cumsum(np.where(valid, 1 - 2 * (codes & 1).astype(np.int64), 0), axis=1)
@@ -319,8 +324,8 @@ def _gen_unclosed_tail(language: Language, rng: np.random.Generator, lengths: np
     return rotated, ok
 
 
-def _gen_swap(language: Language, rng: np.random.Generator, lengths: np.ndarray):
-    codes = _positives(language, rng, lengths)
+def _gen_swap(language: Language, rng: np.random.Generator, lengths: np.ndarray, base=None):
+    codes = _positives(language, rng, lengths, base)
     n = lengths.size
     rows = np.arange(n)
     i = (rng.random(n) * lengths).astype(np.int64)
@@ -331,8 +336,8 @@ def _gen_swap(language: Language, rng: np.random.Generator, lengths: np.ndarray)
     return codes, ok
 
 
-def _gen_crossing(language: Language, rng: np.random.Generator, lengths: np.ndarray):
-    codes = _positives(language, rng, lengths)
+def _gen_crossing(language: Language, rng: np.random.Generator, lengths: np.ndarray, base=None):
+    codes = _positives(language, rng, lengths, base)
     n, width = codes.shape
     partner, _ = _partners(language, codes, lengths)
     is_open = (codes & 1) == 0
@@ -350,8 +355,8 @@ def _gen_crossing(language: Language, rng: np.random.Generator, lengths: np.ndar
     return codes, ok
 
 
-def _gen_deep_mismatch(language: Language, rng: np.random.Generator, lengths: np.ndarray):
-    codes = _positives(language, rng, lengths)
+def _gen_deep_mismatch(language: Language, rng: np.random.Generator, lengths: np.ndarray, base=None):
+    codes = _positives(language, rng, lengths, base)
     n, width = codes.shape
     valid = _valid_mask(lengths, width)
     partner, depth = _partners(language, codes, lengths)
@@ -395,9 +400,17 @@ def _accept(language: Language, name: str, codes: np.ndarray, lengths: np.ndarra
 
 
 def _generate_kind(
-    language: Language, rng: np.random.Generator, name: str, lengths: np.ndarray
+    language: Language,
+    rng: np.random.Generator,
+    name: str,
+    lengths: np.ndarray,
+    base: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Codes ``(batch, pos)`` of verified negatives of one kind, by vectorised rejection."""
+    """Codes ``(batch, pos)`` of verified negatives of one kind, by vectorised rejection.
+
+    ``base`` optionally holds uniform positives of ``lengths`` for the first round (sampling
+    them for all kinds in one call is faster than per kind); retries draw fresh positives.
+    """
     width = int(lengths.max()) if lengths.size else 0
     out = np.full((lengths.size, width), PAD_CODE, dtype=np.uint8)
     todo = np.arange(lengths.size)
@@ -405,7 +418,8 @@ def _generate_kind(
         if todo.size == 0:
             return out
         sub = lengths[todo]
-        codes, ok = _GENERATORS[name](language, rng, sub)
+        codes, ok = _GENERATORS[name](language, rng, sub, base)
+        base = None
         ok &= _accept(language, name, codes, sub)
         done = todo[ok]
         out[done, : codes.shape[1]] = codes[ok]
@@ -454,13 +468,20 @@ def sample_negative_codes(
         kind_idx[rows] = [names.index(av[p]) for p in pick]
     width = int(lengths.max()) if n else 0
     codes = np.full((n, width), PAD_CODE, dtype=np.uint8)
+    # one call for the positives that the transforming kinds start from
+    needs_base = np.isin(kind_idx, [i for i, nm in enumerate(names) if nm in HARD_KINDS])
+    base_rows = np.flatnonzero(needs_base)
+    base = np.full((n, width), PAD_CODE, dtype=np.uint8)
+    if base_rows.size:
+        pos_codes, _ = language.sample_codes(rng, lengths[base_rows])
+        base[base_rows, : pos_codes.shape[1]] = pos_codes
     for ki, name in enumerate(names):
         rows = np.flatnonzero(kind_idx == ki)
         if rows.size:
-            sub = _generate_kind(language, rng, name, lengths[rows])
+            sub_w = int(lengths[rows].max())
+            sub_base = base[rows, :sub_w] if name in HARD_KINDS else None
+            sub = _generate_kind(language, rng, name, lengths[rows], sub_base)
             codes[rows, : sub.shape[1]] = sub
-    if n and language.is_member_batch((codes, lengths)).any():  # pragma: no cover - invariant
-        raise RuntimeError("a generated negative is a member; this is a bug")
     return codes, lengths, [names[i] for i in kind_idx]
 
 
