@@ -37,8 +37,9 @@ browser:
 
 # MathJax 3 from the django-static-mathjax wheel, so the book renders math with no network.
 mathjax: venv
-	@mkdir -p $(MATHJAX_DIR)
-	@cp "$$($(PY) -c 'import mathjax, pathlib; print(pathlib.Path(mathjax.__file__).parent / "static/mathjax/es5/tex-svg.js")')" $(MATHJAX_DIR)/tex-svg.js
+	@MJ="$$($(PY) -c 'import mathjax, pathlib; print(pathlib.Path(mathjax.__file__).parent / "static/mathjax/es5")')"; \
+	mkdir -p $(MATHJAX_DIR)/input/tex && cp "$$MJ/tex-svg.js" $(MATHJAX_DIR)/ && \
+	rm -rf $(MATHJAX_DIR)/input/tex/extensions && cp -r "$$MJ/input/tex/extensions" $(MATHJAX_DIR)/input/tex/
 
 runs: venv
 	$(PY) -m dyckbook run --profile $(PROFILE) --jobs $(JOBS)
