@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from typing import Union
 
 import numpy as np
 
@@ -13,8 +12,8 @@ __all__ = [
     "PAD_CODE",
     "Dyck",
     "ShuffleDyck",
-    "sample_lengths",
     "iter_length_chunks",
+    "sample_lengths",
 ]
 
 #: Bracket pairs used when ``pairs=`` is not given: the thesis' four, then four more that are
@@ -30,7 +29,7 @@ _BAD = 254  # internal marker for "character not in the alphabet" during encodin
 _CHUNK_CELLS = 1 << 22
 
 Codes = tuple[np.ndarray, np.ndarray]
-StringsOrCodes = Union[Sequence[str], Codes]
+StringsOrCodes = Sequence[str] | Codes
 
 
 # --------------------------------------------------------------------------------------------
@@ -230,7 +229,7 @@ def _pair_order(codes: np.ndarray, h: np.ndarray, lengths: np.ndarray) -> np.nda
 def _dyck_member_codes(
     codes: np.ndarray, lengths: np.ndarray, k: int, max_depth: int | None
 ) -> np.ndarray:
-    batch, width = codes.shape
+    width = codes.shape[1]
     if width == 0:
         return lengths == 0
     h = _heights(codes, lengths)
@@ -255,7 +254,7 @@ def _dyck_member_codes(
 
 
 def _shuffle_member_codes(codes: np.ndarray, lengths: np.ndarray, k: int) -> np.ndarray:
-    batch, width = codes.shape
+    width = codes.shape[1]
     if width == 0:
         return lengths == 0
     valid = _valid_mask(lengths, width)
@@ -345,7 +344,7 @@ def _bounded_up_table(max_steps: int, depth: int) -> np.ndarray:
 
 def _log_catalan(m: np.ndarray | int) -> np.ndarray:
     m = np.asarray(m, dtype=np.float64)
-    from math import lgamma  # noqa: PLC0415  (vectorised below)
+    from math import lgamma
 
     lg = np.vectorize(lgamma, otypes=[np.float64])
     return lg(2 * m + 1) - lg(m + 1) - lg(m + 2)
@@ -466,9 +465,7 @@ class _BracketLanguage:
                 f"{codes.shape}"
             )
         if lengths.ndim != 1 or lengths.shape[0] != codes.shape[0]:
-            raise ValueError(
-                f"lengths must have shape ({codes.shape[0]},), got {lengths.shape}"
-            )
+            raise ValueError(f"lengths must have shape ({codes.shape[0]},), got {lengths.shape}")
         if lengths.size and (lengths.min() < 0 or lengths.max() > codes.shape[1]):
             raise ValueError(
                 f"lengths must lie in 0..{codes.shape[1]} (the width of codes), got "
@@ -484,8 +481,7 @@ class _BracketLanguage:
     def _single(self, s: str) -> np.ndarray:
         if not isinstance(s, str):
             raise ValueError(f"s must be a str, got {type(s).__name__}")
-        codes, lengths = self.encode([s])
-        return codes[0]
+        return self.encode([s])[0][0]
 
     # -- membership --------------------------------------------------------------------------
 
@@ -748,7 +744,9 @@ class Dyck(_BracketLanguage):
         # rows are time steps so every per-step slice is contiguous: (pos, batch)
         u = rng.random((width, n))
         down_bits = np.ones((width, n), dtype=np.uint8)  # 1 = closer (also for pads, fixed below)
-        level_t = np.zeros((width, n), dtype=np.uint8 if cap < 255 else np.int16) if self.k > 1 else None
+        level_t = (
+            np.zeros((width, n), dtype=np.uint8 if cap < 255 else np.int16) if self.k > 1 else None
+        )
         h = np.zeros(n, dtype=np.float64)  # float: the ballot ratio is computed in floats anyway
         lengths_f = lengths.astype(np.float64)
         active = n
@@ -886,9 +884,7 @@ class ShuffleDyck(_BracketLanguage):
             rest = k - t - 1
             for r, idx in _group_by_value(remaining):
                 a = np.arange(0, r + 1, 2)
-                logw = (
-                    lgf[r] - lgf[a] - lgf[r - a] + log_cat[a // 2] + logs[rest, (r - a) // 2]
-                )
+                logw = lgf[r] - lgf[a] - lgf[r - a] + log_cat[a // 2] + logs[rest, (r - a) // 2]
                 w = np.exp(logw - logw.max())
                 cdf = np.cumsum(w)
                 pick = np.searchsorted(cdf, rng.random(idx.size) * cdf[-1], side="right")
@@ -907,8 +903,10 @@ class ShuffleDyck(_BracketLanguage):
                 concat[idx[:, None], cols] = (steps < 0).astype(np.uint8) + np.uint8(2 * t)
         labels = np.full((n, width), k, dtype=np.uint8)  # k = pad, sorts last
         for t in range(k):
-            labels[(np.arange(width)[None, :] >= offsets[:, t : t + 1])
-                   & (np.arange(width)[None, :] < offsets[:, t + 1 : t + 2])] = t
+            labels[
+                (np.arange(width)[None, :] >= offsets[:, t : t + 1])
+                & (np.arange(width)[None, :] < offsets[:, t + 1 : t + 2])
+            ] = t
         # shuffle the labels within each row's real prefix: permute full rows of equal length
         for length, idx in _group_by_value(lengths):
             if length:

@@ -65,7 +65,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Union
 
 import numpy as np
 
@@ -75,7 +74,6 @@ from dyckbook.languages import (
     ShuffleDyck,
     _check_lengths,
     _check_rng,
-    _dyck_member_codes,
     _heights,
     _pair_order,
     _valid_mask,
@@ -87,11 +85,11 @@ __all__ = [
     "NEGATIVE_KINDS",
     "NegativeKind",
     "available_kinds",
-    "sample_negatives",
     "sample_negative_codes",
+    "sample_negatives",
 ]
 
-Language = Union[Dyck, ShuffleDyck]
+Language = Dyck | ShuffleDyck
 _MAX_ROUNDS = 200  # rejection rounds before giving up (never reached in tests)
 
 
@@ -122,24 +120,37 @@ NEGATIVE_KINDS: dict[str, NegativeKind] = {
     for k in [
         NegativeKind("random", "uniform random string over the alphabet", 1, 1, False),
         NegativeKind(
-            "thesis_literal", "the thesis' Algorithm 5.2 (a function of the length)", 1, 1, False,
+            "thesis_literal",
+            "the thesis' Algorithm 5.2 (a function of the length)",
+            1,
+            1,
+            False,
             ("dyck",),
         ),
-        NegativeKind("dip", "a top-level pair turned inside out: the prefix dips below zero", 4, 1,
-                     True),
-        NegativeKind("unclosed_tail", "a rotation of a positive: unclosed openers at the end", 4,
-                     1, True),
+        NegativeKind(
+            "dip", "a top-level pair turned inside out: the prefix dips below zero", 4, 1, True
+        ),
+        NegativeKind(
+            "unclosed_tail", "a rotation of a positive: unclosed openers at the end", 4, 1, True
+        ),
         NegativeKind("swap", "a positive with two symbols transposed", 4, 1, True),
-        NegativeKind("crossing", "a pair and its child exchange closers: ([)]", 4, 2, True,
-                     ("dyck",)),
-        NegativeKind("deep_mismatch", "a deepest closer exchanged with one of another type", 4, 2,
-                     True, ("dyck",)),
+        NegativeKind(
+            "crossing", "a pair and its child exchange closers: ([)]", 4, 2, True, ("dyck",)
+        ),
+        NegativeKind(
+            "deep_mismatch",
+            "a deepest closer exchanged with one of another type",
+            4,
+            2,
+            True,
+            ("dyck",),
+        ),
     ]
 }
 
 HARD_KINDS: tuple[str, ...] = tuple(k.name for k in NEGATIVE_KINDS.values() if k.hard)
 
-KindsArg = Union[str, Sequence[str]]
+KindsArg = str | Sequence[str]
 
 
 def _family(language: object) -> str:
@@ -213,7 +224,9 @@ def _thesis_word(k: int, pairs: tuple[str, ...], length: int) -> str | None:
 # --------------------------------------------------------------------------------------------
 
 
-def _partners(language: Language, codes: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _partners(
+    language: Language, codes: np.ndarray, lengths: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Partner index and depth of every symbol of member rows.
 
     For Dyck the matching is that of the skeleton; for Shuffle-Dyck each type is matched on its
@@ -233,7 +246,9 @@ def _partners(language: Language, codes: np.ndarray, lengths: np.ndarray) -> tup
             lvl = h + (codes == 2 * t + 1)
             depth = np.where((codes >> 1) == t, lvl, depth)
         depth = np.where(valid, depth, 0)
-        key = np.where(valid, (codes >> 1).astype(np.int64) * (width + 2) + depth, np.iinfo(np.int64).max)
+        key = np.where(
+            valid, (codes >> 1).astype(np.int64) * (width + 2) + depth, np.iinfo(np.int64).max
+        )
         order = np.argsort(key, axis=1, kind="stable")
     else:
         h = _heights(codes, lengths)
@@ -309,7 +324,9 @@ def _gen_dip(language: Language, rng: np.random.Generator, lengths: np.ndarray, 
     return codes, ok
 
 
-def _gen_unclosed_tail(language: Language, rng: np.random.Generator, lengths: np.ndarray, base=None):
+def _gen_unclosed_tail(
+    language: Language, rng: np.random.Generator, lengths: np.ndarray, base=None
+):
     codes = _positives(language, rng, lengths, base)
     n, width = codes.shape
     valid = _valid_mask(lengths, width)
@@ -355,7 +372,9 @@ def _gen_crossing(language: Language, rng: np.random.Generator, lengths: np.ndar
     return codes, ok
 
 
-def _gen_deep_mismatch(language: Language, rng: np.random.Generator, lengths: np.ndarray, base=None):
+def _gen_deep_mismatch(
+    language: Language, rng: np.random.Generator, lengths: np.ndarray, base=None
+):
     codes = _positives(language, rng, lengths, base)
     n, width = codes.shape
     valid = _valid_mask(lengths, width)
@@ -450,7 +469,7 @@ def sample_negative_codes(
     names = _resolve_kinds(kinds)
     n = lengths.size
     # choose a kind per string among those available at its length
-    uniq = np.unique(lengths)
+    uniq, inverse = np.unique(lengths, return_inverse=True)
     avail = {int(L): available_kinds(language, int(L), names) for L in uniq}
     for L, av in avail.items():
         if not av:
@@ -459,13 +478,19 @@ def sample_negative_codes(
                 f"lengths holds {L}, but no negative of {what} exists at length {L} for "
                 f"{language.name} (hard kinds need an even length >= 4)"
             )
-    kind_idx = np.empty(n, dtype=np.int64)
-    choice = rng.random(n)
-    for L in avail:
-        rows = np.flatnonzero(lengths == L)
-        av = avail[L]
-        pick = (choice[rows] * len(av)).astype(np.int64)
-        kind_idx[rows] = [names.index(av[p]) for p in pick]
+    # table (distinct length, choice) -> kind index; columns past a length's count repeat it
+    n_names = len(names)
+    n_avail = np.array([len(avail[int(L)]) for L in uniq], dtype=np.int64)
+    table = np.array(
+        [
+            [names.index(avail[int(L)][j % len(avail[int(L)])]) for j in range(n_names)]
+            for L in uniq
+        ],
+        dtype=np.int64,
+    ).reshape(uniq.size, n_names)
+    counts = n_avail[inverse]
+    pick = np.minimum((rng.random(n) * counts).astype(np.int64), counts - 1)
+    kind_idx = table[inverse, pick]
     width = int(lengths.max()) if n else 0
     codes = np.full((n, width), PAD_CODE, dtype=np.uint8)
     # one call for the positives that the transforming kinds start from

@@ -99,7 +99,7 @@ def test_loop_detection():
 
 
 def test_loop_error_raised_for_a_constructed_case(monkeypatch):
-    import dyckbook.thesis as thesis
+    from dyckbook import thesis
 
     monkeypatch.setattr(thesis, "_unbalanced_once", lambda order, length, seed, pairs: "()")
     with pytest.raises(ThesisLoopError, match="never returns"):
