@@ -286,14 +286,23 @@ class DyckTokenizer:
         self._check_max_length(lengths, max_length)
         window = codes[:, :longest]
         inside = np.arange(longest) < lengths[:, None]  # (batch, pos)
-        flat = window[inside].astype(np.int64)
-        if len(flat) and (flat.min() < 0 or flat.max() >= len(self.alphabet)):
-            bad = int(np.flatnonzero((flat < 0) | (flat >= len(self.alphabet)))[0])
-            row, col = np.argwhere(inside)[bad]
+        if window.dtype != np.uint8:
+            if window.size and (window.min() < 0 or window.max() > PAD_CODE):
+                raise ValueError(f"codes must hold uint8 values (0..255), got {window.min()}.."
+                                 f"{window.max()}")
+            window = window.astype(np.uint8)
+        # Whole-matrix uint8 arithmetic (no boolean gather): codes outside a string are ignored.
+        symbols = np.where(inside, window, 0)
+        if symbols.size and symbols.max() >= len(self.alphabet):
+            row, col = np.argwhere(symbols >= len(self.alphabet))[0]
             raise ValueError(
-                f"codes[{row}, {col}] = {int(flat[bad])} is not a symbol code of the alphabet "
-                f"{self.alphabet!r} (valid codes: 0..{len(self.alphabet) - 1})")
-        return self._assemble(flat + N_SPECIAL, lengths, inside)
+                f"codes[{row}, {col}] = {int(window[row, col])} is not a symbol code of the "
+                f"alphabet {self.alphabet!r} (valid codes: 0..{len(self.alphabet) - 1})")
+        matrix = np.full((len(lengths), longest + 2), PAD, dtype=np.uint8)
+        matrix[:, 0] = START
+        np.copyto(matrix[:, 1:longest + 1], symbols + N_SPECIAL, where=inside)
+        matrix[np.arange(len(lengths)), lengths + 1] = END
+        return torch.from_numpy(matrix.astype(np.int64))
 
     @staticmethod
     def _check_max_length(lengths: np.ndarray, max_length: int | None) -> None:
