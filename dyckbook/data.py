@@ -102,6 +102,7 @@ class DatasetSpec:
     positive_fraction: float = 0.5
     # negative kinds: "hard" (mixture counting cannot reject), "random" (uniform random strings,
     # the thesis' intent), "thesis_literal", or a tuple of kind names from negatives.NEGATIVE_KINDS
+    # (a single kind name such as "swap" is stored as the tuple ("swap",))
     negatives: str | tuple[str, ...] = "hard"
     # lengths where no negative of the requested kinds exists: "drop" them for both classes, or
     # "keep" positives there unpaired (their negatives are drawn at other lengths)
@@ -150,6 +151,11 @@ class DatasetSpec:
 
     def _check_negatives(self) -> None:
         negatives = self.negatives
+        if isinstance(negatives, str) and negatives not in NEGATIVE_MIXTURES:
+            from dyckbook.negatives import NEGATIVE_KINDS
+
+            if negatives in NEGATIVE_KINDS:  # one kind name: the one-element tuple
+                negatives = (negatives,)
         if isinstance(negatives, str):
             if negatives not in NEGATIVE_MIXTURES:
                 raise ValueError(

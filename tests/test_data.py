@@ -119,6 +119,14 @@ def test_spec_dict_round_trip_through_json():
         DatasetSpec.from_dict({**spec.to_dict(), "min_len": 3})
 
 
+def test_single_kind_name_becomes_a_tuple():
+    from dyckbook.negatives import HARD_KINDS
+
+    spec = dataclasses.replace(SMALL, negatives=HARD_KINDS[0])
+    assert spec.negatives == (HARD_KINDS[0],)
+    assert set(generate_dataset(spec).kinds) == {"positive", HARD_KINDS[0]}
+
+
 def test_spec_hash_covers_every_parameter():
     base = DatasetSpec(language="dyck", k=2, n=100, min_length=0, max_length=16, seed=0)
     variants = {
