@@ -225,3 +225,32 @@ def test_same_params_train_to_the_same_history() -> None:
                                eval_train=False, progress=False)
         histories.append([{k: v for k, v in r.items() if k != "seconds"} for r in result.history])
     assert histories[0] == histories[1]
+
+
+# ------------------------------------------------------------------------------- the notebooks
+
+NOTEBOOKS = ("01_dyck1", "02_dyck3", "03_ood_lengths", "04_long_context")
+
+
+@pytest.mark.parametrize("key", NOTEBOOKS)
+def test_notebook_sources_are_clean_and_declare_the_manifest_defaults(key: str) -> None:
+    from pathlib import Path
+
+    from dyckbook.runner import INJECTED, load_manifest
+
+    root = Path(__file__).resolve().parent.parent
+    nb = json.loads((root / "notebooks" / f"{key}.ipynb").read_text(encoding="utf-8"))
+    assert nb["metadata"]["kernelspec"]["name"] == "python3"
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    assert all(c["outputs"] == [] and c["execution_count"] is None for c in code)
+    assert not any(line.rstrip().endswith(";") for c in code
+                   for line in "".join(c["source"]).splitlines())
+    tagged = [c for c in code if "parameters" in c["metadata"].get("tags", [])]
+    assert len(tagged) == 1
+    namespace: dict = {}
+    exec("".join(tagged[0]["source"]), namespace)  # noqa: S102 - flat assignments only
+    declared = {k: v for k, v in namespace.items() if not k.startswith("__")}
+    manifest = load_manifest(root / "notebooks" / "experiments.yml").notebooks[key].params
+    assert {k: v for k, v in declared.items() if k not in INJECTED} == manifest
+    assert set(INJECTED) <= set(declared)
+    X.ExperimentParams.from_namespace(declared)  # the defaults are valid parameters
