@@ -39,15 +39,20 @@ STATUSES = ("ok", "failed", "blocked")
 
 
 def repo_root() -> Path:
-    """The output root: ``$DYCKBOOK_ROOT`` if set, else the nearest directory holding the manifest.
+    """The output root: ``$DYCKBOOK_ROOT`` if set, else :func:`source_root`."""
+    env = os.environ.get(ROOT_ENV)
+    if env:
+        return Path(env).resolve()
+    return source_root()
+
+
+def source_root() -> Path:
+    """The repository holding the manifest (ignores ``$DYCKBOOK_ROOT``).
 
     Searches upward from the current directory for ``notebooks/experiments.yml``, so a notebook
     opened from ``notebooks/`` in JupyterLab finds the repository; falls back to the directory
     above the installed package (an editable install) and finally to the current directory.
     """
-    env = os.environ.get(ROOT_ENV)
-    if env:
-        return Path(env).resolve()
     here = Path.cwd().resolve()
     for candidate in (here, *here.parents):
         if (candidate / "notebooks" / "experiments.yml").is_file():

@@ -100,9 +100,13 @@ class Manifest:
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
 
 
-def default_manifest(root: str | os.PathLike[str] | None = None) -> Path:
-    """``<root>/notebooks/experiments.yml``, root defaulting to :func:`dyckbook.results.repo_root`."""
-    return (Path(root) if root is not None else R.repo_root()) / "notebooks" / "experiments.yml"
+def default_manifest() -> Path:
+    """``notebooks/experiments.yml`` of the source repository (:func:`dyckbook.results.source_root`).
+
+    Independent of the output root, so ``DYCKBOOK_ROOT=/elsewhere python -m dyckbook run`` runs
+    this repository's manifest into ``/elsewhere``.
+    """
+    return R.source_root() / "notebooks" / "experiments.yml"
 
 
 def load_manifest(path: str | os.PathLike[str] | None = None) -> Manifest:
@@ -333,7 +337,7 @@ def list_runs(profile: str = "cpu", manifest: str | os.PathLike[str] | None = No
         0 (listing is not a check; statuses are for reading).
     """
     root = _root(out_root)
-    man = load_manifest(manifest if manifest is not None else default_manifest(root))
+    man = load_manifest(manifest if manifest is not None else default_manifest())
     specs = resolve_profile(man, profile)
     hashes = compute_hashes(specs)
     desc = " ".join(str(man.profiles[profile].get("description", "")).split())
@@ -378,7 +382,7 @@ def run(profile: str = "cpu", only: Sequence[str] | None = None, jobs: int = 1,
         jobs: parallel processes; 0 means one per CPU core. Each run gets
             ``num_threads = max(1, cores // jobs)`` (also as OMP/MKL/OpenBLAS thread limits).
         force: rerun even runs whose hash is unchanged.
-        manifest: manifest path; default ``<root>/notebooks/experiments.yml``.
+        manifest: manifest path; default: the source repository's ``notebooks/experiments.yml``.
         out_root: output root (``book/runs``, ``book/results`` go below it); default
             ``$DYCKBOOK_ROOT`` or the repository root. It is also the kernels' working directory.
         echo: where progress lines go; default: stdout (through tqdm when stdout is a TTY).
@@ -392,7 +396,7 @@ def run(profile: str = "cpu", only: Sequence[str] | None = None, jobs: int = 1,
     if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 0:
         raise ValueError(f"jobs must be an integer >= 0, got {jobs!r}")
     root = _root(out_root)
-    man = load_manifest(manifest if manifest is not None else default_manifest(root))
+    man = load_manifest(manifest if manifest is not None else default_manifest())
     specs = resolve_profile(man, profile)
     hashes = compute_hashes(specs)
     selected = select_runs(specs, only, profile)
@@ -433,9 +437,8 @@ def run(profile: str = "cpu", only: Sequence[str] | None = None, jobs: int = 1,
             blocked.extend(batch)
             continue
         tasks = [_task(s, hashes[s.name], root, threads, profile) for s in batch]
-        for task in tasks:
-            echo(f"[start] {task['name']} ({task['notebook_key']})")
-        for outcome in _execute_all(tasks, jobs):
+        for outcome in _execute_all(
+                tasks, jobs, lambda t: echo(f"[start] {t['name']} ({t['notebook_key']})")):
             done += 1
             outcomes.append(outcome)
             tag = "ok" if outcome["status"] == "ok" else "FAIL"
@@ -483,17 +486,27 @@ def _task(spec: RunSpec, hash_: str, root: Path, threads: int, profile: str) -> 
             "profile": profile, "source_rel": _rel(spec.notebook.path, root)}
 
 
-def _execute_all(tasks: list[dict[str, Any]], jobs: int) -> Iterable[dict[str, Any]]:
+def _execute_all(tasks: list[dict[str, Any]], jobs: int,
+                 on_start: Callable[[dict[str, Any]], None]) -> Iterable[dict[str, Any]]:
     if jobs == 1 or len(tasks) <= 1:
         for task in tasks:
+            on_start(task)
             yield execute_task(task)
         return
-    # spawn: a clean interpreter per worker (no inherited threads or event loops).
+    # spawn: a clean interpreter per worker (no inherited threads or event loops). At most
+    # `jobs` tasks are submitted at a time, so a "[start]" line means the run really started.
     ctx = multiprocessing.get_context("spawn")
+    pending = list(tasks)
     with cf.ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=ctx) as pool:
-        futures = [pool.submit(execute_task, t) for t in tasks]
-        for future in cf.as_completed(futures):
-            yield future.result()
+        running: set[cf.Future[dict[str, Any]]] = set()
+        while pending or running:
+            while pending and len(running) < jobs:
+                task = pending.pop(0)
+                on_start(task)
+                running.add(pool.submit(execute_task, task))
+            finished, running = cf.wait(running, return_when=cf.FIRST_COMPLETED)
+            for future in finished:
+                yield future.result()
 
 
 def execute_task(task: dict[str, Any]) -> dict[str, Any]:
