@@ -174,8 +174,6 @@ def test_chapters_run_in_every_profile_into_book_runs_chapters() -> None:
             "/r/book/runs/chapters/dyck_languages.ipynb")
 
 
-@pytest.mark.xfail(strict=False, reason="wave 2 writes the experiment notebooks 01..90; "
-                                        "until then some referenced notebooks do not exist")
 def test_every_referenced_notebook_exists() -> None:
     man = runner.load_manifest(MANIFEST)
     missing = [str(nb.path.relative_to(REPO)) for nb in man.notebooks.values()
