@@ -20,6 +20,7 @@ import numpy as np
 from matplotlib import colors as mcolors
 from matplotlib.figure import Figure
 from matplotlib.patches import Arc
+from matplotlib.ticker import MaxNLocator
 
 from dyckbook import explain as E
 
@@ -537,6 +538,7 @@ def plot_training_curves(history: Any, *, title: str | None = None) -> Figure:
                 ax.plot(x[ok], y[ok], marker="o" if n <= 30 else None, ms=3, lw=1.5, label=split)
                 found[metric] += 1
             ax.set_xlabel(xkey or "epoch")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.set_ylabel(metric)
             ax.set_title(f"{metric.capitalize()} per split")
             ax.grid(True)
