@@ -28,6 +28,7 @@ def assert_one_line_error(result: subprocess.CompletedProcess, *needles: str) ->
         assert needle in lines[0], lines[0]
 
 
+@pytest.mark.slow  # a subprocess that imports torch
 def test_generate_writes_a_verified_dataset(tmp_path):
     out = tmp_path / "data.jsonl"
     result = run("generate", "--k", "3", "--n", "200", "--min-length", "0", "--max-length", "16",
@@ -45,6 +46,7 @@ def test_generate_writes_a_verified_dataset(tmp_path):
     assert meta["n_lines"] == 200
 
 
+@pytest.mark.slow  # a subprocess that imports torch
 def test_generate_shuffle_dyck_with_random_negatives(tmp_path):
     from dyckbook.data import load_jsonl
 
@@ -55,6 +57,7 @@ def test_generate_shuffle_dyck_with_random_negatives(tmp_path):
     assert load_jsonl(out).spec.language == "shuffle_dyck"
 
 
+@pytest.mark.slow  # a subprocess that imports torch
 def test_generate_comma_separated_kinds(tmp_path):
     from dyckbook.data import load_jsonl
     from dyckbook.negatives import HARD_KINDS
