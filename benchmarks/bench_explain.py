@@ -22,7 +22,7 @@ from pathlib import Path
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "explain.json"
@@ -57,8 +57,9 @@ def build_model(k: int, n_ctx: int, d_model: int, d_mlp: int, seed: int = 0):
     from dyckbook.model import ModelConfig, TransformerClassifier
 
     torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
-    cfg = ModelConfig(d_vocab=3 + 2 * k, n_ctx=n_ctx, d_model=d_model, d_mlp=d_mlp, n_heads=1,
-                      n_layers=2)
+    cfg = ModelConfig(
+        d_vocab=3 + 2 * k, n_ctx=n_ctx, d_model=d_model, d_mlp=d_mlp, n_heads=1, n_layers=2
+    )
     model = TransformerClassifier(cfg, generator=torch.Generator().manual_seed(seed)).eval()
     return model
 
@@ -87,12 +88,17 @@ def part_grid() -> dict:
     t_extract, _ = median_time(lambda: E.attention_patterns(model, tokens), 5, "extract")
     t_build, _ = median_time(lambda: P.plot_attention_grid(pats[:, 0], labels), 5, "figure_build")
     fig = P.plot_attention_grid(pats[:, 0], labels)
-    t_save, _ = median_time(lambda: fig.savefig(io.BytesIO(), format="png", dpi=100), 5,
-                            "png_render")
+    t_save, _ = median_time(
+        lambda: fig.savefig(io.BytesIO(), format="png", dpi=100), 5, "png_render"
+    )
     t_full, times = median_time(full, 5, "total")
-    t_plain, _ = median_time(lambda: P.plot_attention_grid(pats[:, 0], labels, annotate=False)
-                             .savefig(io.BytesIO(), format="png", dpi=100), 5,
-                             "total_without_cell_values")
+    t_plain, _ = median_time(
+        lambda: P.plot_attention_grid(pats[:, 0], labels, annotate=False).savefig(
+            io.BytesIO(), format="png", dpi=100
+        ),
+        5,
+        "total_without_cell_values",
+    )
     return {
         "string": s,
         "extract_s": t_extract,
@@ -173,14 +179,23 @@ def part_matching() -> dict:
     t = time.perf_counter()
     pats = E.attention_patterns(model, tokens)
     t_pat = time.perf_counter() - t
-    t_arr, _ = median_time(lambda: E.matching_attention(pats, tokens, lengths), 3,
-                           "matching_attention")
-    batches = [{"tokens": tokens[i : i + 100], "lengths": lengths[i : i + 100]}
-               for i in range(0, 1000, 100)]
-    t_model, _ = median_time(lambda: E.matching_attention_for_model(model, batches), 3,
-                             "model_level_10_batches")
-    return {"n_strings": 1000, "patterns_s": t_pat, "matching_attention_s": t_arr,
-            "model_level_10_batches_s": t_model, "cpu_s": dict(CPU)}
+    t_arr, _ = median_time(
+        lambda: E.matching_attention(pats, tokens, lengths), 3, "matching_attention"
+    )
+    batches = [
+        {"tokens": tokens[i : i + 100], "lengths": lengths[i : i + 100]}
+        for i in range(0, 1000, 100)
+    ]
+    t_model, _ = median_time(
+        lambda: E.matching_attention_for_model(model, batches), 3, "model_level_10_batches"
+    )
+    return {
+        "n_strings": 1000,
+        "patterns_s": t_pat,
+        "matching_attention_s": t_arr,
+        "model_level_10_batches_s": t_model,
+        "cpu_s": dict(CPU),
+    }
 
 
 PARTS = {"grid": part_grid, "long": part_long, "matching": part_matching}
@@ -191,13 +206,21 @@ def main() -> None:
         print(json.dumps(PARTS[sys.argv[2]]()))
         return
     results: dict = {
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
-                    "threads": int(os.environ.get("BENCH_THREADS", "2")),
-                    "loadavg_at_start": os.getloadavg()},
+        "machine": {
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "threads": int(os.environ.get("BENCH_THREADS", "2")),
+            "loadavg_at_start": os.getloadavg(),
+        },
     }
     for name in PARTS:
-        proc = subprocess.run([sys.executable, __file__, "--part", name], capture_output=True,
-                              text=True, cwd=ROOT)
+        proc = subprocess.run(
+            [sys.executable, __file__, "--part", name],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            check=False,
+        )
         if proc.returncode != 0:
             results[name] = {"error": proc.stderr.strip().splitlines()[-1:]}
             continue

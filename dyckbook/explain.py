@@ -6,12 +6,9 @@ import inspect
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
-
-if TYPE_CHECKING:  # pragma: no cover - torch is only needed by the model-level wrappers
-    import torch
 
 # Token ids fixed by the tokenizer contract: [start]=0, [pad]=1, [end]=2, bracket = 3 + alphabet
 # index, and the alphabet interleaves pairs, so opener of type t is alphabet index 2t, closer 2t+1.
@@ -335,7 +332,9 @@ class MatchingAttention:
 
         def conv(v: Any) -> Any:
             if isinstance(v, np.ndarray):
-                return np.where(np.isnan(v), None, v).tolist() if v.dtype.kind == "f" else v.tolist()
+                return (
+                    np.where(np.isnan(v), None, v).tolist() if v.dtype.kind == "f" else v.tolist()
+                )
             if isinstance(v, dict):
                 return {k: conv(x) for k, x in v.items()}
             return v
@@ -363,7 +362,9 @@ class _Accumulator:
     sums: dict[tuple[str, str, int], np.ndarray] = field(default_factory=dict)
     counts: dict[tuple[str, int], np.ndarray] = field(default_factory=dict)
 
-    def add(self, kind: str, keys: np.ndarray, role_idx: np.ndarray, values: dict[str, np.ndarray]) -> None:
+    def add(
+        self, kind: str, keys: np.ndarray, role_idx: np.ndarray, values: dict[str, np.ndarray]
+    ) -> None:
         # keys: (q,) group value per query; role_idx: (q,) 1 = opener, 2 = closer.
         # values: category -> (layer, q, head)
         for g in np.unique(keys):
@@ -382,7 +383,9 @@ class _Accumulator:
                     if cnt:
                         self.sums[sk][r] += v[:, sel, :].sum(axis=1)
 
-    def table(self, kind: str, cats: Sequence[str]) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    def table(
+        self, kind: str, cats: Sequence[str]
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
         groups = np.array(sorted(g for (k, g) in self.counts if k == kind), dtype=np.int64)
         count = np.zeros((3, len(groups)), dtype=np.int64)
         means = {c: np.full((3, len(groups), self.n_layers, self.n_heads), np.nan) for c in cats}
@@ -390,16 +393,19 @@ class _Accumulator:
             count[:, j] = self.counts[(kind, int(g))]
             with np.errstate(invalid="ignore", divide="ignore"):
                 for c in cats:
-                    means[c][:, j] = self.sums[(kind, c, int(g))] / np.where(
-                        count[:, j] > 0, count[:, j], np.nan
-                    )[:, None, None]
+                    means[c][:, j] = (
+                        self.sums[(kind, c, int(g))]
+                        / np.where(count[:, j] > 0, count[:, j], np.nan)[:, None, None]
+                    )
         return groups, count, means
 
 
 def _check_patterns(patterns: Any) -> np.ndarray:
     p = _as_numpy(patterns)
     if p.ndim != 5:
-        raise ValueError(f"patterns must be 5-D (layer, batch, head, query, key), got shape {p.shape}")
+        raise ValueError(
+            f"patterns must be 5-D (layer, batch, head, query, key), got shape {p.shape}"
+        )
     if p.shape[-1] != p.shape[-2]:
         raise ValueError(f"patterns must be square in (query, key), got shape {p.shape}")
     return p
@@ -486,8 +492,9 @@ def matching_attention(
                 raise ValueError(f"matching shape {match_np.shape} does not fit lengths/batch")
             match_np = match_np[:, : codes.shape[1]]
             if match_np.shape[1] < codes.shape[1]:
-                match_np = np.pad(match_np, ((0, 0), (0, codes.shape[1] - match_np.shape[1])),
-                                  constant_values=-1)
+                match_np = np.pad(
+                    match_np, ((0, 0), (0, codes.shape[1] - match_np.shape[1])), constant_values=-1
+                )
             _, depth = bracket_matching(codes, lens_np, shuffle=shuffle)
             depth = np.where(match_np >= 0, depth, 0)
         b_idx, s_idx = np.nonzero(match_np >= 0)  # counted queries, string positions
@@ -539,8 +546,9 @@ def matching_attention(
         if edges is not None:
             grp = np.searchsorted(edges, dist, side="right") - 1
             keep = (grp >= 0) & (grp < edges.size - 1)
-            acc.add("distance", grp[keep], role_idx[keep],
-                    {c: v[:, keep, :] for c, v in values.items()})
+            acc.add(
+                "distance", grp[keep], role_idx[keep], {c: v[:, keep, :] for c, v in values.items()}
+            )
         else:
             acc.add("distance", dist, role_idx, values)
 
@@ -599,8 +607,9 @@ def matching_attention_for_model(
         pats.append(attention_patterns(model, batch["tokens"]))
         toks.append(_as_numpy(batch["tokens"]))
         lens.append(_as_numpy(batch["lengths"]) if "lengths" in batch else None)
-    return matching_attention(pats, toks, lens, mask=mask, shuffle=shuffle,
-                              distance_bins=distance_bins)
+    return matching_attention(
+        pats, toks, lens, mask=mask, shuffle=shuffle, distance_bins=distance_bins
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -816,6 +825,15 @@ class LongInputSummary:
         return self.offset_mass.mean(axis=0)
 
 
+def _span(cs: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row sums over keys ``a .. b-1`` (clipped to the matrix) from prefix sums ``cs``."""
+    n = cs.shape[1] - 1
+    a = np.clip(a, 0, n)
+    b = np.clip(b, 0, n)
+    r = np.arange(cs.shape[0])
+    return np.where(b > a, cs[r, b] - cs[r, a], 0.0)
+
+
 def long_input_summary(
     pattern: Any,
     *,
@@ -853,7 +871,7 @@ def long_input_summary(
     p = p[:n, :n]
     k = min(top_k, n)
     # |offset| bins 1, 2, 4, ... up to a power of two > n - 1
-    n_bins = max(1, int(math.ceil(math.log2(max(n, 2)))))
+    n_bins = max(1, math.ceil(math.log2(max(n, 2))))
     edges = (2 ** np.arange(n_bins + 1)).astype(np.int64)
     n_signed = 2 * n_bins + 1
     entropy = np.empty(n)
@@ -875,16 +893,13 @@ def long_input_summary(
         q = pos[lo:hi]
         r = np.arange(hi - lo)
 
-        def span(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-            a = np.clip(a, 0, n)
-            b = np.clip(b, 0, n)
-            return np.where(b > a, cs[r, b] - cs[r, a], 0.0)
-
         offset_mass[lo:hi, n_bins] = rows[r, q]
         for j in range(n_bins):
             d0, d1 = edges[j], edges[j + 1]
-            offset_mass[lo:hi, n_bins - 1 - j] = span(q - d1 + 1, q - d0 + 1)  # keys q-d1+1..q-d0
-            offset_mass[lo:hi, n_bins + 1 + j] = span(q + d0, q + d1)  # keys q+d0..q+d1-1
+            offset_mass[lo:hi, n_bins - 1 - j] = _span(
+                cs, q - d1 + 1, q - d0 + 1
+            )  # keys q-d1+1..q-d0
+            offset_mass[lo:hi, n_bins + 1 + j] = _span(cs, q + d0, q + d1)  # keys q+d0..q+d1-1
         part = np.argpartition(-rows, k - 1, axis=1)[:, :k]
         w = np.take_along_axis(rows, part, axis=1)
         order = np.argsort(-w, axis=1, kind="stable")

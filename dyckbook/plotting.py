@@ -41,8 +41,16 @@ STYLE: dict[str, Any] = {
     "figure.dpi": 100,
     "image.interpolation": "nearest",
     "axes.prop_cycle": matplotlib.cycler(
-        color=["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442",
-               "#000000"]  # Okabe-Ito: distinguishable with colour-vision deficiency
+        color=[
+            "#0072B2",
+            "#E69F00",
+            "#009E73",
+            "#D55E00",
+            "#CC79A7",
+            "#56B4E9",
+            "#F0E442",
+            "#000000",
+        ]  # Okabe-Ito: distinguishable with colour-vision deficiency
     ),
 }
 PROB_CMAP = "viridis"
@@ -170,7 +178,9 @@ def plot_attention_grid(
     panel = float(np.clip(0.30 * n + 0.9, 2.6, 5.5))
     with style_context():
         fig, axes = _new_figure(
-            n_layers, n_heads, figsize=(panel * n_heads + 1.2, panel * n_layers + 0.5),
+            n_layers,
+            n_heads,
+            figsize=(panel * n_heads + 1.2, panel * n_layers + 0.5),
         )
         ticks = _tick_positions(n)
         cell_pt = panel * 72 / n  # cell size in points
@@ -203,8 +213,11 @@ def plot_attention_grid(
                     _annotate_cells(ax, data[l, h], scale, ann_fs)
         fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, label=cbar_label)
         if title is None:
-            title = ("Attention probabilities" if scale == "prob" else
-                     "Attention, min-max scaled to [-1, 1] per matrix") + " (rows: queries)"
+            title = (
+                "Attention probabilities"
+                if scale == "prob"
+                else "Attention, min-max scaled to [-1, 1] per matrix"
+            ) + " (rows: queries)"
         fig.suptitle(title)
     return fig
 
@@ -220,8 +233,15 @@ def _annotate_cells(ax: Any, vals: np.ma.MaskedArray, scale: str, fontsize: floa
             v = float(vals[qi, ki])
             dark = v < 0.6 if scale == "prob" else abs(v) > 0.55
             txt = f"{v:.2f}".replace("0.", ".", 1)
-            t = ax.text(ki, qi, txt, ha="center", va="center", fontsize=fontsize,
-                        color="white" if dark else "black")
+            t = ax.text(
+                ki,
+                qi,
+                txt,
+                ha="center",
+                va="center",
+                fontsize=fontsize,
+                color="white" if dark else "black",
+            )
             t.set_in_layout(False)  # hundreds of texts: keep them out of the layout pass
 
 
@@ -277,13 +297,21 @@ def plot_attention_summary(
     with np.errstate(divide="ignore", invalid="ignore"):
         lift = np.ma.masked_invalid(np.log10(prof / uni_rows))
     lift = np.ma.masked_where(uni_rows <= 0, lift)
-    labels = ([f"-{e}" for e in s.offset_edges[:-1][::-1]] + ["0"]
-              + [f"+{e}" for e in s.offset_edges[:-1]])
+    labels = (
+        [f"-{e}" for e in s.offset_edges[:-1][::-1]]
+        + ["0"]
+        + [f"+{e}" for e in s.offset_edges[:-1]]
+    )
     with style_context():
         fig, axes = _new_figure(2, 2, figsize=(11, 8.6))
         ax = axes[0, 0]
-        im = ax.imshow(block, cmap="magma", norm=mcolors.LogNorm(vmin=lo, vmax=hi),
-                       extent=(0, n, n, 0), aspect="equal")
+        im = ax.imshow(
+            block,
+            cmap="magma",
+            norm=mcolors.LogNorm(vmin=lo, vmax=hi),
+            extent=(0, n, n, 0),
+            aspect="equal",
+        )
         ax.set_xlabel("key position")
         ax.set_ylabel("query position")
         ax.set_title(f"(a) block {map} of attention ({len(s.block_edges) - 1}² blocks, log)")
@@ -291,8 +319,14 @@ def plot_attention_summary(
         ax = axes[0, 1]
         # grey: bins that hold no key for these queries
         cm = matplotlib.colormaps["RdBu_r"].with_extremes(bad=MASKED_COLOR)
-        im2 = ax.imshow(np.ma.clip(lift, -2, 2), cmap=cm, aspect="auto", vmin=-2, vmax=2,
-                        extent=(-0.5, 2 * nb + 0.5, n, 0))
+        im2 = ax.imshow(
+            np.ma.clip(lift, -2, 2),
+            cmap=cm,
+            aspect="auto",
+            vmin=-2,
+            vmax=2,
+            extent=(-0.5, 2 * nb + 0.5, n, 0),
+        )
         step = max(1, (2 * nb + 1) // 13)
         tick_idx = np.arange(0, 2 * nb + 1, step)
         if nb not in tick_idx:
@@ -308,11 +342,11 @@ def plot_attention_summary(
         ax = axes[1, 0]
         mean = s.mean_offset_mass
         x = np.arange(2 * nb + 1)
-        ax.bar(x, mean, color=["#0072B2" if i < nb else "#000000" if i == nb else "#D55E00"
-                               for i in x])
+        ax.bar(
+            x, mean, color=["#0072B2" if i < nb else "#000000" if i == nb else "#D55E00" for i in x]
+        )
         uniform = uni_q.mean(axis=0)
-        ax.step(x, uniform, where="mid", color="0.3", lw=1.2, ls="--",
-                label="uniform attention")
+        ax.step(x, uniform, where="mid", color="0.3", lw=1.2, ls="--", label="uniform attention")
         ax.legend(loc="upper center")
         ax.set_xticks(tick_idx)
         ax.set_xticklabels([labels[i] for i in tick_idx], rotation=90)
@@ -327,18 +361,27 @@ def plot_attention_summary(
             w = max(8, n // 64)
             kern = np.ones(w) / w
             sm = np.convolve(s.entropy_norm, kern, mode="same")
-            ax.plot(qpos[w:-w], sm[w:-w], lw=1.6, color="#0072B2",
-                    label=f"entropy, moving mean ({w})")
+            ax.plot(
+                qpos[w:-w], sm[w:-w], lw=1.6, color="#0072B2", label=f"entropy, moving mean ({w})"
+            )
         if s.matching_mass is not None:
             ok = ~np.isnan(s.matching_mass)
-            ax.scatter(qpos[ok], s.matching_mass[ok], s=4, color="#D55E00", alpha=0.6,
-                       label="mass on matching bracket", rasterized=True)
+            ax.scatter(
+                qpos[ok],
+                s.matching_mass[ok],
+                s=4,
+                color="#D55E00",
+                alpha=0.6,
+                label="mass on matching bracket",
+                rasterized=True,
+            )
         ax.set_ylim(-0.02, 1.05)
         ax.set_xlim(0, n)
         ax.set_xlabel("query position")
         ax.set_ylabel("value (0..1)")
-        ax.set_title("(d) per-query entropy" + (" and matching mass" if s.matching_mass is not None
-                                               else ""))
+        ax.set_title(
+            "(d) per-query entropy" + (" and matching mass" if s.matching_mass is not None else "")
+        )
         ax.legend(loc="lower right", framealpha=0.9)
         ax.grid(True)
         fig.suptitle(title or f"Attention summary for a {n}-token input")
@@ -365,12 +408,20 @@ def plot_matching_attention(
     r = measures.role(role)
     L, H = measures.n_layers, measures.n_heads
     cats = [c for c in measures.categories if c != "pad" or np.nanmax(measures.mean["pad"]) > 1e-6]
-    colors = dict(zip(E.KEY_CATEGORIES, ["#D55E00", "#000000", "#E69F00", "#56B4E9", "#009E73",
-                                         "#CC79A7", "0.6"]))
+    colors = dict(
+        zip(
+            E.KEY_CATEGORIES,
+            ["#D55E00", "#000000", "#E69F00", "#56B4E9", "#009E73", "#CC79A7", "0.6"],
+        )
+    )
     heads = [(l, h) for l in range(L) for h in range(H)]
     with style_context():
-        fig, axes = _new_figure(1, 3, figsize=(max(12, 1.3 * len(heads) + 8), 4.2),
-                                width_ratios=[max(1.2, 0.35 * len(heads)), 1, 1])
+        fig, axes = _new_figure(
+            1,
+            3,
+            figsize=(max(12, 1.3 * len(heads) + 8), 4.2),
+            width_ratios=[max(1.2, 0.35 * len(heads)), 1, 1],
+        )
         ax = axes[0, 0]
         xt, xl = [], []
         width = 0.38
@@ -381,8 +432,14 @@ def plot_matching_attention(
                 bottom = 0.0
                 for c in cats:
                     v = float(np.nan_to_num(measures.mean[c][ri, l, h]))
-                    ax.bar(x, v, width, bottom=bottom, color=colors[c],
-                           label=c.replace("_", " ") if (i == 0 and j == 0) else None)
+                    ax.bar(
+                        x,
+                        v,
+                        width,
+                        bottom=bottom,
+                        color=colors[c],
+                        label=c.replace("_", " ") if (i == 0 and j == 0) else None,
+                    )
                     bottom += v
                 xt.append(x)
                 xl.append(f"L{l}H{h}\n{'open' if rl == 'opener' else 'close'}")
@@ -401,16 +458,21 @@ def plot_matching_attention(
                 x = np.sqrt(e[:-1] * np.maximum(e[1:] - 1, e[:-1]))
             else:
                 x = table[key].astype(float)
-            for (l, h) in heads:
+            for l, h in heads:
                 y = table["matching"][r, :, l, h]
                 ok = table["count"][r] > 0
                 ax.plot(x[ok], y[ok], marker="o", ms=3, lw=1.3, label=f"L{l}H{h}")
-            ax.axhline(measures.chance[r], color="0.4", ls="--", lw=1,
-                       label="uniform attention (mean)")
+            ax.axhline(
+                measures.chance[r], color="0.4", ls="--", lw=1, label="uniform attention (mean)"
+            )
             if key == "distance" and x.size and x.max() / max(x.min(), 1) > 20:
                 ax.set_xscale("log")
-            top = np.nanmax([np.nanmax(np.r_[table["matching"][r][table["count"][r] > 0].ravel(),
-                                            0.0]), measures.chance[r]])
+            top = np.nanmax(
+                [
+                    np.nanmax(np.r_[table["matching"][r][table["count"][r] > 0].ravel(), 0.0]),
+                    measures.chance[r],
+                ]
+            )
             ax.set_ylim(0, min(1.02, max(0.1, 1.15 * float(np.nan_to_num(top)))))
             ax.set_xlabel(xlabel)
             ax.set_ylabel("mass on matching bracket")
@@ -450,8 +512,13 @@ def plot_preview_roc(
         for l in range(s.shape[0]):
             for h in range(s.shape[2]):
                 fpr, tpr = E.roc_curve(s[l, :, h], y)
-                ax.plot(fpr, tpr, lw=1.5, drawstyle="default",
-                        label=f"L{l}H{h}: AUC {pv.auc[l, h]:.3f} (sym {pv.auc_sym[l, h]:.3f})")
+                ax.plot(
+                    fpr,
+                    tpr,
+                    lw=1.5,
+                    drawstyle="default",
+                    label=f"L{l}H{h}: AUC {pv.auc[l, h]:.3f} (sym {pv.auc_sym[l, h]:.3f})",
+                )
         ax.plot([0, 1], [0, 1], color="0.5", ls="--", lw=1, label="chance")
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1.01)
@@ -466,8 +533,9 @@ def plot_preview_roc(
         v = s[l, :, h]
         bins = np.histogram_bin_edges(v, bins=min(40, max(5, v.size // 10)))
         ax.hist(v[y], bins=bins, alpha=0.6, color="#0072B2", label=f"members (n={int(y.sum())})")
-        ax.hist(v[~y], bins=bins, alpha=0.6, color="#D55E00",
-                label=f"non-members (n={int((~y).sum())})")
+        ax.hist(
+            v[~y], bins=bins, alpha=0.6, color="#D55E00", label=f"non-members (n={int((~y).sum())})"
+        )
         ax.set_xlabel(f"[end] self-attention, layer {l} head {h}")
         ax.set_ylabel("examples")
         ax.set_title(f"Score by class, best head (sym. AUC {pv.auc_sym[l, h]:.3f})")
@@ -487,19 +555,25 @@ def _history_columns(history: Any) -> dict[str, np.ndarray]:
     """Normalise a history to columns: records, dict of lists, or {split: {metric: list}}."""
     if isinstance(history, Mapping):
         if all(isinstance(v, Mapping) for v in history.values()):
-            cols = {f"{split}_{m}": np.asarray(v, dtype=float)
-                    for split, d in history.items() for m, v in d.items()}
+            cols = {
+                f"{split}_{m}": np.asarray(v, dtype=float)
+                for split, d in history.items()
+                for m, v in d.items()
+            }
         else:
-            cols = {k: np.asarray(v, dtype=float) for k, v in history.items()
-                    if np.ndim(v) == 1}
+            cols = {k: np.asarray(v, dtype=float) for k, v in history.items() if np.ndim(v) == 1}
     elif isinstance(history, Sequence) and history and isinstance(history[0], Mapping):
         keys = sorted({k for rec in history for k in rec})
-        cols = {k: np.array([np.nan if rec.get(k) is None else float(rec[k]) for rec in history])
-                for k in keys if all(isinstance(rec.get(k), (int, float, type(None)))
-                                     for rec in history)}
+        cols = {
+            k: np.array([np.nan if rec.get(k) is None else float(rec[k]) for rec in history])
+            for k in keys
+            if all(isinstance(rec.get(k), (int, float, type(None))) for rec in history)
+        }
     else:
-        raise ValueError("history must be a list of per-epoch records or a mapping of columns, "
-                         f"got {type(history).__name__}")
+        raise ValueError(
+            "history must be a list of per-epoch records or a mapping of columns, "
+            f"got {type(history).__name__}"
+        )
     return cols
 
 
@@ -526,11 +600,14 @@ def plot_training_curves(history: Any, *, title: str | None = None) -> Figure:
     with style_context():
         fig, axes = _new_figure(1, 2, figsize=(10, 3.8))
         found = {"loss": 0, "accuracy": 0}
-        for ax, metric, aliases in ((axes[0, 0], "loss", ("loss",)),
-                                    (axes[0, 1], "accuracy", ("accuracy", "acc"))):
-            splits = sorted({k.rsplit("_", 1)[0] for k in cols
-                             if k.rsplit("_", 1)[-1] in aliases and "_" in k},
-                            key=lambda s: (_SPLITS.index(s) if s in _SPLITS else 99, s))
+        for ax, metric, aliases in (
+            (axes[0, 0], "loss", ("loss",)),
+            (axes[0, 1], "accuracy", ("accuracy", "acc")),
+        ):
+            splits = sorted(
+                {k.rsplit("_", 1)[0] for k in cols if k.rsplit("_", 1)[-1] in aliases and "_" in k},
+                key=lambda s: (_SPLITS.index(s) if s in _SPLITS else 99, s),
+            )
             for split in splits:
                 key = next(f"{split}_{a}" for a in aliases if f"{split}_{a}" in cols)
                 y = cols[key]
@@ -547,8 +624,9 @@ def plot_training_curves(history: Any, *, title: str | None = None) -> Figure:
             if metric == "accuracy":
                 ax.set_ylim(-0.02, 1.02)
         if not any(found.values()):
-            raise ValueError(f"history has no '<split>_loss' or '<split>_accuracy' columns: "
-                             f"{sorted(cols)}")
+            raise ValueError(
+                f"history has no '<split>_loss' or '<split>_accuracy' columns: {sorted(cols)}"
+            )
         fig.suptitle(title or "Training curves")
     return fig
 
@@ -591,9 +669,15 @@ def plot_weight_histograms(
                 tx = np.array([t[0] - 0.5, t[0] + 0.5])
             frac = counts / counts.sum(axis=0, keepdims=True)
             pos = frac[frac > 0]
-            mesh = ax.pcolormesh(tx, edges, np.ma.masked_equal(frac, 0), cmap="viridis",
-                                 norm=mcolors.LogNorm(vmin=max(pos.min(), 1e-5), vmax=pos.max()),
-                                 shading="flat", rasterized=True)
+            mesh = ax.pcolormesh(
+                tx,
+                edges,
+                np.ma.masked_equal(frac, 0),
+                cmap="viridis",
+                norm=mcolors.LogNorm(vmin=max(pos.min(), 1e-5), vmax=pos.max()),
+                shading="flat",
+                rasterized=True,
+            )
             ax.set_facecolor("white")
             ax.set_xlabel("training step" if steps is not None else "snapshot")
             ax.set_ylabel("weight value")
@@ -616,19 +700,27 @@ def _per_length_arrays(run: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray | N
         items = sorted(((int(k), v) for k, v in run.items()), key=lambda kv: kv[0])
         L = np.array([k for k, _ in items], dtype=float)
         if items and isinstance(items[0][1], Mapping):
-            acc = np.array([np.nan if v.get("accuracy") is None else v["accuracy"]
-                            for _, v in items], dtype=float)
+            acc = np.array(
+                [np.nan if v.get("accuracy") is None else v["accuracy"] for _, v in items],
+                dtype=float,
+            )
             n = np.array([v.get("n", np.nan) for _, v in items], dtype=float)
         else:
             acc = np.array([np.nan if v is None else v for _, v in items], dtype=float)
             n = None
     elif isinstance(run, Sequence) and run and isinstance(run[0], Mapping):
-        return _per_length_arrays({"length": [r["length"] for r in run],
-                                   "accuracy": [r["accuracy"] for r in run],
-                                   **({"n": [r["n"] for r in run]} if "n" in run[0] else {})})
+        return _per_length_arrays(
+            {
+                "length": [r["length"] for r in run],
+                "accuracy": [r["accuracy"] for r in run],
+                **({"n": [r["n"] for r in run]} if "n" in run[0] else {}),
+            }
+        )
     else:
-        raise ValueError("per_length must map length -> accuracy (or -> {'n', 'accuracy'}), or "
-                         f"hold 'length' and 'accuracy' columns; got {type(run).__name__}")
+        raise ValueError(
+            "per_length must map length -> accuracy (or -> {'n', 'accuracy'}), or "
+            f"hold 'length' and 'accuracy' columns; got {type(run).__name__}"
+        )
     order = np.argsort(L)
     return L[order], acc[order], None if n is None else n[order]
 
@@ -645,8 +737,12 @@ def _is_single_run(obj: Any) -> bool:
         except (TypeError, ValueError):
             return False
         return True
-    return isinstance(obj, Sequence) and bool(obj) and isinstance(obj[0], Mapping) \
+    return (
+        isinstance(obj, Sequence)
+        and bool(obj)
+        and isinstance(obj[0], Mapping)
         and "length" in obj[0]
+    )
 
 
 def plot_accuracy_by_length(
@@ -678,8 +774,11 @@ def plot_accuracy_by_length(
     elif isinstance(per_length, Mapping):
         runs = dict(per_length)
     elif isinstance(per_length, Sequence):
-        names = list(label) if label is not None and not isinstance(label, str) else [
-            f"run {i}" for i in range(len(per_length))]
+        names = (
+            list(label)
+            if label is not None and not isinstance(label, str)
+            else [f"run {i}" for i in range(len(per_length))]
+        )
         if len(names) != len(per_length):
             raise ValueError(f"label has {len(names)} names for {len(per_length)} runs")
         runs = dict(zip(names, per_length))
@@ -691,20 +790,28 @@ def plot_accuracy_by_length(
         xmax = 0.0
         for name, run in runs.items():
             L, acc, n = _per_length_arrays(run)
-            line, = ax.plot(L, acc, marker="o" if L.size <= 40 else None, ms=3, lw=1.5,
-                            label=name)
+            (line,) = ax.plot(
+                L, acc, marker="o" if L.size <= 40 else None, ms=3, lw=1.5, label=name
+            )
             if show_n and n is not None and np.all(np.isfinite(n)) and np.all(n > 0):
                 z = 1.96
                 centre = (acc + z * z / (2 * n)) / (1 + z * z / n)
                 half = z * np.sqrt(acc * (1 - acc) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-                ax.fill_between(L, centre - half, centre + half, color=line.get_color(),
-                                alpha=0.15, lw=0)
+                ax.fill_between(
+                    L, centre - half, centre + half, color=line.get_color(), alpha=0.15, lw=0
+                )
             xmax = max(xmax, float(np.nanmax(L)) if L.size else 0.0)
         if train_max_length is not None:
             ax.axvline(train_max_length, color="0.25", ls="--", lw=1.2)
             right = max(xmax, train_max_length) * 1.02 + 1
-            ax.axvspan(train_max_length, right, color="0.5", alpha=0.12, lw=0,
-                       label=f"out of distribution (> {train_max_length})")
+            ax.axvspan(
+                train_max_length,
+                right,
+                color="0.5",
+                alpha=0.12,
+                lw=0,
+                label=f"out of distribution (> {train_max_length})",
+            )
             ax.set_xlim(left=min(0, ax.get_xlim()[0]), right=right)
         ax.axhline(0.5, color="0.6", lw=0.8, ls=":")
         ax.set_ylim(-0.02, 1.02)
@@ -712,8 +819,11 @@ def plot_accuracy_by_length(
         ax.set_ylabel("accuracy")
         ax.grid(True)
         ax.legend(loc="lower left")
-        ax.set_title(title or "Accuracy by string length" + (
-            " (dashed line: longest training length)" if train_max_length is not None else ""))
+        ax.set_title(
+            title
+            or "Accuracy by string length"
+            + (" (dashed line: longest training length)" if train_max_length is not None else "")
+        )
     return fig
 
 
@@ -764,9 +874,15 @@ def plot_confusion_by_kind(
         for yi, a, n in zip(y, accs, ns):
             txt = ("n/a" if np.isnan(a) else f"{a:.1%}") + ("" if n is None else f"  (n={n})")
             inside = not np.isnan(a) and a > 0.55
-            ax.text(a - 0.01 if inside else (0 if np.isnan(a) else a) + 0.01, yi, txt,
-                    va="center", ha="right" if inside else "left", fontsize=8,
-                    color="white" if inside else "black")
+            ax.text(
+                a - 0.01 if inside else (0 if np.isnan(a) else a) + 0.01,
+                yi,
+                txt,
+                va="center",
+                ha="right" if inside else "left",
+                fontsize=8,
+                color="white" if inside else "black",
+            )
         ax.set_yticks(y)
         ax.set_yticklabels([k.replace("_", " ") for k in kinds])
         ax.invert_yaxis()
@@ -780,8 +896,9 @@ def plot_confusion_by_kind(
     return fig
 
 
-def _draw_confusion(fig: Figure, ax: Any, confusion: Any,
-                    labels: Sequence[str] = ("non-member", "member")) -> None:
+def _draw_confusion(
+    fig: Figure, ax: Any, confusion: Any, labels: Sequence[str] = ("non-member", "member")
+) -> None:
     c = np.asarray(E._as_numpy(confusion), dtype=float)
     if c.shape != (2, 2):
         raise ValueError(f"confusion must be 2x2 [[tn, fp], [fn, tp]], got shape {c.shape}")
@@ -790,8 +907,15 @@ def _draw_confusion(fig: Figure, ax: Any, confusion: Any,
     im = ax.imshow(frac, cmap="Blues", vmin=0, vmax=1)
     for i in range(2):
         for j in range(2):
-            ax.text(j, i, f"{int(c[i, j])}\n{frac[i, j]:.1%}", ha="center", va="center",
-                    color="white" if frac[i, j] > 0.6 else "black", fontsize=9)
+            ax.text(
+                j,
+                i,
+                f"{int(c[i, j])}\n{frac[i, j]:.1%}",
+                ha="center",
+                va="center",
+                color="white" if frac[i, j] > 0.6 else "black",
+                fontsize=9,
+            )
     ax.set_xticks([0, 1])
     ax.set_xticklabels(labels)
     ax.set_yticks([0, 1])
@@ -802,8 +926,9 @@ def _draw_confusion(fig: Figure, ax: Any, confusion: Any,
     fig.colorbar(im, ax=ax, shrink=0.8)
 
 
-def plot_confusion_matrix(confusion: Any, *, labels: Sequence[str] = ("non-member", "member"),
-                          title: str | None = None) -> Figure:
+def plot_confusion_matrix(
+    confusion: Any, *, labels: Sequence[str] = ("non-member", "member"), title: str | None = None
+) -> Figure:
     """A 2x2 confusion heatmap ``[[tn, fp], [fn, tp]]`` with counts and row fractions.
 
     Returns:
@@ -822,8 +947,9 @@ def plot_confusion_matrix(confusion: Any, *, labels: Sequence[str] = ("non-membe
 # --------------------------------------------------------------------------------------------
 
 
-def plot_word_counts(counts_by_k: Mapping[int, Mapping[int, int]], *,
-                     title: str | None = None) -> Figure:
+def plot_word_counts(
+    counts_by_k: Mapping[int, Mapping[int, int]], *, title: str | None = None
+) -> Figure:
     """Number of Dyck-k words by length, on a log scale (exact integers of any size).
 
     Args:
@@ -835,8 +961,10 @@ def plot_word_counts(counts_by_k: Mapping[int, Mapping[int, int]], *,
     """
     if not counts_by_k:
         raise ValueError("counts_by_k is empty")
-    logs = {k: sorted((int(n), math.log10(c) if c > 0 else np.nan) for n, c in d.items())
-            for k, d in counts_by_k.items()}
+    logs = {
+        k: sorted((int(n), math.log10(c) if c > 0 else np.nan) for n, c in d.items())
+        for k, d in counts_by_k.items()
+    }
     top = max(v for d in logs.values() for _, v in d if not np.isnan(v))
     as_log10 = top > 300  # beyond float64: plot exponents on a linear axis
     with style_context():
@@ -847,8 +975,9 @@ def plot_word_counts(counts_by_k: Mapping[int, Mapping[int, int]], *,
             v = np.array([p[1] for p in logs[k]], dtype=float)
             ok = ~np.isnan(v)
             y = v[ok] if as_log10 else 10.0 ** v[ok]
-            ax.plot(n[ok], y, marker="o" if ok.sum() <= 40 else None, ms=3, lw=1.5,
-                    label=f"Dyck-{k}")
+            ax.plot(
+                n[ok], y, marker="o" if ok.sum() <= 40 else None, ms=3, lw=1.5, label=f"Dyck-{k}"
+            )
         if as_log10:
             ax.set_ylabel("log10(number of words)")
         else:
@@ -898,8 +1027,16 @@ def plot_depth_profile(
     matching, _ = E.bracket_matching(codes, np.array([n]), shuffle=shuffle)
     steps = np.where(codes[0] % 2 == 0, 1, -1)
     depth = np.r_[0, np.cumsum(steps)]
-    palette = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000",
-               "#F0E442"]
+    palette = [
+        "#0072B2",
+        "#D55E00",
+        "#009E73",
+        "#CC79A7",
+        "#E69F00",
+        "#56B4E9",
+        "#000000",
+        "#F0E442",
+    ]
     top = max(int(depth.max()), 1)
     bottom = min(int(depth.min()), 0)
     arc_h = top * 0.45 if arcs else 0
@@ -911,21 +1048,39 @@ def plot_depth_profile(
         ax.fill_between(np.arange(n + 1), depth, 0, color="#56B4E9", alpha=0.15, lw=0)
         ax.axhline(0, color="0.4", lw=0.8)
         if arcs:
-            span_max = max((abs(int(j) - i) for i, j in enumerate(matching[0]) if j > i),
-                           default=1)
+            span_max = max((abs(int(j) - i) for i, j in enumerate(matching[0]) if j > i), default=1)
             for i, j in enumerate(matching[0]):
                 if j > i:
                     t = int(codes[0, i]) // 2
                     w = float(j - i)
                     hgt = arc_h * (0.25 + 0.75 * w / span_max)
-                    ax.add_patch(Arc(((i + j) / 2 + 0.5, 0), w, 2 * hgt, theta1=180,
-                                     theta2=360, color=palette[t % len(palette)], lw=1.3))
+                    ax.add_patch(
+                        Arc(
+                            ((i + j) / 2 + 0.5, 0),
+                            w,
+                            2 * hgt,
+                            theta1=180,
+                            theta2=360,
+                            color=palette[t % len(palette)],
+                            lw=1.3,
+                        )
+                    )
         for i in np.nonzero(matching[0] < 0)[0]:  # unmatched brackets, on their step
-            ax.plot(i + 0.5, (depth[i] + depth[i + 1]) / 2, marker="x", color="red", ms=9,
-                    mew=2.2, zorder=4)
+            ax.plot(
+                i + 0.5,
+                (depth[i] + depth[i + 1]) / 2,
+                marker="x",
+                color="red",
+                ms=9,
+                mew=2.2,
+                zorder=4,
+            )
         ax.set_xticks(np.arange(n) + 0.5)
-        ax.set_xticklabels(list(string), fontsize=float(np.clip(260 / max(n, 1), 7, 12)),
-                           fontfamily="DejaVu Sans Mono")
+        ax.set_xticklabels(
+            list(string),
+            fontsize=float(np.clip(260 / max(n, 1), 7, 12)),
+            fontfamily="DejaVu Sans Mono",
+        )
         ax.tick_params(axis="x", length=0)
         ax.set_xlim(-0.3, n + 0.3)
         ax.set_ylim(min(bottom - 0.15, -arc_h - 0.15), top + 0.4)
@@ -934,6 +1089,12 @@ def plot_depth_profile(
         ax.grid(axis="y")
         ax.spines["bottom"].set_visible(False)
         is_member = bool(np.all(matching[0] >= 0)) and depth[-1] == 0 and depth.min() >= 0
-        ax.set_title(title or (f"Depth profile of a {n}-symbol string" if is_member else
-                               f"Depth profile of a non-member ({n} symbols; x = unmatched)"))
+        ax.set_title(
+            title
+            or (
+                f"Depth profile of a {n}-symbol string"
+                if is_member
+                else f"Depth profile of a non-member ({n} symbols; x = unmatched)"
+            )
+        )
     return fig

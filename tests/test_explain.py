@@ -419,8 +419,9 @@ def tiny_model():
     torch = pytest.importorskip("torch")
     model_mod = pytest.importorskip("dyckbook.model")
     torch.set_num_threads(1)
-    cfg = model_mod.ModelConfig(d_vocab=9, n_ctx=16, d_model=16, n_heads=2, d_mlp=32, n_layers=2,
-                                pos_encoding="learned")
+    cfg = model_mod.ModelConfig(
+        d_vocab=9, n_ctx=16, d_model=16, n_heads=2, d_mlp=32, n_layers=2, pos_encoding="learned"
+    )
     return model_mod.TransformerClassifier(cfg, generator=torch.Generator().manual_seed(0))
 
 
@@ -455,8 +456,13 @@ def test_model_level_measures(tiny_model):
     batches = []
     for strings, label in ((pos, 1), (neg, 0)):
         tok, lens = to_tokens(strings)
-        batches.append({"tokens": torch.as_tensor(tok), "lengths": torch.as_tensor(lens),
-                        "labels": torch.full((4,), label)})
+        batches.append(
+            {
+                "tokens": torch.as_tensor(tok),
+                "lengths": torch.as_tensor(lens),
+                "labels": torch.full((4,), label),
+            }
+        )
     pv = E.preview_statistic(tiny_model, batches)
     assert pv.scores.shape == (2, 8, 2) and pv.auc.shape == (2, 2)
     assert np.all((pv.auc >= 0) & (pv.auc <= 1)) and np.all(pv.auc_sym >= 0.5)

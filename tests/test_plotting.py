@@ -6,13 +6,13 @@ import matplotlib
 
 matplotlib.use("Agg")  # before pyplot is imported anywhere in this module
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
 
-from dyckbook import explain as E  # noqa: E402
-from dyckbook import plotting as P  # noqa: E402
+from dyckbook import explain as E
+from dyckbook import plotting as P
 
 
 @pytest.fixture(autouse=True)
@@ -149,9 +149,17 @@ def test_matching_attention_and_preview_figures(tmp_path):
 
 
 def test_training_curves_accept_records_and_columns(tmp_path):
-    records = [{"epoch": e, "step": 10 * e, "train_loss": 1 / e, "val_loss": 1.1 / e,
-                "train_accuracy": 1 - 1 / (e + 1), "val_accuracy": None if e == 1 else 0.8}
-               for e in range(1, 6)]
+    records = [
+        {
+            "epoch": e,
+            "step": 10 * e,
+            "train_loss": 1 / e,
+            "val_loss": 1.1 / e,
+            "train_accuracy": 1 - 1 / (e + 1),
+            "val_accuracy": None if e == 1 else 0.8,
+        }
+        for e in range(1, 6)
+    ]
     fig = P.plot_training_curves(records)
     loss_ax, acc_ax = data_axes(fig)
     assert [ln.get_label() for ln in loss_ax.get_lines()] == ["train", "val"]
@@ -184,8 +192,9 @@ def test_accuracy_by_length_marks_training_boundary(tmp_path):
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert "bidirectional" in labels and any("out of distribution" in t for t in labels)
     save(fig, tmp_path, "by_length")
-    two = P.plot_accuracy_by_length([{2: 1.0, 4: 0.9}, {"length": [2, 4], "accuracy": [1, 1]}],
-                                    label=["a", "b"])
+    two = P.plot_accuracy_by_length(
+        [{2: 1.0, 4: 0.9}, {"length": [2, 4], "accuracy": [1, 1]}], label=["a", "b"]
+    )
     labels = [t.get_text() for t in data_axes(two)[0].get_legend().get_texts()]
     assert labels == ["a", "b"]
     named = P.plot_accuracy_by_length({"x": {2: 1.0}, "y": {"2": 0.5}})
@@ -193,12 +202,15 @@ def test_accuracy_by_length_marks_training_boundary(tmp_path):
 
 
 def test_confusion_by_kind_and_matrix(tmp_path):
-    per_kind = {"positive": {"n": 100, "accuracy": 0.99}, "random": {"n": 40, "accuracy": 1.0},
-                "equal_counts": {"n": 60, "accuracy": 0.3}}
+    per_kind = {
+        "positive": {"n": 100, "accuracy": 0.99},
+        "random": {"n": 40, "accuracy": 1.0},
+        "equal_counts": {"n": 60, "accuracy": 0.3},
+    }
     fig = P.plot_confusion_by_kind(per_kind)
     ax = data_axes(fig)[0]
     assert len(data_axes(fig)) == 1
-    assert [t.get_text() for t in ax.get_yticklabels()][0] == "positive"
+    assert ax.get_yticklabels()[0].get_text() == "positive"
     assert any("n=60" in t.get_text() for t in ax.texts)
     fig2 = P.plot_confusion_by_kind(per_kind, confusion=[[70, 30], [1, 99]])
     assert len(data_axes(fig2)) == 2
