@@ -15,12 +15,12 @@ import torch.nn.functional as F
 from torch import nn
 
 __all__ = [
-    "evaluate",
     "METRICS_SCHEMA",
     "SPLIT_METRICS_SCHEMA",
+    "MetricsValidationError",
+    "evaluate",
     "validate_metrics",
     "write_metrics_json",
-    "MetricsValidationError",
 ]
 
 

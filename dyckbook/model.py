@@ -18,15 +18,15 @@ except ImportError:  # pragma: no cover - only before dyckbook.tokenizer exists
     START, PAD, END = 0, 1, 2
 
 __all__ = [
+    "EVAL_ATTENTIONS",
     "MASKS",
+    "NORMS",
     "POS_ENCODINGS",
     "READOUTS",
-    "NORMS",
-    "EVAL_ATTENTIONS",
     "ModelConfig",
     "TransformerClassifier",
-    "save_model",
     "load_model",
+    "save_model",
 ]
 
 MASKS = ("bidirectional", "causal")
@@ -428,7 +428,7 @@ class TransformerClassifier(nn.Module):
     def _attention_mask(
         self, real: torch.Tensor, n_pos: int, has_pad: bool
     ) -> tuple[torch.Tensor | None, bool]:
-        """Boolean visibility (batch, 1, query, key), or None plus the causal flag when it suffices."""
+        """Boolean visibility (batch, 1, query or 1, key), or None plus the causal flag if that suffices."""
         causal = self.config.mask == "causal"
         if not has_pad:
             return None, causal
@@ -436,8 +436,7 @@ class TransformerClassifier(nn.Module):
         if causal:
             future = torch.ones(n_pos, n_pos, dtype=torch.bool, device=real.device).tril()
             allowed = allowed & future  # (batch, 1, query, key)
-        else:
-            allowed = allowed.expand(-1, 1, n_pos, -1)
+        # (bidirectional: kept (batch, 1, 1, key) and broadcast, never materialised per query)
         # A query with no visible key (only an all-[pad] row) would give NaN; let it see every key.
         empty = ~allowed.any(dim=-1, keepdim=True)
         return allowed | empty, False

@@ -42,7 +42,8 @@ def make_tokens(seed: int, batch: int = 6, max_len: int = 8, fixed: int | None =
 
 
 def tiny(seed: int = 0, **overrides) -> TransformerClassifier:
-    fields = dict(d_vocab=VOCAB, n_ctx=10, d_model=16, n_heads=2, d_mlp=32, n_layers=2, dropout=0.0)
+    fields = {"d_vocab": VOCAB, "n_ctx": 10, "d_model": 16, "n_heads": 2, "d_mlp": 32, "n_layers": 2,
+              "dropout": 0.0}
     fields.update(overrides)
     model = TransformerClassifier(ModelConfig(**fields), generator=torch.Generator().manual_seed(seed))
     return model.eval()
@@ -278,7 +279,7 @@ def test_config_round_trip_and_derived_values():
     ],
 )
 def test_bad_configs_raise_clear_errors(overrides, pattern):
-    fields = dict(d_vocab=VOCAB, n_ctx=10)
+    fields = {"d_vocab": VOCAB, "n_ctx": 10}
     fields.update(overrides)
     with pytest.raises(ValueError, match=pattern):
         ModelConfig(**fields)

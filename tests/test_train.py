@@ -34,9 +34,8 @@ def make_examples(seed: int, n: int, max_len: int = 8) -> list[tuple[str, int]]:
         length = int(rng.integers(1, max_len // 2 + 1)) * 2
         s = "".join(rng.permutation(list("(" * (length // 2) + ")" * (length // 2))))
         label = int(balanced(s))
-        if sum(lab for _, lab in out) < n / 2 or label == 0:
-            if len([1 for _, lab in out if lab == label]) < n / 2:
-                out.append((s, label))
+        if sum(1 for _, lab in out if lab == label) < n / 2:  # keep the classes balanced
+            out.append((s, label))
     return out
 
 
@@ -87,7 +86,7 @@ def strip_time(history: list[dict]) -> list[dict]:
 
 
 def quick(**overrides) -> TrainConfig:
-    fields = dict(lr=3e-3, epochs=3, device="cpu", progress=False, seed=1)
+    fields = {"lr": 3e-3, "epochs": 3, "device": "cpu", "progress": False, "seed": 1}
     fields.update(overrides)
     return TrainConfig(**fields)
 
@@ -130,8 +129,8 @@ class Interrupt(Exception):
 def test_resume_equals_uninterrupted(tmp_path):
     data = make_examples(3, 40)
     test = make_examples(4, 16)
-    config = dict(epochs=4, schedule="cosine", warmup_steps=2, grad_clip=1.0, snapshot_params=(
-        "classifier.weight", "blocks.0.attn.qkv.weight"))
+    config = {"epochs": 4, "schedule": "cosine", "warmup_steps": 2, "grad_clip": 1.0,
+              "snapshot_params": ("classifier.weight", "blocks.0.attn.qkv.weight")}
 
     full_model = tiny_model(seed=5)
     full = train(full_model, Loader(data, 8, True), Loader(test, 8, False), quick(**config),
