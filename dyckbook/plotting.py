@@ -392,6 +392,7 @@ def plot_matching_attention(
     measures: E.MatchingAttention,
     *,
     role: str = "all",
+    min_count: int = 10,
     title: str | None = None,
 ) -> Figure:
     """Where bracket queries attend, per head: composition bars, and matching mass by distance.
@@ -400,6 +401,8 @@ def plot_matching_attention(
         measures: a ``MatchingAttention`` from ``explain.matching_attention``.
         role: ``"all"``, ``"opener"`` or ``"closer"`` for the by-distance and by-depth panels
             (the bars always show openers and closers side by side).
+        min_count: distance/depth groups with fewer queries are left out of the line panels
+            (their means are noise).
         title: figure title.
 
     Returns:
@@ -460,7 +463,7 @@ def plot_matching_attention(
                 x = table[key].astype(float)
             for l, h in heads:
                 y = table["matching"][r, :, l, h]
-                ok = table["count"][r] > 0
+                ok = table["count"][r] >= max(1, min_count)
                 ax.plot(x[ok], y[ok], marker="o", ms=3, lw=1.3, label=f"L{l}H{h}")
             ax.axhline(
                 measures.chance[r], color="0.4", ls="--", lw=1, label="uniform attention (mean)"
@@ -469,7 +472,12 @@ def plot_matching_attention(
                 ax.set_xscale("log")
             top = np.nanmax(
                 [
-                    np.nanmax(np.r_[table["matching"][r][table["count"][r] > 0].ravel(), 0.0]),
+                    np.nanmax(
+                        np.r_[
+                            table["matching"][r][table["count"][r] >= max(1, min_count)].ravel(),
+                            0.0,
+                        ]
+                    ),
                     measures.chance[r],
                 ]
             )
