@@ -37,6 +37,18 @@ _EXPORTS: dict[str, str] = {
     "TrainConfig": "dyckbook.train",
     "train": "dyckbook.train",
     "evaluate": "dyckbook.evaluate",
+    "select_device": "dyckbook.train",
+    # explainability (arrays) and plotting (figures)
+    "attention_patterns": "dyckbook.explain",
+    "matching_attention": "dyckbook.explain",
+    "preview_statistic": "dyckbook.explain",
+    "long_input_summary": "dyckbook.explain",
+    "roc_auc": "dyckbook.explain",
+    "plot_attention_grid": "dyckbook.plotting",
+    "plot_attention_summary": "dyckbook.plotting",
+    # the thesis as data
+    "THESIS_EXPERIMENTS": "dyckbook.presets",
+    "THESIS_RESULTS": "dyckbook.presets",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
@@ -58,8 +70,12 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from dyckbook.data import DatasetSpec, DyckDataset, generate_dataset, load_jsonl, save_jsonl
     from dyckbook.evaluate import evaluate
+    from dyckbook.explain import (attention_patterns, long_input_summary, matching_attention,
+                                  preview_statistic, roc_auc)
     from dyckbook.languages import DEFAULT_PAIRS, Dyck, ShuffleDyck, sample_lengths
     from dyckbook.model import ModelConfig, TransformerClassifier, load_model, save_model
     from dyckbook.negatives import HARD_KINDS, NEGATIVE_KINDS, sample_negatives
+    from dyckbook.plotting import plot_attention_grid, plot_attention_summary
+    from dyckbook.presets import THESIS_EXPERIMENTS, THESIS_RESULTS
     from dyckbook.tokenizer import DyckTokenizer
-    from dyckbook.train import TrainConfig, train
+    from dyckbook.train import TrainConfig, select_device, train
