@@ -132,30 +132,53 @@ def main() -> None:
                 base = row[f"thesis_{key}_per_s"]
         return ours / base if base else None
 
-    print(f"{lang.name}; thesis library {'measured side by side' if thesis else 'not found: ANCHORS.md figures'}")
+    print(
+        f"{lang.name}; thesis library {'measured side by side' if thesis else 'not found: ANCHORS.md figures'}"
+    )
     header = f"{'L':>5} {'positives/s':>12} {'x':>6} {'hard neg/s':>11} {'x':>6} {'member/s':>10} {'x':>6} {'(codes)':>10}"
     print(header)
     for row in rows:
         L = row["L"]
         xs = []
-        for key, ours in (("positives", row["positives_per_s"]), ("negatives", row["hard_negatives_per_s"]), ("membership", row["membership_str_per_s"])):
+        for key, ours in (
+            ("positives", row["positives_per_s"]),
+            ("negatives", row["hard_negatives_per_s"]),
+            ("membership", row["membership_str_per_s"]),
+        ):
             base = row.get(f"thesis_{key}_per_s") or ANCHOR[key][L]
             row[f"{key}_speedup"] = ours / base
             xs.append(ours / base)
-        print(f"{L:>5} {row['positives_per_s']:>12,.0f} {xs[0]:>6.1f} {row['hard_negatives_per_s']:>11,.0f} {xs[1]:>6.1f} {row['membership_str_per_s']:>10,.0f} {xs[2]:>6.1f} {row['membership_codes_per_s']:>10,.0f}")
-    print(f"set of {n_set:,} strings (lengths 0..4096, half hard negatives): {set_seconds:.1f} s, "
-          f"{stored / 1e6:.0f} M symbols, peak RSS {peak_rss_mib:.0f} MiB")
+        print(
+            f"{L:>5} {row['positives_per_s']:>12,.0f} {xs[0]:>6.1f} {row['hard_negatives_per_s']:>11,.0f} {xs[1]:>6.1f} {row['membership_str_per_s']:>10,.0f} {xs[2]:>6.1f} {row['membership_codes_per_s']:>10,.0f}"
+        )
+    print(
+        f"set of {n_set:,} strings (lengths 0..4096, half hard negatives): {set_seconds:.1f} s, "
+        f"{stored / 1e6:.0f} M symbols, peak RSS {peak_rss_mib:.0f} MiB"
+    )
     result = {
         "language": lang.name,
         "quick": quick,
         "thesis_library": "measured" if thesis else "ANCHORS.md",
         "anchors": {k: {str(L): v for L, v in d.items()} for k, d in ANCHOR.items()},
-        "targets": {"positives": {str(L): v for L, v in TARGET["positives"].items()}, "negatives": 10, "membership": 20},
+        "targets": {
+            "positives": {str(L): v for L, v in TARGET["positives"].items()},
+            "negatives": 10,
+            "membership": 20,
+        },
         "rows": rows,
-        "dataset": {"n": n_set, "min_length": 0, "max_length": 4096, "seconds": set_seconds,
-                    "symbols": stored, "peak_rss_mib": peak_rss_mib},
-        "machine": {"python": platform.python_version(), "numpy": np.__version__,
-                    "processor": platform.processor() or platform.machine()},
+        "dataset": {
+            "n": n_set,
+            "min_length": 0,
+            "max_length": 4096,
+            "seconds": set_seconds,
+            "symbols": stored,
+            "peak_rss_mib": peak_rss_mib,
+        },
+        "machine": {
+            "python": platform.python_version(),
+            "numpy": np.__version__,
+            "processor": platform.processor() or platform.machine(),
+        },
     }
     del ratio
     args.out.parent.mkdir(parents=True, exist_ok=True)
