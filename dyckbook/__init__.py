@@ -29,6 +29,12 @@ _EXPORTS: dict[str, str] = {
     "generate_dataset": "dyckbook.data",
     "load_jsonl": "dyckbook.data",
     "save_jsonl": "dyckbook.data",
+    "load_or_generate": "dyckbook.data",
+    "split_dataset": "dyckbook.data",
+    "split_by_length": "dyckbook.data",
+    "make_loader": "dyckbook.data",
+    "collate": "dyckbook.data",
+    "LengthBucketSampler": "dyckbook.data",
     # model, training, evaluation
     "ModelConfig": "dyckbook.model",
     "TransformerClassifier": "dyckbook.model",
@@ -68,7 +74,9 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from dyckbook.data import DatasetSpec, DyckDataset, generate_dataset, load_jsonl, save_jsonl
+    from dyckbook.data import (DatasetSpec, DyckDataset, LengthBucketSampler, collate,
+                               generate_dataset, load_jsonl, load_or_generate, make_loader,
+                               save_jsonl, split_by_length, split_dataset)
     from dyckbook.evaluate import evaluate
     from dyckbook.explain import (attention_patterns, long_input_summary, matching_attention,
                                   preview_statistic, roc_auc)
