@@ -18,6 +18,7 @@ __all__ = [
     "ThesisLoopError",
     "thesis_balanced",
     "thesis_is_dyck_word",
+    "thesis_samples",
     "thesis_unbalanced",
 ]
 
@@ -115,7 +116,11 @@ def thesis_balanced(
 
 
 def _unbalanced_once(order: int, length: int, seed: int, pairs: Sequence[str]) -> str:
-    r = random.Random(seed)  # the thesis: random.seed(seed) at the top of every call
+    # the thesis: random.seed(seed) at the top of every call
+    return _unbalanced_draw(order, length, random.Random(seed), pairs)
+
+
+def _unbalanced_draw(order: int, length: int, r: random.Random, pairs: Sequence[str]) -> str:
     brackets_pairs = _pairs_for(order, pairs)
     opening_brackets = [o for o, _ in brackets_pairs]
     closing_brackets = [c for _, c in brackets_pairs]
@@ -166,3 +171,67 @@ def thesis_unbalanced(
         f"thesis Algorithm 5.2 never returns for order={order}, length={length}: seed "
         f"{THESIS_SEED} yields the Dyck word {word!r} and the recursion re-seeds with {THESIS_SEED}"
     )
+
+
+def thesis_samples(
+    n: int,
+    k: int,
+    min_length: int = 0,
+    max_length: int = 1024,
+    balanced: float = 0.5,
+    seed: int = THESIS_SEED,
+    pairs: Sequence[str] = THESIS_PAIRS,
+) -> list[str]:
+    """The library's ``_generate_samples`` (``transformer-checker`` 0.1.8): a thesis dataset's strings.
+
+    One private generator plays the role of the global ``random`` module: it is seeded with
+    ``seed``, draws every length with ``randint(min_length, max_length)`` (odd lengths included),
+    generates ``int(n * balanced)`` members with Algorithm 5.1 (no re-seeding: the stream
+    continues), then ``n - int(n * balanced)`` non-members with Algorithm 5.2, which re-seeds
+    the shared generator with 42 on every call, and finally shuffles the list. Because of that
+    re-seeding, the length of each non-member after the first is a function of the previous
+    one: the lengths fall into a short cycle and the dataset holds only a handful of distinct
+    non-members.
+
+    Args:
+        n: Number of strings.
+        k: Number of bracket types.
+        min_length: Shortest length drawn (a drawn 0 gives a one-symbol non-member).
+        max_length: Longest length drawn.
+        balanced: Share of members (``int(n * balanced)`` of them).
+        seed: Seed of the shared generator (the library's default is 42).
+        pairs: Bracket pairs in the thesis' order.
+
+    Returns:
+        The ``n`` strings in the library's shuffled order (labels: :func:`thesis_is_dyck_word`).
+
+    Raises:
+        ValueError: A bad argument (named in the message).
+        ThesisLoopError: A drawn length for which the original would recurse forever.
+    """
+    for name, value, low in (("n", n, 0), ("min_length", min_length, 0), ("max_length", max_length, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+    if min_length > max_length:
+        raise ValueError(f"min_length must be <= max_length, got {min_length} > {max_length}")
+    if isinstance(balanced, bool) or not isinstance(balanced, (int, float)) or not 0 <= balanced <= 1:
+        raise ValueError(f"balanced must be a number in [0, 1], got {balanced!r}")
+    _pairs_for(k, pairs)
+    r = random.Random(seed)
+    n_balanced = int(n * balanced)
+    members = [thesis_balanced(k, r.randint(min_length, max_length), rng=r, pairs=pairs)
+               for _ in range(n_balanced)]
+    others = []
+    for _ in range(n - n_balanced):
+        length = r.randint(min_length, max_length)
+        r.seed(THESIS_SEED)  # the library calls _generate_unbalanced_string with its default seed
+        word = _unbalanced_draw(k, length, r, pairs)
+        if thesis_is_dyck_word(word, k, pairs):
+            # the recursion re-seeds with 42 again: the same word forever
+            raise ThesisLoopError(
+                f"thesis Algorithm 5.2 never returns for order={k}, length={length}: seed "
+                f"{THESIS_SEED} yields the Dyck word {word!r}")
+        others.append(word)
+    samples = members + others
+    r.shuffle(samples)
+    return samples
