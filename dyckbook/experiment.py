@@ -22,28 +22,28 @@ from dyckbook.tokenizer import DyckTokenizer
 from dyckbook.train import TrainConfig, TrainResult, select_device, train
 
 __all__ = [
-    "ExperimentParams",
     "ExperimentData",
-    "set_threads",
-    "make_data",
+    "ExperimentParams",
+    "assemble_metrics",
+    "bin_per_length",
     "data_summary",
-    "make_model",
-    "make_loaders",
-    "train_model",
+    "distinct_negatives",
     "evaluate_splits",
     "first_character_rule",
     "first_character_rule_accuracy",
     "logit_margins",
-    "padding_fraction",
-    "time_passes",
-    "assemble_metrics",
-    "write_results",
-    "save_figure",
-    "plot_model_vs_rule",
+    "make_data",
+    "make_loaders",
+    "make_model",
     "markdown_table",
-    "bin_per_length",
+    "padding_fraction",
+    "plot_model_vs_rule",
+    "save_figure",
+    "set_threads",
+    "time_passes",
+    "train_model",
     "verdict",
-    "distinct_negatives",
+    "write_results",
 ]
 
 NEGATIVE_CHOICES = ("random", "hard", "thesis_literal")
@@ -62,14 +62,14 @@ def _derived_seed(seed: int, stream: int) -> int:
 
 def _int(name: str, value: Any, minimum: int | None = None) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
+        raise ValueError(f"{name} must be an int, got {value!r} ({type(value).__name__})")  # noqa: TRY004
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
 
 
 def _number(name: str, value: Any, low: float, high: float, open_low: bool = False) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)):
-        raise ValueError(f"{name} must be a number, got {value!r}")
+        raise ValueError(f"{name} must be a number, got {value!r}")  # noqa: TRY004
     if not (low < value <= high if open_low else low <= value <= high):
         bracket = "(" if open_low else "["
         raise ValueError(f"{name} must lie in {bracket}{low}, {high}], got {value!r}")
@@ -165,7 +165,7 @@ class ExperimentParams:
         if self.n_hard_test == 1:
             raise ValueError("n_hard_test must be 0 (no hard set) or >= 2, got 1")
         if not isinstance(self.bucket, bool):
-            raise ValueError(f"bucket must be true or false, got {self.bucket!r}")
+            raise ValueError(f"bucket must be true or false, got {self.bucket!r}")  # noqa: TRY004
         for name in ("run_name", "results_dir"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
                 raise ValueError(f"{name} must be a non-empty string, got {getattr(self, name)!r}")
@@ -648,9 +648,9 @@ def plot_model_vs_rule(rows: Mapping[str, tuple[float, float]], *, title: str | 
     Returns:
         The matplotlib Figure.
     """
-    from dyckbook.plotting import style_context
-
     import matplotlib.pyplot as plt
+
+    from dyckbook.plotting import style_context
 
     if not rows:
         raise ValueError("rows must not be empty")

@@ -18,8 +18,8 @@ from dyckbook.tokenizer import DyckTokenizer
 
 torch.set_num_threads(1)
 
-SMALL = dict(d_model=16, d_mlp=32, n_train=160, n_val=40, n_test=60, n_hard_test=60, epochs=1,
-             lr=1e-3, val_batch_size=64, test_batch_size=64)
+SMALL = {"d_model": 16, "d_mlp": 32, "n_train": 160, "n_val": 40, "n_test": 60,
+         "n_hard_test": 60, "epochs": 1, "lr": 1e-3, "val_batch_size": 64, "test_batch_size": 64}
 
 
 def small(**over) -> X.ExperimentParams:
