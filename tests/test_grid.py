@@ -1,0 +1,127 @@
+"""Tests for dyckbook.grid: a micro grid runs, is deterministic, resumes; summaries from records."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from dyckbook import grid as G
+from dyckbook.negatives import HARD_KINDS
+from dyckbook.runner import load_manifest, resolve_profile
+
+TINY = G.GridSpec(d_model=16, n_heads=2, d_mlp=32, max_length=8, n_train=200, n_val=40,
+                  n_test=120, n_random_test=60, batch_size=32, warmup_steps=5, max_steps=20,
+                  eval_every=10)
+CELLS = [G.GridCell(1, 1, "bidirectional", "learned", "start"),
+         G.GridCell(1, 1, "causal", "none", "end")]
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+def _strip(record):
+    return {k: v for k, v in record.items() if k != "seconds"}
+
+
+def test_cell_sets_and_names():
+    full = G.cells_named("full")
+    assert len(full) == 180 == len({c.name for c in full})
+    reduced = G.cells_named("reduced")
+    assert set(reduced) <= set(full) and len(reduced) == 76
+    assert {(c.mask, c.pos_encoding, c.readout) for c in reduced if c.n_layers == 2} == \
+        {(c.mask, c.pos_encoding, c.readout) for c in full}
+    assert G.GridCell.from_dict(CELLS[0].to_dict()) == CELLS[0]
+    with pytest.raises(ValueError, match="cells must be one of"):
+        G.cells_named("huge")
+    with pytest.raises(ValueError, match="GridCell.readout"):
+        G.GridCell(readout="first")
+
+
+def test_grid_data_is_disjoint_and_balanced():
+    data = G.make_grid_data(1, 0, TINY)
+    rows = {name: {tuple(t) for t in getattr(data, name).tokens.tolist()}
+            for name in ("train", "val", "hard", "random")}
+    assert not rows["train"] & rows["hard"] and not rows["val"] & rows["hard"]
+    assert not rows["train"] & rows["random"]
+    assert data.hard.labels.float().mean().item() == pytest.approx(0.5)
+    hard_kinds = {data.kind_names[i] for i in np.unique(data.hard.kinds)}
+    assert hard_kinds <= {"positive", *HARD_KINDS}
+    assert "random" in {data.kind_names[i] for i in np.unique(data.train.kinds)}
+
+
+def test_micro_grid_records_complete_deterministic_and_resumed(tmp_path):
+    out = tmp_path / "grid.jsonl"
+    records = G.run_grid(TINY, CELLS, seeds=[0, 1], jobs=1, out_path=out)
+    assert [(r["name"], r["seed"]) for r in records] == [(c.name, s) for c in CELLS for s in (0, 1)]
+    for r in records:
+        assert r["spec_hash"] == TINY.spec_hash
+        assert 1 <= r["steps"] <= TINY.max_steps
+        assert 0 <= r["hard"]["accuracy"] <= 1 and 0 <= r["random"]["accuracy"] <= 1
+        n_kind = r["hard"]["n_per_kind"]
+        assert sum(n_kind.values()) == r["hard"]["n"]
+        weighted = sum(n_kind[k] * a for k, a in r["hard"]["per_kind"].items()) / r["hard"]["n"]
+        assert weighted == pytest.approx(r["hard"]["accuracy"])
+        assert set(r["seconds"]) == {"data", "train", "eval", "total"}
+    lines = out.read_text().splitlines()
+    assert len(lines) == 4 and [json.loads(x)["name"] for x in lines]
+    # same seed, same record (timings aside), whether run alone or within the grid
+    again = G.run_cell(CELLS[0], 1, TINY)
+    assert _strip(again) == _strip(records[1])
+    # resume: nothing new is trained or written; a new seed adds exactly its records
+    calls = []
+    resumed = G.run_grid(TINY, CELLS, seeds=[0, 1], out_path=out,
+                         progress=lambda i, n, r: calls.append(r["name"]))
+    assert calls == [] and len(out.read_text().splitlines()) == 4
+    assert [_strip(r) for r in resumed] == [_strip(r) for r in records]
+    G.run_grid(TINY, CELLS[:1], seeds=[2], out_path=out, progress=lambda i, n, r: calls.append(i))
+    assert calls == [1] and len(out.read_text().splitlines()) == 5
+    # records of another spec are not resumed
+    other = G.GridSpec(**{**TINY.to_dict(), "max_steps": 10})
+    assert G.load_records(out, other) == []
+
+
+def test_causal_start_readout_is_constant():
+    r = G.run_cell(G.GridCell(1, 1, "causal", "learned", "start"), 0, TINY)
+    # position 0 sees only [start]: one answer for every input, so exactly one class is right
+    assert r["hard"]["accuracy"] == pytest.approx(0.5)
+    assert r["hard"]["per_kind"]["positive"] in (0.0, 1.0)
+
+
+def _record(name_cell, seed, hard, kinds):
+    return {"name": name_cell.name, "cell": name_cell.to_dict(), "seed": seed, "steps": 10,
+            "hard": {"accuracy": hard, "per_kind": kinds}, "random": {"accuracy": 1.0},
+            "seconds": {"total": 2.0}}
+
+
+def test_summarise_fractions_and_t_intervals():
+    a, b = CELLS
+    records = [_record(a, 0, 1.0, {"dip": 1.0}), _record(a, 1, 0.99, {"dip": 0.98}),
+               _record(a, 2, 0.5, {"dip": 0.2}), _record(a, 3, 0.985, {"dip": 0.9}),
+               _record(b, 0, 0.7, {"dip": 0.4})]
+    rows = {row["name"]: row for row in G.summarise(records)}
+    assert rows[a.name]["frac_solved"] == 0.5 and rows[a.name]["n_seeds"] == 4
+    x = np.array([1.0, 0.99, 0.5, 0.985])
+    half = 3.182446305284263 * x.std(ddof=1) / 2  # t_{0.975, 3}
+    hard = rows[a.name]["hard"]
+    assert hard["mean"] == pytest.approx(x.mean())
+    assert (hard["low"], hard["high"]) == pytest.approx((x.mean() - half, x.mean() + half))
+    assert rows[a.name]["per_kind"]["dip"]["mean"] == pytest.approx(0.77)
+    one = rows[b.name]["hard"]
+    assert one["mean"] == 0.7 and math.isnan(one["low"]) and math.isnan(one["high"])
+    assert G.t_interval([0.5, 0.5, 0.5]) == (0.5, 0.5, 0.5)
+
+
+def test_manifest_grid_runs_resolve_under_smoke():
+    specs = [s for s in resolve_profile(load_manifest(), "smoke") if s.base == "ablation-grid"]
+    assert len(specs) == 1
+    params = specs[0].params
+    assert params["cells"] == "smoke" and params["max_steps"] <= 100
