@@ -779,10 +779,13 @@ def split_indices(dataset: DyckDataset, fractions: Sequence[float] = THESIS_SPLI
                   rng: np.random.Generator | int = 0) -> tuple[np.ndarray, ...]:
     """Index arrays of a random split in which no string appears in two parts.
 
-    All copies of a string form one group and go to one part. Groups of several copies are
-    placed first (largest first, each into the part furthest below its target size), then the
-    single strings fill every part up to its target, so sizes match ``fractions`` exactly unless
-    a duplicate group is too large to fit.
+    All copies of a string form one group and go to one part. The groups are laid end to end in a
+    uniformly random order and cut at the target sizes (a group straddling a cut goes to the part
+    holding its midpoint), so every group lands in a part with probability proportional to that
+    part's share: the parts have the same composition in expectation (lengths, kinds, labels), and
+    sizes miss the targets by at most half a group at each cut. (Placing large duplicate groups
+    first, as an earlier version did, sent every heavily repeated short string to the training
+    part and skewed the others.)
 
     Args:
         dataset: the dataset to split.
@@ -803,20 +806,11 @@ def split_indices(dataset: DyckDataset, fractions: Sequence[float] = THESIS_SPLI
     targets = _largest_remainder(fractions, n)
     _, group_of, sizes = np.unique(_string_keys(dataset), return_inverse=True, return_counts=True)
     group_of = group_of.reshape(-1)
-    part_of_group = np.full(len(sizes), -1, dtype=np.int64)
-    filled = np.zeros(len(targets), dtype=np.int64)
-    multi = np.flatnonzero(sizes > 1)
-    multi = multi[rng.permutation(len(multi))]
-    multi = multi[np.argsort(-sizes[multi], kind="stable")]
-    for group in multi.tolist():
-        part = int(np.argmax(targets - filled))
-        part_of_group[group] = part
-        filled[part] += sizes[group]
-    singles = np.flatnonzero(sizes == 1)
-    room = np.maximum(targets - filled, 0)
-    quota = _largest_remainder(room.astype(np.float64), len(singles)) if len(singles) else room * 0
-    singles = singles[rng.permutation(len(singles))]
-    part_of_group[singles] = np.repeat(np.arange(len(targets)), quota)
+    order = rng.permutation(len(sizes))
+    midpoints = np.cumsum(sizes[order]) - sizes[order] / 2.0
+    part_of_group = np.empty(len(sizes), dtype=np.int64)
+    part_of_group[order] = np.minimum(
+        np.searchsorted(np.cumsum(targets), midpoints, side="right"), len(targets) - 1)
     part_of_item = part_of_group[group_of]
     return tuple(np.flatnonzero(part_of_item == p) for p in range(len(targets)))
 

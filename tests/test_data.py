@@ -541,3 +541,17 @@ def test_load_or_generate_caches_by_every_parameter(tmp_path):
         fixed = load_or_generate(spec, tmp_path)
     assert fixed.strings() == first.strings()
     assert load_jsonl(path).strings() == first.strings()
+
+
+def test_split_keeps_the_length_mix_of_each_part():
+    # Short strings repeat a lot (there is one word of length 0 and one of length 2 in Dyck-1):
+    # disjointness forces each repeated string into one part, but no part may be starved of or
+    # flooded with short strings systematically. Over many seeds the share of lengths <= 4 in
+    # each part must match the whole dataset's share.
+    data = generate_dataset(DatasetSpec(k=1, n=4000, min_length=0, max_length=16,
+                                        negatives="random", seed=2))
+    short = data.lengths <= 4
+    overall = short.mean()
+    shares = np.array([[short[idx].mean() for idx in split_indices(data, rng=seed)]
+                       for seed in range(40)])
+    assert np.all(np.abs(shares.mean(axis=0) - overall) < 0.25 * overall)
