@@ -569,6 +569,8 @@ def execute_task(task: dict[str, Any]) -> dict[str, Any]:
               "duration_s": round(duration, 3), "num_threads": task["threads"]}
     failed_nb = None
     if error is None:
+        prepare_for_book(tmp, name=name, group=group, params=task["params"],
+                         profile=task["profile"], source=task["source_rel"])
         published.parent.mkdir(parents=True, exist_ok=True)
         os.replace(tmp, published)
         R.write_run_record(group, name, {**record, "status": "ok"}, root)
@@ -588,6 +590,49 @@ def execute_task(task: dict[str, Any]) -> dict[str, Any]:
     return {"name": name, "status": "ok" if error is None else "failed",
             "duration_s": duration, "error": error,
             "failed_notebook": _rel(failed_nb, root) if failed_nb else None}
+
+
+def prepare_for_book(path: str | os.PathLike[str], *, name: str, group: str,
+                     params: Mapping[str, Any], profile: str, source: str) -> None:
+    """Make an executed notebook read well as a book page: parameters visible, plumbing hidden.
+
+    - Both parameter cells (the notebook's defaults and papermill's injected values) are removed
+      from the page (tag ``remove-cell``); the resolved parameters of the run appear instead as a
+      table in a collapsible block under the title, with the run name, profile and source.
+    - An experiment run's title gets the run name, so the pages of several seeds are told apart.
+    - An experiment run's code cells are collapsed (tag ``hide-input``): outputs stay visible and
+      the code is one click away. Chapter notebooks keep their code visible (it is part of the
+      argument).
+    The notebook file itself is rewritten in place (still a valid, executed notebook).
+    """
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    is_chapter = group == R.CHAPTERS_GROUP
+    for cell in nb.cells:
+        tags = list(cell.metadata.get("tags", []))
+        if "parameters" in tags or "injected-parameters" in tags:
+            tags.append("remove-cell")
+        elif cell.cell_type == "code" and not is_chapter and not any(
+                t.startswith(("remove-", "hide-")) for t in tags):
+            tags.append("hide-input")
+        if tags:
+            cell.metadata["tags"] = tags
+    if not is_chapter:
+        rows = "\n".join(f"| `{key}` | `{_fmt(value)}` |" for key, value in params.items()
+                         if key != "num_threads")
+        block = (f":::{{dropdown}} Parameters of run `{name}` (profile `{profile}`)\n"
+                 f"Executed from `{source}` by `python -m dyckbook run --profile {profile}`.\n\n"
+                 f"| parameter | value |\n|---|---|\n{rows}\n:::\n")
+        first = next((i for i, c in enumerate(nb.cells) if c.cell_type == "markdown"), None)
+        if first is not None:
+            lines = nb.cells[first].source.split("\n")
+            if lines and lines[0].startswith("# "):
+                lines[0] = f"{lines[0]} · `{name}`"
+                nb.cells[first].source = "\n".join(lines)
+        nb.cells.insert(0 if first is None else first + 1,
+                        nbformat.v4.new_markdown_cell(block, metadata={"tags": ["run-parameters"]}))
+    nbformat.write(nb, str(path))
 
 
 def _unpublish(group: str, name: str, root: Path) -> None:

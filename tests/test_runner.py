@@ -300,3 +300,49 @@ def test_cli_unknown_only_name_exits_2_with_one_line(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "nope" in proc.stderr
     assert not (tmp_path / "out" / "book" / "runs").exists()
+
+
+def test_prepare_for_book_shows_parameters_and_hides_plumbing(tmp_path):
+    import nbformat
+
+    from dyckbook.runner import prepare_for_book
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("# Title\n\nThe question."),
+        nbformat.v4.new_code_cell("seed = 0", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell("seed = 3", metadata={"tags": ["injected-parameters"]}),
+        nbformat.v4.new_code_cell("x = seed * 2"),
+        nbformat.v4.new_code_cell("y = 1", metadata={"tags": ["remove-input"]}),
+    ]
+    path = tmp_path / "run.ipynb"
+    nbformat.write(nb, str(path))
+    prepare_for_book(path, name="exp-s3", group="01_x", params={"seed": 3, "num_threads": 2},
+                     profile="smoke", source="notebooks/01_x.ipynb")
+    out = nbformat.read(str(path), as_version=4)
+    assert out.cells[0].source.startswith("# Title · `exp-s3`")
+    block = out.cells[1].source
+    assert "| `seed` | `3` |" in block and "num_threads" not in block and "smoke" in block
+    tags = [c.metadata.get("tags", []) for c in out.cells]
+    assert "remove-cell" in tags[2] and "remove-cell" in tags[3]   # both parameter cells
+    assert tags[4] == ["hide-input"]                               # plumbing collapsed
+    assert tags[5] == ["remove-input"]                             # an author's choice is kept
+
+
+def test_prepare_for_book_keeps_chapter_code_visible(tmp_path):
+    import nbformat
+
+    from dyckbook.runner import prepare_for_book
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# Chapter"),
+                nbformat.v4.new_code_cell("k = 1", metadata={"tags": ["parameters"]}),
+                nbformat.v4.new_code_cell("print(k)")]
+    path = tmp_path / "chapter.ipynb"
+    nbformat.write(nb, str(path))
+    prepare_for_book(path, name="dyck_languages", group="chapters", params={}, profile="cpu",
+                     source="book/dyck_languages.ipynb")
+    out = nbformat.read(str(path), as_version=4)
+    assert out.cells[0].source == "# Chapter" and len(out.cells) == 3
+    assert out.cells[1].metadata["tags"] == ["parameters", "remove-cell"]
+    assert "tags" not in out.cells[2].metadata
