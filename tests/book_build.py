@@ -102,9 +102,10 @@ def _iter_inputs(root: Path) -> Iterator[Path]:
 
 
 def _generated(rel: Path) -> bool:
-    """Paths the build regenerates itself: executed chapters and the MathJax copy."""
+    """Paths the runner or the build regenerate: executed runs, their results, the MathJax copy."""
     s = rel.as_posix()
-    return s.startswith(CHAPTERS_DIR.as_posix() + "/") or s.startswith("book/_static/mathjax/")
+    return s.startswith(("book/runs/", "book/results/", "book/_static/mathjax/")) or s in (
+        "book/runs", "book/results")
 
 
 def source_hash(root: Path = REPO) -> str:
@@ -137,38 +138,45 @@ class BookBuildError(RuntimeError):
     """The book did not build; the message holds the tail of the build log."""
 
 
-def _execute_chapters(src: Path) -> None:
-    import papermill  # noqa: PLC0415
-
-    for doc, notebook in chapter_sources(src).items():
-        if not notebook.is_file():
-            raise BookBuildError(f"_toc.yml lists {doc} but its source {notebook} does not exist")
-        out = src / f"{doc}.ipynb"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        papermill.execute_notebook(
-            str(notebook), str(out), kernel_name="python3", cwd=str(src), progress_bar=False
-        )
+SMOKE_CACHE = ARTIFACTS / "smoke-runs"
 
 
-def _run_missing_experiments(src: Path) -> None:
-    """Run the smoke profile when the toc lists run pages that do not exist yet (fresh clone)."""
-    missing = [d for d in toc_files(src) if not any((src / f"{d}{e}").exists() for e in (".md", ".ipynb"))]
-    if not missing:
-        return
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run(
-        [sys.executable, "-m", "dyckbook", "run", "--profile", "smoke"],
-        cwd=src, env=env, capture_output=True, text=True,
-    )
-    if proc.returncode != 0:
-        raise BookBuildError(
-            f"pages {missing} are missing and `python -m dyckbook run --profile smoke` failed:\n"
-            + (proc.stdout + proc.stderr)[-4000:]
-        )
+class SmokeRunError(RuntimeError):
+    """The smoke profile did not run cleanly; the message holds the runner's output."""
+
+
+def smoke_root() -> Path:
+    """An output root holding every run of the ``smoke`` profile, executed from the current sources.
+
+    The whole manifest (chapters, experiments, summary) is executed once per source state by the
+    real runner (``dyckbook.runner.run``, two jobs) into ``test-artifacts/smoke-runs/<hash>``; the
+    notebook tests and the book build share it across pytest workers through a file lock.
+
+    Raises:
+        SmokeRunError: if any run failed (the message names each failed run and cell).
+    """
+    from dyckbook import runner  # noqa: PLC0415
+
+    key = source_hash()
+    dest = SMOKE_CACHE / key
+    with _locked(SMOKE_CACHE / ".lock"):
+        if not (dest / "ok").is_file():
+            for old in SMOKE_CACHE.iterdir():
+                if old.is_dir() and old.name != key:
+                    shutil.rmtree(old, ignore_errors=True)
+            shutil.rmtree(dest, ignore_errors=True)
+            dest.mkdir(parents=True)
+            lines: list[str] = []
+            rc = runner.run(profile="smoke", out_root=dest, jobs=2, echo=lines.append)
+            (dest / "runner.log").write_text("\n".join(lines))
+            if rc != 0:
+                raise SmokeRunError("the smoke profile failed:\n" + "\n".join(lines[-60:]))
+            (dest / "ok").write_text(key)
+    return dest
 
 
 def build_book(dest: Path) -> Path:
-    """Copy the sources to ``dest/src``, execute chapter notebooks, build into ``dest``.
+    """Copy the sources to ``dest/src`` with the smoke profile's executed runs, build into ``dest``.
 
     Returns:
         The HTML folder ``dest/_build/html``.
@@ -193,8 +201,9 @@ def build_book(dest: Path) -> Path:
                 ],
             )
     ensure_mathjax(src / "book" / "_static")
-    _execute_chapters(src)
-    _run_missing_experiments(src)
+    runs = smoke_root()
+    for generated in ("book/runs", "book/results"):
+        shutil.copytree(runs / generated, src / generated, dirs_exist_ok=True)
     proc = subprocess.run(
         [_venv_bin("jupyter-book"), "build", str(src), *BUILD_FLAGS, "--path-output", str(dest)],
         capture_output=True, text=True,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -47,16 +48,19 @@ def _source(cell: dict) -> str:
 
 
 @pytest.fixture(scope="module")
-def smoke(tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
-    """Run every run of the smoke profile once into a temporary output root."""
+def smoke() -> SimpleNamespace:
+    """Every run of the smoke profile, executed once per source state (shared with the book test)."""
+    from book_build import SmokeRunError, smoke_root  # noqa: PLC0415
+
     missing = [str(p.relative_to(REPO)) for p in SOURCES if not p.is_file()]
     if missing:
         pytest.fail(f"the manifest references notebooks that do not exist: {missing}")
-    root = tmp_path_factory.mktemp("smoke_root")
-    lines: list[str] = []
     start = time.perf_counter()
-    rc = runner.run(profile=PROFILE, manifest=MANIFEST, out_root=root, jobs=1,
-                    echo=lines.append)
+    try:
+        root, rc = smoke_root(), 0
+    except SmokeRunError as error:
+        pytest.fail(str(error))
+    lines = (root / "runner.log").read_text().splitlines()
     return SimpleNamespace(root=root, rc=rc, lines=lines, seconds=time.perf_counter() - start)
 
 
@@ -182,7 +186,8 @@ def test_summary_agrees_with_the_run_files(smoke: SimpleNamespace) -> None:
 # ------------------------------------------------------------------------ nbval
 
 
-def test_notebooks_rerun_under_nbval_with_stable_checked_cells(smoke: SimpleNamespace) -> None:
+def test_notebooks_rerun_under_nbval_with_stable_checked_cells(smoke: SimpleNamespace,
+                                                               tmp_path: Path) -> None:
     """Re-execute one smoke copy of each source notebook with nbval (``--nbval-lax``).
 
     The copies are the runner's executed notebooks: parameterised with the smoke parameters and
@@ -192,18 +197,21 @@ def test_notebooks_rerun_under_nbval_with_stable_checked_cells(smoke: SimpleName
     pytest.importorskip("nbval")
     if smoke.rc != 0:
         pytest.skip("the smoke execution failed (see test_smoke_profile_runs_without_failure)")
+    # nbval re-executes into a private copy: the shared smoke root stays as the runner left it
+    # (the book build in another worker copies it concurrently).
+    work = tmp_path / "smoke"
+    shutil.copytree(smoke.root, work)
     chosen: dict[str, Path] = {}
     for spec in SPECS:  # the first run of each source notebook
-        chosen.setdefault(spec.notebook.key, R.run_notebook_path(spec.group, spec.name,
-                                                                 smoke.root))
+        chosen.setdefault(spec.notebook.key, R.run_notebook_path(spec.group, spec.name, work))
     checked = [key for key, path in chosen.items()
                if any(_source(c).lstrip().startswith(CHECK_MARK) for c in _cells(path))]
     assert {"05_explainability", "90_summary"} <= set(checked)
-    env = {**os.environ, R.ROOT_ENV: str(smoke.root), "MPLBACKEND": "Agg",
+    env = {**os.environ, R.ROOT_ENV: str(work), "MPLBACKEND": "Agg",
            "OMP_NUM_THREADS": "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider",
-           "-p", "no:randomly", "-c", os.devnull, "--rootdir", str(smoke.root),
+           "-p", "no:randomly", "-c", os.devnull, "--rootdir", str(work),
            "--nbval-lax", "--nbval-current-env", *map(str, chosen.values())]
-    proc = subprocess.run(cmd, cwd=smoke.root, env=env, capture_output=True, text=True,
+    proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True,
                           timeout=900, check=False)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
