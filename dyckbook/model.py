@@ -402,7 +402,7 @@ class TransformerClassifier(nn.Module):
             )
         if tokens.shape[1] == 0 or tokens.shape[0] == 0:
             raise ValueError(f"tokens must be non-empty, got shape {tuple(tokens.shape)}")
-        low, high = int(tokens.min()), int(tokens.max())
+        low, high = (int(v) for v in torch.aminmax(tokens))  # one pass, one sync
         if low < 0 or high >= cfg.d_vocab:
             bad = low if low < 0 else high
             raise ValueError(f"tokens contains id {bad}, outside [0, d_vocab={cfg.d_vocab})")
