@@ -167,6 +167,11 @@ class GridSpec:
     # one more kind of the mixture: a model never shown unequal counts need not reject them)
     train_negatives: str = "hard+random"
     batch_size: int = 128  # training batch
+    # draw each batch from strings of one length (picked in proportion to its count): no [pad]
+    # tokens and the unmasked fused attention path, ~2x cheaper per step (bench_grid.py) -- but
+    # off by default: measured, single-length batches learn less per step (lower hard accuracy
+    # after the same number of steps), which ate most of the gain
+    bucket: bool = False
     lr: float = 1e-3  # Adam's peak learning rate
     warmup_steps: int = 100  # linear warm-up steps
     max_steps: int = 1000  # optimiser steps at most
@@ -176,6 +181,8 @@ class GridSpec:
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
+            if f.type in ("bool", bool) and not isinstance(value, bool):
+                raise ValueError(f"GridSpec.{f.name} must be a bool, got {value!r}")
             if f.type in ("int", int):
                 low = 0 if f.name in ("warmup_steps", "n_random_test") else 1
                 if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -397,6 +404,8 @@ def run_cell(cell: GridCell, seed: int, spec: GridSpec, data: GridData | None = 
         opt = torch.optim.Adam(model.parameters(), lr=spec.lr)
     tokens, labels = data.train.tokens, data.train.labels
     n = len(labels)
+    lengths = torch.from_numpy(data.train.lengths)
+    by_length = {int(L): torch.nonzero(lengths == L).flatten() for L in lengths.unique()}
     t1 = time.perf_counter()
     eval_seconds = 0.0
     stopped, steps, val_accuracy = False, 0, float("nan")
@@ -406,8 +415,16 @@ def run_cell(cell: GridCell, seed: int, spec: GridSpec, data: GridData | None = 
         for step in range(1, spec.max_steps + 1):
             for group in opt.param_groups:
                 group["lr"] = spec.lr * min(1.0, step / spec.warmup_steps) if spec.warmup_steps else spec.lr
-            idx = torch.randint(n, (min(spec.batch_size, n),), generator=order)
-            loss = F.cross_entropy(model(tokens[idx]), labels[idx])
+            if spec.bucket:
+                # the length of a uniformly drawn string, then a batch of that length
+                length = int(lengths[torch.randint(n, (1,), generator=order)])
+                pool = by_length[length]
+                idx = pool[torch.randint(len(pool), (spec.batch_size,), generator=order)]
+                batch_tokens = tokens[idx, :length + 2]
+            else:
+                idx = torch.randint(n, (min(spec.batch_size, n),), generator=order)
+                batch_tokens = tokens[idx]
+            loss = F.cross_entropy(model(batch_tokens), labels[idx])
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -624,3 +641,74 @@ def summarise(records: Iterable[Mapping[str, Any]], solved: float = SOLVED,
             "seconds": float(np.mean([r["seconds"]["total"] for r in group])),
         })
     return sorted(out, key=lambda s: GridCell.from_dict(s))
+
+
+# ============================================================================================
+# figures and tables
+# ============================================================================================
+
+
+def grid_matrix(summary: Sequence[Mapping[str, Any]], k: int, n_layers: int,
+                value: Callable[[Mapping[str, Any]], float]) -> tuple[np.ndarray, list[str], list[str]]:
+    """One panel of the grid: ``(values (mask x readout, PE), row labels, column labels)``.
+
+    Cells absent from ``summary`` are NaN.
+    """
+    rows = [(m, r) for m in MASKS for r in READOUTS]
+    out = np.full((len(rows), len(POS_ENCODINGS)), np.nan)
+    for s in summary:
+        if s["k"] == k and s["n_layers"] == n_layers:
+            out[rows.index((s["mask"], s["readout"])), POS_ENCODINGS.index(s["pos_encoding"])] = value(s)
+    labels = [f"{'bidir' if m == 'bidirectional' else m} / {r}" for m, r in rows]
+    return out, labels, list(POS_ENCODINGS)
+
+
+def plot_grid(summary: Sequence[Mapping[str, Any]], value: str = "frac_solved",
+              title: str | None = None) -> Any:
+    """Heatmaps of the grid: one panel per (k, layers) present; rows mask x readout, columns PE.
+
+    Args:
+        summary: rows of :func:`summarise`.
+        value: ``"frac_solved"`` (share of seeds >= 99% on hard negatives) or ``"hard"`` (mean
+            hard-test accuracy).
+        title: figure title.
+
+    Returns:
+        A matplotlib Figure (never shown); cells not run are grey.
+    """
+    import matplotlib.pyplot as plt
+
+    getters = {"frac_solved": lambda s: s["frac_solved"], "hard": lambda s: s["hard"]["mean"]}
+    if value not in getters:
+        raise ValueError(f"value must be one of {sorted(getters)}, got {value!r}")
+    panels = sorted({(s["k"], s["n_layers"]) for s in summary})
+    if not panels:
+        raise ValueError("summary is empty: nothing to plot")
+    ks = sorted({k for k, _ in panels})
+    layers = sorted({n for _, n in panels})
+    vmin = 0.0 if value == "frac_solved" else 0.5
+    fig, axes = plt.subplots(len(ks), len(layers), figsize=(3.4 * len(layers) + 1.6, 3.1 * len(ks)),
+                             squeeze=False, sharex=True, sharey=True, constrained_layout=True)
+    cmap = plt.get_cmap("viridis").copy()
+    cmap.set_bad("#d9d9d9")
+    image = None
+    for i, k in enumerate(ks):
+        for j, n in enumerate(layers):
+            ax = axes[i][j]
+            matrix, rows, cols = grid_matrix(summary, k, n, getters[value])
+            image = ax.imshow(np.ma.masked_invalid(matrix), cmap=cmap, vmin=vmin, vmax=1.0,
+                              aspect="auto")
+            for (r, c), v in np.ndenumerate(matrix):
+                if np.isfinite(v):
+                    ax.text(c, r, f"{v:.2f}", ha="center", va="center", fontsize=7,
+                            color="black" if v > vmin + 0.6 * (1 - vmin) else "white")
+            ax.set_xticks(range(len(cols)), cols, rotation=40, ha="right", fontsize=8)
+            ax.set_yticks(range(len(rows)), rows, fontsize=8)
+            ax.axhline(2.5, color="white", lw=1.5)  # bidirectional above, causal below
+            ax.set_title(f"Dyck-{k}, {n} layer{'s' if n > 1 else ''}", fontsize=9)
+    label = ("share of seeds >= 99% on hard negatives" if value == "frac_solved"
+             else "mean accuracy on the hard test set")
+    fig.colorbar(image, ax=axes, shrink=0.8, label=label)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    return fig

@@ -125,3 +125,11 @@ def test_manifest_grid_runs_resolve_under_smoke():
     assert len(specs) == 1
     params = specs[0].params
     assert params["cells"] == "smoke" and params["max_steps"] <= 100
+
+
+def test_bucketed_batches_train_and_stay_deterministic():
+    spec = G.GridSpec(**{**TINY.to_dict(), "bucket": True})
+    a, b = (G.run_cell(CELLS[0], 0, spec) for _ in range(2))
+    assert _strip(a) == _strip(b) and a["spec_hash"] != TINY.spec_hash
+    with pytest.raises(ValueError, match="GridSpec.bucket"):
+        G.GridSpec(bucket=1)
