@@ -22,6 +22,7 @@ _EXPORTS: dict[str, str] = {
     "NEGATIVE_KINDS": "dyckbook.negatives",
     "HARD_KINDS": "dyckbook.negatives",
     "sample_negatives": "dyckbook.negatives",
+    "available_kinds": "dyckbook.negatives",
     # tokenizer and data
     "DyckTokenizer": "dyckbook.tokenizer",
     "DyckDataset": "dyckbook.data",
@@ -43,6 +44,10 @@ _EXPORTS: dict[str, str] = {
     "TrainConfig": "dyckbook.train",
     "train": "dyckbook.train",
     "evaluate": "dyckbook.evaluate",
+    "METRICS_SCHEMA": "dyckbook.evaluate",
+    "validate_metrics": "dyckbook.evaluate",
+    "write_metrics_json": "dyckbook.evaluate",
+    "TrainResult": "dyckbook.train",
     "select_device": "dyckbook.train",
     # explainability (arrays) and plotting (figures)
     "attention_patterns": "dyckbook.explain",
@@ -52,7 +57,16 @@ _EXPORTS: dict[str, str] = {
     "roc_auc": "dyckbook.explain",
     "plot_attention_grid": "dyckbook.plotting",
     "plot_attention_summary": "dyckbook.plotting",
-    # the thesis as data
+    # probes and ablations
+    "collect_residuals": "dyckbook.probes",
+    "fit_linear_probe": "dyckbook.probes",
+    "probe_all": "dyckbook.probes",
+    "ablate_heads": "dyckbook.probes",
+    "head_ablation_effects": "dyckbook.probes",
+    # the thesis as data, and its generators ported literally
+    "thesis_samples": "dyckbook.thesis",
+    "thesis_balanced": "dyckbook.thesis",
+    "thesis_unbalanced": "dyckbook.thesis",
     "THESIS_EXPERIMENTS": "dyckbook.presets",
     "THESIS_RESULTS": "dyckbook.presets",
 }
@@ -77,13 +91,16 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from dyckbook.data import (DatasetSpec, DyckDataset, LengthBucketSampler, collate,
                                generate_dataset, load_jsonl, load_or_generate, make_loader,
                                save_jsonl, split_by_length, split_dataset)
-    from dyckbook.evaluate import evaluate
+    from dyckbook.evaluate import METRICS_SCHEMA, evaluate, validate_metrics, write_metrics_json
     from dyckbook.explain import (attention_patterns, long_input_summary, matching_attention,
                                   preview_statistic, roc_auc)
     from dyckbook.languages import DEFAULT_PAIRS, Dyck, ShuffleDyck, sample_lengths
     from dyckbook.model import ModelConfig, TransformerClassifier, load_model, save_model
-    from dyckbook.negatives import HARD_KINDS, NEGATIVE_KINDS, sample_negatives
+    from dyckbook.negatives import HARD_KINDS, NEGATIVE_KINDS, available_kinds, sample_negatives
     from dyckbook.plotting import plot_attention_grid, plot_attention_summary
     from dyckbook.presets import THESIS_EXPERIMENTS, THESIS_RESULTS
+    from dyckbook.probes import (ablate_heads, collect_residuals, fit_linear_probe,
+                                 head_ablation_effects, probe_all)
+    from dyckbook.thesis import thesis_balanced, thesis_samples, thesis_unbalanced
     from dyckbook.tokenizer import DyckTokenizer
-    from dyckbook.train import TrainConfig, select_device, train
+    from dyckbook.train import TrainConfig, TrainResult, select_device, train
