@@ -284,8 +284,13 @@ def _balanced_unseen(dataset: D.DyckDataset, seen: set[str]) -> D.DyckDataset:
 
 
 def _tensors(dataset: D.DyckDataset, tokenizer: DyckTokenizer, width: int,
-             kind_index: Mapping[str, int]) -> _Split:
+             kind_index: Mapping[str, int], what: str) -> _Split:
     n = len(dataset)
+    if n == 0 or len(np.unique(dataset.labels)) < 2:
+        raise ValueError(
+            f"the {what} set has no members or no non-members unseen in training (max_length="
+            f"{dataset.spec.max_length if dataset.spec else '?'} has too few distinct strings); "
+            f"raise max_length or the split sizes")
     codes, lengths = dataset.codes(np.arange(n))
     tokens = tokenizer.encode_codes(codes, lengths)
     if tokens.shape[1] < width:  # pad once to the model's full width: fixed step shapes
@@ -324,14 +329,15 @@ def make_grid_data(k: int, seed: int, spec: GridSpec) -> GridData:
     width = spec.max_length + 2
     kind_names = ("positive", "random") + tuple(k for k in HARD_KINDS if k in full.kind_names)
     index = {name: i for i, name in enumerate(kind_names)}
-    train, val, hard = (_tensors(p, tokenizer, width, index) for p in parts)
+    train, val, hard = (_tensors(p, tokenizer, width, index, what)
+                        for p, what in zip(parts, ("train", "validation", "hard test")))
     random = None
     if spec.n_random_test:
         pool = D.generate_dataset(D.DatasetSpec(n=spec.n_random_test, negatives="random",
                                                 seed=_derived_seed(seed, k, _RANDOM_STREAM), **base))
         seen = set(parts[0].strings()) | set(parts[1].strings())
         keep = np.array([i for i, s in enumerate(pool.strings()) if s not in seen], dtype=np.int64)
-        random = _tensors(pool.subset(keep), tokenizer, width, index)
+        random = _tensors(pool.subset(keep), tokenizer, width, index, "random test")
     return GridData(k=k, seed=seed, kind_names=kind_names, train=train, val=val, hard=hard,
                     random=random, d_vocab=tokenizer.vocab_size,
                     seconds=time.perf_counter() - t0)

@@ -13,7 +13,7 @@ from dyckbook import grid as G
 from dyckbook.negatives import HARD_KINDS
 from dyckbook.runner import load_manifest, resolve_profile
 
-TINY = G.GridSpec(d_model=16, n_heads=2, d_mlp=32, max_length=8, n_train=200, n_val=40,
+TINY = G.GridSpec(d_model=16, n_heads=2, d_mlp=32, max_length=10, n_train=200, n_val=40,
                   n_test=120, n_random_test=60, batch_size=32, warmup_steps=5, max_steps=20,
                   eval_every=10)
 CELLS = [G.GridCell(1, 1, "bidirectional", "learned", "start"),
@@ -44,6 +44,8 @@ def test_cell_sets_and_names():
         G.cells_named("huge")
     with pytest.raises(ValueError, match="GridCell.readout"):
         G.GridCell(readout="first")
+    with pytest.raises(ValueError, match="set has no members or no non-members unseen"):
+        G.make_grid_data(1, 3, G.GridSpec(**{**TINY.to_dict(), "max_length": 6}))
 
 
 def test_grid_data_is_disjoint_and_balanced():
@@ -133,3 +135,25 @@ def test_bucketed_batches_train_and_stay_deterministic():
     assert _strip(a) == _strip(b) and a["spec_hash"] != TINY.spec_hash
     with pytest.raises(ValueError, match="GridSpec.bucket"):
         G.GridSpec(bucket=1)
+
+
+def test_summary_comes_from_the_records_file_alone(tmp_path):
+    out = tmp_path / "grid.jsonl"
+    records = G.run_grid(TINY, CELLS[1:], seeds=[0, 3], out_path=out)
+    with open(out, "a") as handle:
+        handle.write('{"truncated": ')  # an interrupted write is ignored
+    from_file = G.summarise(G.load_records(out, TINY))
+    assert from_file == G.summarise(records)
+    assert from_file[0]["n_seeds"] == 2
+
+
+def test_plot_grid_marks_missing_cells():
+    a, _ = CELLS
+    summary = G.summarise([_record(a, 0, 0.9, {"dip": 0.8})])
+    matrix, rows, cols = G.grid_matrix(summary, 1, 1, lambda s: s["hard"]["mean"])
+    assert matrix.shape == (6, 5) and np.isfinite(matrix).sum() == 1
+    assert matrix[rows.index("bidir / start"), cols.index("learned")] == 0.9
+    fig = G.plot_grid(summary, "hard")
+    assert len(fig.axes) == 2  # one panel and the colour bar
+    with pytest.raises(ValueError, match="value must be one of"):
+        G.plot_grid(summary, "loss")
