@@ -695,8 +695,7 @@ def plot_grid(summary: Sequence[Mapping[str, Any]], value: str = "frac_solved",
     vmin = 0.0 if value == "frac_solved" else 0.5
     fig, axes = plt.subplots(len(ks), len(layers), figsize=(3.4 * len(layers) + 1.6, 3.1 * len(ks)),
                              squeeze=False, sharex=True, sharey=True, constrained_layout=True)
-    cmap = plt.get_cmap("viridis").copy()
-    cmap.set_bad("#d9d9d9")
+    cmap = plt.get_cmap("viridis").with_extremes(bad="#d9d9d9")
     image = None
     for i, k in enumerate(ks):
         for j, n in enumerate(layers):
