@@ -33,36 +33,15 @@ from dyckbook.data import (
 )
 from dyckbook.languages import Dyck, ShuffleDyck
 from dyckbook.tokenizer import END, PAD, START, DyckTokenizer
+from reference_checker import is_dyck, is_shuffle_dyck
 
 
 # ----------------------------------------------------------------------------- oracles
 
 
-def stack_member(s: str, pairs: tuple[str, ...], max_depth: int | None = None) -> bool:
-    """Independent Dyck checker: a plain stack."""
-    closer_of = {p[0]: p[1] for p in pairs}
-    stack: list[str] = []
-    for c in s:
-        if c in closer_of:
-            stack.append(closer_of[c])
-            if max_depth is not None and len(stack) > max_depth:
-                return False
-        elif not stack or stack.pop() != c:
-            return False
-    return not stack
-
-
-def shuffle_member(s: str, pairs: tuple[str, ...]) -> bool:
-    """Independent Shuffle-Dyck checker: one counter per type, never negative, ending at zero."""
-    for opener, closer in pairs:
-        height = 0
-        for c in s:
-            height += (c == opener) - (c == closer)
-            if height < 0:
-                return False
-        if height:
-            return False
-    return True
+# The independent membership oracle shared by the language, negative and data tests.
+stack_member = is_dyck
+shuffle_member = is_shuffle_dyck
 
 
 def max_prefix_depth(s: str, openers: str) -> int:
