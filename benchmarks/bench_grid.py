@@ -42,15 +42,17 @@ from dyckbook.tokenizer import DyckTokenizer
 from dyckbook.train import TrainConfig, train
 
 OUT = Path(__file__).resolve().parent / "results" / "grid.json"
-CELLS = [G.GridCell(1, 2, "bidirectional", "learned", "end"),
-         G.GridCell(3, 1, "causal", "absolute", "mean"),
-         G.GridCell(1, 3, "bidirectional", "sinusoidal", "start")]
+CELLS = [
+    G.GridCell(1, 2, "bidirectional", "learned", "end"),
+    G.GridCell(3, 1, "causal", "absolute", "mean"),
+    G.GridCell(1, 3, "bidirectional", "sinusoidal", "start"),
+]
 
 
 class Clock:
     """Wall and CPU seconds of a block."""
 
-    def __enter__(self) -> Clock:
+    def __enter__(self) -> Clock:  # noqa: PYI034
         self.w, self.c = time.perf_counter(), time.process_time()
         return self
 
@@ -60,33 +62,56 @@ class Clock:
 
 def before(cell: G.GridCell, spec: G.GridSpec, seed: int) -> dict[str, float]:
     """The generic pipeline, with the data made per cell."""
-    base = dict(k=cell.k, min_length=spec.min_length, max_length=spec.max_length)
+    base = {"k": cell.k, "min_length": spec.min_length, "max_length": spec.max_length}
     with Clock() as t_data:
         sizes = [spec.n_train, spec.n_val, spec.n_test]
-        mixed = D.generate_dataset(D.DatasetSpec(n=sum(sizes), negatives=HARD_KINDS + ("random",),
-                                                 seed=seed, **base))
+        mixed = D.generate_dataset(
+            D.DatasetSpec(n=sum(sizes), negatives=HARD_KINDS + ("random",), seed=seed, **base)
+        )
         train_set, val_set, _ = D.split_dataset(mixed, np.array(sizes) / sum(sizes), seed)
-        hard = D.generate_dataset(D.DatasetSpec(n=spec.n_test, negatives="hard", seed=seed + 1, **base))
-        rand = D.generate_dataset(D.DatasetSpec(n=spec.n_random_test, negatives="random",
-                                                seed=seed + 2, **base))
+        hard = D.generate_dataset(
+            D.DatasetSpec(n=spec.n_test, negatives="hard", seed=seed + 1, **base)
+        )
+        rand = D.generate_dataset(
+            D.DatasetSpec(n=spec.n_random_test, negatives="random", seed=seed + 2, **base)
+        )
         tok = DyckTokenizer(mixed.language)
-        loaders = {name: D.make_loader(ds, spec.batch_size if name == "train" else 256,
-                                       shuffle=name == "train", seed=seed)
-                   for name, ds in (("train", train_set), ("val", val_set), ("hard", hard),
-                                    ("random", rand))}
-    model = TransformerClassifier(spec.model_config(cell, tok.vocab_size),
-                                  generator=torch.Generator().manual_seed(seed))
+        loaders = {
+            name: D.make_loader(
+                ds, spec.batch_size if name == "train" else 256, shuffle=name == "train", seed=seed
+            )
+            for name, ds in (
+                ("train", train_set),
+                ("val", val_set),
+                ("hard", hard),
+                ("random", rand),
+            )
+        }
+    model = TransformerClassifier(
+        spec.model_config(cell, tok.vocab_size), generator=torch.Generator().manual_seed(seed)
+    )
     epochs = -(-spec.max_steps // len(loaders["train"]))
-    config = TrainConfig(lr=spec.lr, epochs=epochs, max_steps=spec.max_steps,
-                         warmup_steps=spec.warmup_steps, seed=seed, device="cpu", progress=False)
+    config = TrainConfig(
+        lr=spec.lr,
+        epochs=epochs,
+        max_steps=spec.max_steps,
+        warmup_steps=spec.warmup_steps,
+        seed=seed,
+        device="cpu",
+        progress=False,
+    )
     with Clock() as t_train:
         train(model, loaders["train"], loaders["val"], config)
     with Clock() as t_eval:
         evaluate(model, loaders["hard"])
         evaluate(model, loaders["random"])
-    return {"data": t_data.cpu, "train": t_train.cpu, "eval": t_eval.cpu,
-            "wall": t_data.wall + t_train.wall + t_eval.wall,
-            "total": t_data.cpu + t_train.cpu + t_eval.cpu}
+    return {
+        "data": t_data.cpu,
+        "train": t_train.cpu,
+        "eval": t_eval.cpu,
+        "wall": t_data.wall + t_train.wall + t_eval.wall,
+        "total": t_data.cpu + t_train.cpu + t_eval.cpu,
+    }
 
 
 def after(cell: G.GridCell, spec: G.GridSpec, seed: int, cells_per_data: int) -> dict[str, float]:
@@ -97,10 +122,14 @@ def after(cell: G.GridCell, spec: G.GridSpec, seed: int, cells_per_data: int) ->
         record = G.run_cell(cell, seed, spec, data)
     # split the cell's CPU time in the proportions of its own wall-clock breakdown
     share = t_cell.cpu / max(record["seconds"]["total"], 1e-9)
-    return {"data": t_data.cpu, "data_per_cell": t_data.cpu / cells_per_data,
-            "train": record["seconds"]["train"] * share, "eval": record["seconds"]["eval"] * share,
-            "wall": t_cell.wall + t_data.wall / cells_per_data,
-            "total": t_cell.cpu + t_data.cpu / cells_per_data}
+    return {
+        "data": t_data.cpu,
+        "data_per_cell": t_data.cpu / cells_per_data,
+        "train": record["seconds"]["train"] * share,
+        "eval": record["seconds"]["eval"] * share,
+        "wall": t_cell.wall + t_data.wall / cells_per_data,
+        "total": t_cell.cpu + t_data.cpu / cells_per_data,
+    }
 
 
 def main() -> None:
@@ -112,24 +141,43 @@ def main() -> None:
     spec = G.GridSpec(max_steps=args.steps, eval_every=args.steps, target_accuracy=1.0)
     rows = []
     flat = G.GridSpec(**{**spec.to_dict(), "bucket": False})
-    print(f"{'cell':42s} {'before':>28s} | {'after, unbucketed':>22s} | {'after (bucketed)':>22s} | x")
+    print(
+        f"{'cell':42s} {'before':>28s} | {'after, unbucketed':>22s} | {'after (bucketed)':>22s} | x"
+    )
     for cell in CELLS:
         b = before(cell, flat, 0)
         u = after(cell, flat, 0, cells_per_data=90)
         a = after(cell, spec, 0, cells_per_data=90)
-        rows.append({"cell": cell.name, "steps": args.steps, "before": b, "after_unbucketed": u,
-                     "after": a, "speedup_cpu": b["total"] / a["total"]})
-        print(f"{cell.name:42s} {b['total']:6.2f} (d {b['data']:.2f} t {b['train']:.2f} e "
-              f"{b['eval']:.2f}) | {u['total']:6.2f} (t {u['train']:.2f} e {u['eval']:.2f}) | "
-              f"{a['total']:6.2f} (t {a['train']:.2f} e {a['eval']:.2f}) | "
-              f"{rows[-1]['speedup_cpu']:.2f}", flush=True)
+        rows.append(
+            {
+                "cell": cell.name,
+                "steps": args.steps,
+                "before": b,
+                "after_unbucketed": u,
+                "after": a,
+                "speedup_cpu": b["total"] / a["total"],
+            }
+        )
+        print(
+            f"{cell.name:42s} {b['total']:6.2f} (d {b['data']:.2f} t {b['train']:.2f} e "
+            f"{b['eval']:.2f}) | {u['total']:6.2f} (t {u['train']:.2f} e {u['eval']:.2f}) | "
+            f"{a['total']:6.2f} (t {a['train']:.2f} e {a['eval']:.2f}) | "
+            f"{rows[-1]['speedup_cpu']:.2f}",
+            flush=True,
+        )
     result = {
         "what": "seconds per ablation-grid cell, generic pipeline vs dyckbook.grid (1 thread)",
-        "spec": spec.to_dict(), "cells": rows,
-        "cpu_seconds_per_step_after": float(np.mean([r["after"]["train"] for r in rows]) / args.steps),
-        "machine": {"python": platform.python_version(), "torch": torch.__version__,
-                    "processor": platform.processor() or platform.machine(),
-                    "loadavg": list(__import__("os").getloadavg())},
+        "spec": spec.to_dict(),
+        "cells": rows,
+        "cpu_seconds_per_step_after": float(
+            np.mean([r["after"]["train"] for r in rows]) / args.steps
+        ),
+        "machine": {
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "processor": platform.processor() or platform.machine(),
+            "loadavg": list(__import__("os").getloadavg()),
+        },
     }
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(result, indent=1) + "\n")

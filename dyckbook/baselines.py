@@ -62,12 +62,14 @@ def _codes_of(strings: Any, language: Language | None) -> tuple[np.ndarray, np.n
     if isinstance(strings, tuple) and len(strings) == 2 and isinstance(strings[0], np.ndarray):
         return np.asarray(strings[0]), np.asarray(strings[1], dtype=np.int64)
     if isinstance(strings, str) or not isinstance(strings, Sequence):
-        raise ValueError(
+        raise ValueError(  # noqa: TRY004
             f"strings must be a dataset, a sequence of strings or a (codes, lengths) tuple, "
-            f"got {type(strings).__name__}")
+            f"got {type(strings).__name__}"
+        )
     if language is None:
-        raise ValueError("language is needed to encode plain strings; fit the baseline first "
-                         "or pass a dataset")
+        raise ValueError(
+            "language is needed to encode plain strings; fit the baseline first or pass a dataset"
+        )
     return language.encode(list(strings))
 
 
@@ -106,13 +108,20 @@ def baseline_accuracy(predictions: np.ndarray, dataset: Any) -> dict[str, Any]:
     hit = predictions == labels
     kinds = np.asarray(dataset.kinds)
     lengths = np.asarray(dataset.lengths)
-    per_kind = {str(k): {"n": int((kinds == k).sum()), "accuracy": float(hit[kinds == k].mean())}
-                for k in sorted(set(kinds.tolist()))}
-    per_length = {int(L): {"n": int((lengths == L).sum()),
-                           "accuracy": float(hit[lengths == L].mean())}
-                  for L in np.unique(lengths).tolist()}
-    return {"n": int(len(hit)), "accuracy": float(hit.mean()), "per_kind": per_kind,
-            "per_length": per_length}
+    per_kind = {
+        str(k): {"n": int((kinds == k).sum()), "accuracy": float(hit[kinds == k].mean())}
+        for k in sorted(set(kinds.tolist()))
+    }
+    per_length = {
+        int(L): {"n": int((lengths == L).sum()), "accuracy": float(hit[lengths == L].mean())}
+        for L in np.unique(lengths).tolist()
+    }
+    return {
+        "n": len(hit),
+        "accuracy": float(hit.mean()),
+        "per_kind": per_kind,
+        "per_length": per_length,
+    }
 
 
 class _Baseline:
@@ -153,7 +162,8 @@ def first_character_rule(strings: Any, language: Language | None = None) -> np.n
         if isinstance(strings, str) or not isinstance(strings, Sequence):
             raise ValueError(
                 f"strings must be a dataset, a sequence of strings or a (codes, lengths) tuple, "
-                f"got {type(strings).__name__}")
+                f"got {type(strings).__name__}"
+            )
         closers = set(language.closers) if language is not None else {p[1] for p in DEFAULT_PAIRS}
         return np.array([0 if s and s[0] in closers else 1 for s in strings], dtype=np.int64)
     codes, lengths = _codes_of(strings, language)
@@ -240,8 +250,9 @@ class _FeatureClassifier(_Baseline):
     the same model.
     """
 
-    def __init__(self, hidden: int = 0, steps: int = 500, lr: float = 0.05,
-                 l2: float = 1e-4, seed: int = 0) -> None:
+    def __init__(
+        self, hidden: int = 0, steps: int = 500, lr: float = 0.05, l2: float = 1e-4, seed: int = 0
+    ) -> None:
         for name, value, low in (("hidden", hidden, 0), ("steps", steps, 1), ("seed", seed, 0)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
@@ -249,7 +260,13 @@ class _FeatureClassifier(_Baseline):
             raise ValueError(f"lr must be > 0, got {lr!r}")
         if not (isinstance(l2, (int, float)) and l2 >= 0):
             raise ValueError(f"l2 must be >= 0, got {l2!r}")
-        self.hidden, self.steps, self.lr, self.l2, self.seed = hidden, steps, float(lr), float(l2), seed
+        self.hidden, self.steps, self.lr, self.l2, self.seed = (
+            hidden,
+            steps,
+            float(lr),
+            float(l2),
+            seed,
+        )
         self.language: Language | None = None
         self.params: dict[str, np.ndarray] | None = None
         self._mean: np.ndarray | None = None
@@ -279,10 +296,12 @@ class _FeatureClassifier(_Baseline):
         rng = np.random.default_rng(self.seed)
         d = x.shape[1]
         if self.hidden:
-            self.params = {"w1": rng.normal(0, 1 / np.sqrt(d), (d, self.hidden)),
-                           "b1": np.zeros(self.hidden),
-                           "w2": rng.normal(0, 1 / np.sqrt(self.hidden), self.hidden),
-                           "b2": np.zeros(())}
+            self.params = {
+                "w1": rng.normal(0, 1 / np.sqrt(d), (d, self.hidden)),
+                "b1": np.zeros(self.hidden),
+                "w2": rng.normal(0, 1 / np.sqrt(self.hidden), self.hidden),
+                "b2": np.zeros(()),
+            }
         else:
             self.params = {"w": rng.normal(0, 0.01, d), "b": np.zeros(())}
         moments = {k: (np.zeros_like(v), np.zeros_like(v)) for k, v in self.params.items()}
@@ -344,8 +363,15 @@ class BagOfTokensClassifier(_FeatureClassifier):
 
     name = "bag_of_tokens"
 
-    def __init__(self, ngram: int = 1, hidden: int = 0, steps: int = 500, lr: float = 0.05,
-                 l2: float = 1e-4, seed: int = 0) -> None:
+    def __init__(
+        self,
+        ngram: int = 1,
+        hidden: int = 0,
+        steps: int = 500,
+        lr: float = 0.05,
+        l2: float = 1e-4,
+        seed: int = 0,
+    ) -> None:
         if isinstance(ngram, bool) or ngram not in (1, 2):
             raise ValueError(f"ngram must be 1 or 2, got {ngram!r}")
         super().__init__(hidden=hidden, steps=steps, lr=lr, l2=l2, seed=seed)

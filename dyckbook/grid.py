@@ -34,8 +34,8 @@ import torch
 import torch.nn.functional as F
 
 from dyckbook import data as D
-from dyckbook.negatives import HARD_KINDS
 from dyckbook.model import MASKS, POS_ENCODINGS, READOUTS, ModelConfig, TransformerClassifier
+from dyckbook.negatives import HARD_KINDS
 from dyckbook.tokenizer import DyckTokenizer
 
 __all__ = [
@@ -77,18 +77,24 @@ class GridCell:
     k: int = 1  # bracket types (Dyck-k)
     n_layers: int = 2  # encoder blocks
     mask: str = "bidirectional"  # "bidirectional" | "causal"
-    pos_encoding: str = "none"  # none | absolute (i/n) | absolute_ctx (i/n_ctx) | sinusoidal | learned
+    pos_encoding: str = (
+        "none"  # none | absolute (i/n) | absolute_ctx (i/n_ctx) | sinusoidal | learned
+    )
     readout: str = "start"  # "start" | "end" | "mean"
 
     def __post_init__(self) -> None:
         for name, value in (("k", self.k), ("n_layers", self.n_layers)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"GridCell.{name} must be an int >= 1, got {value!r}")
-        for name, allowed in (("mask", MASKS), ("pos_encoding", POS_ENCODINGS),
-                              ("readout", READOUTS)):
+        for name, allowed in (
+            ("mask", MASKS),
+            ("pos_encoding", POS_ENCODINGS),
+            ("readout", READOUTS),
+        ):
             if getattr(self, name) not in allowed:
-                raise ValueError(f"GridCell.{name} must be one of {allowed}, got "
-                                 f"{getattr(self, name)!r}")
+                raise ValueError(
+                    f"GridCell.{name} must be one of {allowed}, got {getattr(self, name)!r}"
+                )
 
     @property
     def name(self) -> str:
@@ -107,8 +113,10 @@ class GridCell:
 
 def all_cells(ks: Sequence[int] = KS, layers: Sequence[int] = LAYERS) -> list[GridCell]:
     """Every cell: k x layers x mask x PE x readout (180 for the defaults), in a fixed order."""
-    return [GridCell(k, n, m, p, r)
-            for k, n, m, p, r in product(ks, layers, MASKS, POS_ENCODINGS, READOUTS)]
+    return [
+        GridCell(k, n, m, p, r)
+        for k, n, m, p, r in product(ks, layers, MASKS, POS_ENCODINGS, READOUTS)
+    ]
 
 
 def _reduced() -> list[GridCell]:
@@ -117,16 +125,23 @@ def _reduced() -> list[GridCell]:
     # order-blind or order-limited at any depth) and the readouts that are not constant:
     # 2 masks x 4 PEs x {end, mean} ... restricted to k = 1, where depth is the question.
     cells = [c for c in all_cells() if c.n_layers == 2]
-    cells += [GridCell(1, n, m, p, r) for n in (1, 3) for m in MASKS
-              for p in ("absolute", "learned") for r in ("end", "mean")]
+    cells += [
+        GridCell(1, n, m, p, r)
+        for n in (1, 3)
+        for m in MASKS
+        for p in ("absolute", "learned")
+        for r in ("end", "mean")
+    ]
     return sorted(cells)
 
 
 def _smoke() -> list[GridCell]:
-    return [GridCell(1, 1, "bidirectional", "learned", "start"),
-            GridCell(1, 1, "bidirectional", "none", "start"),
-            GridCell(1, 1, "causal", "learned", "end"),
-            GridCell(1, 1, "causal", "none", "start")]
+    return [
+        GridCell(1, 1, "bidirectional", "learned", "start"),
+        GridCell(1, 1, "bidirectional", "none", "start"),
+        GridCell(1, 1, "causal", "learned", "end"),
+        GridCell(1, 1, "causal", "none", "start"),
+    ]
 
 
 CELL_SETS: dict[str, Callable[[], list[GridCell]]] = {
@@ -188,21 +203,27 @@ class GridSpec:
                 if isinstance(value, bool) or not isinstance(value, int) or value < low:
                     raise ValueError(f"GridSpec.{f.name} must be an int >= {low}, got {value!r}")
         if self.min_length > self.max_length or self.max_length < 4:
-            raise ValueError(f"GridSpec needs 4 <= max_length and min_length <= max_length, got "
-                             f"min_length={self.min_length}, max_length={self.max_length}")
+            raise ValueError(
+                f"GridSpec needs 4 <= max_length and min_length <= max_length, got "
+                f"min_length={self.min_length}, max_length={self.max_length}"
+            )
         if self.train_negatives not in TRAIN_NEGATIVES:
-            raise ValueError(f"GridSpec.train_negatives must be one of {TRAIN_NEGATIVES}, got "
-                             f"{self.train_negatives!r}")
+            raise ValueError(
+                f"GridSpec.train_negatives must be one of {TRAIN_NEGATIVES}, got "
+                f"{self.train_negatives!r}"
+            )
         if not 0 <= self.dropout < 1:
             raise ValueError(f"GridSpec.dropout must be in [0, 1), got {self.dropout!r}")
         if not self.lr > 0:
             raise ValueError(f"GridSpec.lr must be > 0, got {self.lr!r}")
         if not 0 < self.target_accuracy <= 1:
-            raise ValueError(f"GridSpec.target_accuracy must be in (0, 1], got "
-                             f"{self.target_accuracy!r}")
+            raise ValueError(
+                f"GridSpec.target_accuracy must be in (0, 1], got {self.target_accuracy!r}"
+            )
         if self.d_model % self.n_heads:
-            raise ValueError(f"GridSpec.d_model ({self.d_model}) must be divisible by n_heads "
-                             f"({self.n_heads})")
+            raise ValueError(
+                f"GridSpec.d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict of the fields."""
@@ -224,10 +245,19 @@ class GridSpec:
 
     def model_config(self, cell: GridCell, d_vocab: int) -> ModelConfig:
         """The :class:`ModelConfig` of ``cell`` under this spec."""
-        return ModelConfig(d_vocab=d_vocab, n_ctx=self.max_length, d_model=self.d_model,
-                           n_heads=self.n_heads, d_mlp=self.d_mlp, n_layers=cell.n_layers,
-                           dropout=self.dropout, mask=cell.mask, pos_encoding=cell.pos_encoding,
-                           readout=cell.readout, norm=self.norm)
+        return ModelConfig(
+            d_vocab=d_vocab,
+            n_ctx=self.max_length,
+            d_model=self.d_model,
+            n_heads=self.n_heads,
+            d_mlp=self.d_mlp,
+            n_layers=cell.n_layers,
+            dropout=self.dropout,
+            mask=cell.mask,
+            pos_encoding=cell.pos_encoding,
+            readout=cell.readout,
+            norm=self.norm,
+        )
 
 
 # ============================================================================================
@@ -258,8 +288,9 @@ class GridData:
     seconds: float  # wall time spent generating and tokenising
 
 
-def _split_by_class(dataset: D.DyckDataset, sizes: Sequence[int],
-                    rng: np.random.Generator) -> list[np.ndarray]:
+def _split_by_class(
+    dataset: D.DyckDataset, sizes: Sequence[int], rng: np.random.Generator
+) -> list[np.ndarray]:
     """Disjoint index sets (no string in two of them), members and non-members split apart."""
     fractions = np.asarray(sizes, dtype=np.float64) / float(sum(sizes))
     parts: list[list[np.ndarray]] = [[] for _ in sizes]
@@ -283,21 +314,31 @@ def _balanced_unseen(dataset: D.DyckDataset, seen: set[str]) -> D.DyckDataset:
     return dataset.subset(np.sort(chosen))
 
 
-def _tensors(dataset: D.DyckDataset, tokenizer: DyckTokenizer, width: int,
-             kind_index: Mapping[str, int], what: str) -> _Split:
+def _tensors(
+    dataset: D.DyckDataset,
+    tokenizer: DyckTokenizer,
+    width: int,
+    kind_index: Mapping[str, int],
+    what: str,
+) -> _Split:
     n = len(dataset)
     if n == 0 or len(np.unique(dataset.labels)) < 2:
         raise ValueError(
             f"the {what} set has no members or no non-members unseen in training (max_length="
             f"{dataset.spec.max_length if dataset.spec else '?'} has too few distinct strings); "
-            f"raise max_length or the split sizes")
+            f"raise max_length or the split sizes"
+        )
     codes, lengths = dataset.codes(np.arange(n))
     tokens = tokenizer.encode_codes(codes, lengths)
     if tokens.shape[1] < width:  # pad once to the model's full width: fixed step shapes
         tokens = F.pad(tokens, (0, width - tokens.shape[1]), value=1)
     kinds = np.array([kind_index[name] for name in dataset.kind_names], dtype=np.int64)
-    return _Split(tokens=tokens, labels=torch.from_numpy(dataset.labels.astype(np.int64)),
-                  lengths=lengths.astype(np.int64), kinds=kinds[dataset.kind_codes])
+    return _Split(
+        tokens=tokens,
+        labels=torch.from_numpy(dataset.labels.astype(np.int64)),
+        lengths=lengths.astype(np.int64),
+        kinds=kinds[dataset.kind_codes],
+    )
 
 
 def make_grid_data(k: int, seed: int, spec: GridSpec) -> GridData:
@@ -312,16 +353,29 @@ def make_grid_data(k: int, seed: int, spec: GridSpec) -> GridData:
     and validation.
     """
     t0 = time.perf_counter()
-    base = dict(language="dyck", k=k, min_length=spec.min_length, max_length=spec.max_length)
+    base = {
+        "language": "dyck",
+        "k": k,
+        "min_length": spec.min_length,
+        "max_length": spec.max_length,
+    }
     sizes = [spec.n_train, spec.n_val, spec.n_test]
-    full = D.generate_dataset(D.DatasetSpec(n=sum(sizes), negatives="hard",
-                                            seed=_derived_seed(seed, k, _DATA_STREAM), **base))
+    full = D.generate_dataset(
+        D.DatasetSpec(
+            n=sum(sizes), negatives="hard", seed=_derived_seed(seed, k, _DATA_STREAM), **base
+        )
+    )
     rng = np.random.default_rng(_derived_seed(seed, k, _SPLIT_STREAM))
     parts = [full.subset(i) for i in _split_by_class(full, sizes, rng)]
     if spec.train_negatives == "hard+random":
-        mixed = D.generate_dataset(D.DatasetSpec(
-            n=sum(sizes), negatives=HARD_KINDS + ("random",),
-            seed=_derived_seed(seed, k, _MIXED_STREAM), **base))
+        mixed = D.generate_dataset(
+            D.DatasetSpec(
+                n=sum(sizes),
+                negatives=HARD_KINDS + ("random",),
+                seed=_derived_seed(seed, k, _MIXED_STREAM),
+                **base,
+            )
+        )
         train, val, _ = (mixed.subset(i) for i in _split_by_class(mixed, sizes, rng))
         seen = set(train.strings()) | set(val.strings())
         parts = [train, val, _balanced_unseen(parts[2], seen)]
@@ -329,18 +383,34 @@ def make_grid_data(k: int, seed: int, spec: GridSpec) -> GridData:
     width = spec.max_length + 2
     kind_names = ("positive", "random") + tuple(k for k in HARD_KINDS if k in full.kind_names)
     index = {name: i for i, name in enumerate(kind_names)}
-    train, val, hard = (_tensors(p, tokenizer, width, index, what)
-                        for p, what in zip(parts, ("train", "validation", "hard test")))
+    train, val, hard = (
+        _tensors(p, tokenizer, width, index, what)
+        for p, what in zip(parts, ("train", "validation", "hard test"))
+    )
     random = None
     if spec.n_random_test:
-        pool = D.generate_dataset(D.DatasetSpec(n=spec.n_random_test, negatives="random",
-                                                seed=_derived_seed(seed, k, _RANDOM_STREAM), **base))
+        pool = D.generate_dataset(
+            D.DatasetSpec(
+                n=spec.n_random_test,
+                negatives="random",
+                seed=_derived_seed(seed, k, _RANDOM_STREAM),
+                **base,
+            )
+        )
         seen = set(parts[0].strings()) | set(parts[1].strings())
         keep = np.array([i for i, s in enumerate(pool.strings()) if s not in seen], dtype=np.int64)
         random = _tensors(pool.subset(keep), tokenizer, width, index, "random test")
-    return GridData(k=k, seed=seed, kind_names=kind_names, train=train, val=val, hard=hard,
-                    random=random, d_vocab=tokenizer.vocab_size,
-                    seconds=time.perf_counter() - t0)
+    return GridData(
+        k=k,
+        seed=seed,
+        kind_names=kind_names,
+        train=train,
+        val=val,
+        hard=hard,
+        random=random,
+        d_vocab=tokenizer.vocab_size,
+        seconds=time.perf_counter() - t0,
+    )
 
 
 # ============================================================================================
@@ -351,28 +421,35 @@ def make_grid_data(k: int, seed: int, spec: GridSpec) -> GridData:
 @torch.inference_mode()
 def _predict(model: TransformerClassifier, tokens: torch.Tensor, chunk: int = 4096) -> torch.Tensor:
     model.eval()
-    out = torch.cat([model(tokens[i:i + chunk]).argmax(-1) for i in range(0, len(tokens), chunk)])
+    out = torch.cat([model(tokens[i : i + chunk]).argmax(-1) for i in range(0, len(tokens), chunk)])
     model.train()
     return out
 
 
-def _scores(model: TransformerClassifier, split: _Split, kind_names: Sequence[str]) -> dict[str, Any]:
+def _scores(
+    model: TransformerClassifier, split: _Split, kind_names: Sequence[str]
+) -> dict[str, Any]:
     hit = (_predict(model, split.tokens) == split.labels).numpy().astype(np.int64)
     n_kind = np.bincount(split.kinds, minlength=len(kind_names))
     ok_kind = np.bincount(split.kinds, weights=hit, minlength=len(kind_names))
     n_len = np.bincount(split.lengths)
     ok_len = np.bincount(split.lengths, weights=hit, minlength=len(n_len))
     return {
-        "n": int(len(hit)),
+        "n": len(hit),
         "accuracy": float(hit.mean()),
-        "per_kind": {kind_names[i]: float(ok_kind[i] / n_kind[i])
-                     for i in range(len(kind_names)) if n_kind[i]},
+        "per_kind": {
+            kind_names[i]: float(ok_kind[i] / n_kind[i])
+            for i in range(len(kind_names))
+            if n_kind[i]
+        },
         "n_per_kind": {kind_names[i]: int(n_kind[i]) for i in range(len(kind_names)) if n_kind[i]},
         "per_length": {str(L): float(ok_len[L] / n_len[L]) for L in np.flatnonzero(n_len)},
     }
 
 
-def run_cell(cell: GridCell, seed: int, spec: GridSpec, data: GridData | None = None) -> dict[str, Any]:
+def run_cell(
+    cell: GridCell, seed: int, spec: GridSpec, data: GridData | None = None
+) -> dict[str, Any]:
     """Train ``cell`` from ``seed`` and evaluate it: one grid record.
 
     Args:
@@ -389,7 +466,7 @@ def run_cell(cell: GridCell, seed: int, spec: GridSpec, data: GridData | None = 
         runs).
     """
     if not isinstance(cell, GridCell):
-        raise ValueError(f"cell must be a GridCell, got {type(cell).__name__}")
+        raise ValueError(f"cell must be a GridCell, got {type(cell).__name__}")  # noqa: TRY004
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be an int >= 0, got {seed!r}")
     t0 = time.perf_counter()
@@ -398,8 +475,9 @@ def run_cell(cell: GridCell, seed: int, spec: GridSpec, data: GridData | None = 
         data = make_grid_data(cell.k, seed, spec)
         data_seconds = data.seconds
     elif (data.k, data.seed) != (cell.k, seed):
-        raise ValueError(f"data is for (k, seed) = ({data.k}, {data.seed}), the cell needs "
-                         f"({cell.k}, {seed})")
+        raise ValueError(
+            f"data is for (k, seed) = ({data.k}, {data.seed}), the cell needs ({cell.k}, {seed})"
+        )
     config = spec.model_config(cell, data.d_vocab)
     init = torch.Generator().manual_seed(_derived_seed(seed, _INIT_STREAM))
     model = TransformerClassifier(config, generator=init)
@@ -420,13 +498,15 @@ def run_cell(cell: GridCell, seed: int, spec: GridSpec, data: GridData | None = 
         torch.manual_seed(_derived_seed(seed, _INIT_STREAM, 1))
         for step in range(1, spec.max_steps + 1):
             for group in opt.param_groups:
-                group["lr"] = spec.lr * min(1.0, step / spec.warmup_steps) if spec.warmup_steps else spec.lr
+                group["lr"] = (
+                    spec.lr * min(1.0, step / spec.warmup_steps) if spec.warmup_steps else spec.lr
+                )
             if spec.bucket:
                 # the length of a uniformly drawn string, then a batch of that length
                 length = int(lengths[torch.randint(n, (1,), generator=order)])
                 pool = by_length[length]
                 idx = pool[torch.randint(len(pool), (spec.batch_size,), generator=order)]
-                batch_tokens = tokens[idx, :length + 2]
+                batch_tokens = tokens[idx, : length + 2]
             else:
                 idx = torch.randint(n, (min(spec.batch_size, n),), generator=order)
                 batch_tokens = tokens[idx]
@@ -437,8 +517,9 @@ def run_cell(cell: GridCell, seed: int, spec: GridSpec, data: GridData | None = 
             steps = step
             if step % spec.eval_every == 0 or step == spec.max_steps:
                 te = time.perf_counter()
-                val_accuracy = float((_predict(model, data.val.tokens) == data.val.labels)
-                                     .float().mean())
+                val_accuracy = float(
+                    (_predict(model, data.val.tokens) == data.val.labels).float().mean()
+                )
                 eval_seconds += time.perf_counter() - te
                 if val_accuracy >= spec.target_accuracy:
                     stopped = step < spec.max_steps
@@ -458,8 +539,12 @@ def run_cell(cell: GridCell, seed: int, spec: GridSpec, data: GridData | None = 
         "val_accuracy": val_accuracy,
         "hard": hard,
         "random": random,
-        "seconds": {"data": data_seconds, "train": t2 - t1 - eval_seconds,
-                    "eval": eval_seconds + (t3 - t2), "total": data_seconds + time.perf_counter() - t0},
+        "seconds": {
+            "data": data_seconds,
+            "train": t2 - t1 - eval_seconds,
+            "eval": eval_seconds + (t3 - t2),
+            "total": data_seconds + time.perf_counter() - t0,
+        },
     }
 
 
@@ -468,7 +553,9 @@ def run_cell(cell: GridCell, seed: int, spec: GridSpec, data: GridData | None = 
 # ============================================================================================
 
 
-def load_records(path: str | os.PathLike[str], spec: GridSpec | None = None) -> list[dict[str, Any]]:
+def load_records(
+    path: str | os.PathLike[str], spec: GridSpec | None = None
+) -> list[dict[str, Any]]:
     """Records of a JSON-lines file (only those of ``spec``, if given); [] if it does not exist.
 
     A truncated last line (an interrupted write) is ignored.
@@ -510,10 +597,15 @@ def _work(task: tuple[dict[str, Any], int, dict[str, Any]]) -> dict[str, Any]:
     return record
 
 
-def run_grid(spec: GridSpec, cells: Sequence[GridCell], seeds: Sequence[int], jobs: int = 1,
-             out_path: str | os.PathLike[str] | None = None,
-             progress: Callable[[int, int, dict[str, Any]], None] | None = None,
-             threads_per_job: int = 1) -> list[dict[str, Any]]:
+def run_grid(
+    spec: GridSpec,
+    cells: Sequence[GridCell],
+    seeds: Sequence[int],
+    jobs: int = 1,
+    out_path: str | os.PathLike[str] | None = None,
+    progress: Callable[[int, int, dict[str, Any]], None] | None = None,
+    threads_per_job: int = 1,
+) -> list[dict[str, Any]]:
     """Train every (cell, seed) not yet in ``out_path`` and return all their records.
 
     Args:
@@ -537,14 +629,16 @@ def run_grid(spec: GridSpec, cells: Sequence[GridCell], seeds: Sequence[int], jo
     seeds = [int(s) for s in seeds]
     for cell in cells:
         if not isinstance(cell, GridCell):
-            raise ValueError(f"cells must hold GridCell objects, got {type(cell).__name__}")
+            raise ValueError(f"cells must hold GridCell objects, got {type(cell).__name__}")  # noqa: TRY004
     done = {(r["name"], r["seed"]): r for r in (load_records(out_path, spec) if out_path else [])}
-    todo = sorted({(c, s) for c in cells for s in seeds if (c.name, s) not in done},
-                  key=lambda cs: (cs[0].k, cs[1], cs[0]))
+    todo = sorted(
+        {(c, s) for c in cells for s in seeds if (c.name, s) not in done},
+        key=lambda cs: (cs[0].k, cs[1], cs[0]),
+    )
     handle = None
     if out_path is not None and todo:
         Path(out_path).parent.mkdir(parents=True, exist_ok=True)
-        handle = open(out_path, "a", encoding="utf-8")
+        handle = open(out_path, "a", encoding="utf-8")  # noqa: SIM115 - closed in finally
 
     def keep(record: dict[str, Any], i: int) -> None:
         done[(record["name"], record["seed"])] = record
@@ -570,9 +664,12 @@ def run_grid(spec: GridSpec, cells: Sequence[GridCell], seeds: Sequence[int], jo
             from concurrent.futures import ProcessPoolExecutor, as_completed
 
             # spawn, not fork: forking a process whose torch/OpenMP threads are running can hang
-            with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
-                                     initializer=_init_worker,
-                                     initargs=(threads_per_job,)) as pool:
+            with ProcessPoolExecutor(
+                max_workers=jobs,
+                mp_context=mp.get_context("spawn"),
+                initializer=_init_worker,
+                initargs=(threads_per_job,),
+            ) as pool:
                 futures = [pool.submit(_work, task) for task in tasks]
                 for i, future in enumerate(as_completed(futures), 1):
                     keep(future.result(), i)
@@ -605,8 +702,9 @@ def t_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, flo
     return mean, mean - half, mean + half
 
 
-def summarise(records: Iterable[Mapping[str, Any]], solved: float = SOLVED,
-              level: float = 0.95) -> list[dict[str, Any]]:
+def summarise(
+    records: Iterable[Mapping[str, Any]], solved: float = SOLVED, level: float = 0.95
+) -> list[dict[str, Any]]:
     """Per cell: how many seeds learned the language, and mean accuracies with intervals.
 
     Args:
@@ -634,18 +732,24 @@ def summarise(records: Iterable[Mapping[str, Any]], solved: float = SOLVED,
         hard = [r["hard"]["accuracy"] for r in group]
         kinds = sorted({k for r in group for k in r["hard"]["per_kind"]})
         rand = [r["random"]["accuracy"] for r in group if r.get("random")]
-        out.append({
-            **group[0]["cell"],
-            "name": name,
-            "n_seeds": len(group),
-            "frac_solved": float(np.mean([a >= solved for a in hard])),
-            "hard": interval(hard),
-            "random": interval(rand),
-            "per_kind": {k: interval([r["hard"]["per_kind"][k] for r in group
-                                      if k in r["hard"]["per_kind"]]) for k in kinds},
-            "steps": float(np.mean([r["steps"] for r in group])),
-            "seconds": float(np.mean([r["seconds"]["total"] for r in group])),
-        })
+        out.append(
+            {
+                **group[0]["cell"],
+                "name": name,
+                "n_seeds": len(group),
+                "frac_solved": float(np.mean([a >= solved for a in hard])),
+                "hard": interval(hard),
+                "random": interval(rand),
+                "per_kind": {
+                    k: interval(
+                        [r["hard"]["per_kind"][k] for r in group if k in r["hard"]["per_kind"]]
+                    )
+                    for k in kinds
+                },
+                "steps": float(np.mean([r["steps"] for r in group])),
+                "seconds": float(np.mean([r["seconds"]["total"] for r in group])),
+            }
+        )
     return sorted(out, key=lambda s: GridCell.from_dict(s))
 
 
@@ -654,8 +758,12 @@ def summarise(records: Iterable[Mapping[str, Any]], solved: float = SOLVED,
 # ============================================================================================
 
 
-def grid_matrix(summary: Sequence[Mapping[str, Any]], k: int, n_layers: int,
-                value: Callable[[Mapping[str, Any]], float]) -> tuple[np.ndarray, list[str], list[str]]:
+def grid_matrix(
+    summary: Sequence[Mapping[str, Any]],
+    k: int,
+    n_layers: int,
+    value: Callable[[Mapping[str, Any]], float],
+) -> tuple[np.ndarray, list[str], list[str]]:
     """One panel of the grid: ``(values (mask x readout, PE), row labels, column labels)``.
 
     Cells absent from ``summary`` are NaN.
@@ -664,13 +772,16 @@ def grid_matrix(summary: Sequence[Mapping[str, Any]], k: int, n_layers: int,
     out = np.full((len(rows), len(POS_ENCODINGS)), np.nan)
     for s in summary:
         if s["k"] == k and s["n_layers"] == n_layers:
-            out[rows.index((s["mask"], s["readout"])), POS_ENCODINGS.index(s["pos_encoding"])] = value(s)
+            out[rows.index((s["mask"], s["readout"])), POS_ENCODINGS.index(s["pos_encoding"])] = (
+                value(s)
+            )
     labels = [f"{'bidir' if m == 'bidirectional' else m} / {r}" for m, r in rows]
     return out, labels, list(POS_ENCODINGS)
 
 
-def plot_grid(summary: Sequence[Mapping[str, Any]], value: str = "frac_solved",
-              title: str | None = None) -> Any:
+def plot_grid(
+    summary: Sequence[Mapping[str, Any]], value: str = "frac_solved", title: str | None = None
+) -> Any:
     """Heatmaps of the grid: one panel per (k, layers) present; rows mask x readout, columns PE.
 
     Args:
@@ -693,26 +804,44 @@ def plot_grid(summary: Sequence[Mapping[str, Any]], value: str = "frac_solved",
     ks = sorted({k for k, _ in panels})
     layers = sorted({n for _, n in panels})
     vmin = 0.0 if value == "frac_solved" else 0.5
-    fig, axes = plt.subplots(len(ks), len(layers), figsize=(3.4 * len(layers) + 1.6, 3.1 * len(ks)),
-                             squeeze=False, sharex=True, sharey=True, constrained_layout=True)
+    fig, axes = plt.subplots(
+        len(ks),
+        len(layers),
+        figsize=(3.4 * len(layers) + 1.6, 3.1 * len(ks)),
+        squeeze=False,
+        sharex=True,
+        sharey=True,
+        constrained_layout=True,
+    )
     cmap = plt.get_cmap("viridis").with_extremes(bad="#d9d9d9")
     image = None
     for i, k in enumerate(ks):
         for j, n in enumerate(layers):
             ax = axes[i][j]
             matrix, rows, cols = grid_matrix(summary, k, n, getters[value])
-            image = ax.imshow(np.ma.masked_invalid(matrix), cmap=cmap, vmin=vmin, vmax=1.0,
-                              aspect="auto")
+            image = ax.imshow(
+                np.ma.masked_invalid(matrix), cmap=cmap, vmin=vmin, vmax=1.0, aspect="auto"
+            )
             for (r, c), v in np.ndenumerate(matrix):
                 if np.isfinite(v):
-                    ax.text(c, r, f"{v:.2f}", ha="center", va="center", fontsize=7,
-                            color="black" if v > vmin + 0.6 * (1 - vmin) else "white")
+                    ax.text(
+                        c,
+                        r,
+                        f"{v:.2f}",
+                        ha="center",
+                        va="center",
+                        fontsize=7,
+                        color="black" if v > vmin + 0.6 * (1 - vmin) else "white",
+                    )
             ax.set_xticks(range(len(cols)), cols, rotation=40, ha="right", fontsize=8)
             ax.set_yticks(range(len(rows)), rows, fontsize=8)
             ax.axhline(2.5, color="white", lw=1.5)  # bidirectional above, causal below
             ax.set_title(f"Dyck-{k}, {n} layer{'s' if n > 1 else ''}", fontsize=9)
-    label = ("share of seeds >= 99% on hard negatives" if value == "frac_solved"
-             else "mean accuracy on the hard test set")
+    label = (
+        "share of seeds >= 99% on hard negatives"
+        if value == "frac_solved"
+        else "mean accuracy on the hard test set"
+    )
     fig.colorbar(image, ax=axes, shrink=0.8, label=label)
     if title:
         fig.suptitle(title, fontsize=10)

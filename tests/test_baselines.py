@@ -13,8 +13,11 @@ from tests.reference_checker import is_dyck  # independent stack checker
 
 
 def _data(k: int, negatives: str, n: int = 1200, seed: int = 0, min_length: int = 0):
-    return D.generate_dataset(D.DatasetSpec(k=k, n=n, negatives=negatives, seed=seed,
-                                            min_length=min_length, max_length=16))
+    return D.generate_dataset(
+        D.DatasetSpec(
+            k=k, n=n, negatives=negatives, seed=seed, min_length=min_length, max_length=16
+        )
+    )
 
 
 @pytest.mark.parametrize("k", [1, 3])
@@ -32,8 +35,11 @@ def test_first_character_rule_says_member_to_every_hard_negative(k):
     assert (pred == 1).all()  # every hard negative starts with an opener
     result = B.FirstCharacterRule().fit(ds).accuracy(ds)
     assert result["accuracy"] == pytest.approx(float(ds.labels.mean()))  # the member share
-    assert all(result["per_kind"][kind]["accuracy"] == 0.0 for kind in result["per_kind"]
-               if kind in HARD_KINDS)
+    assert all(
+        result["per_kind"][kind]["accuracy"] == 0.0
+        for kind in result["per_kind"]
+        if kind in HARD_KINDS
+    )
 
 
 def test_first_character_rule_on_plain_strings():

@@ -13,11 +13,24 @@ from dyckbook import grid as G
 from dyckbook.negatives import HARD_KINDS
 from dyckbook.runner import load_manifest, resolve_profile
 
-TINY = G.GridSpec(d_model=16, n_heads=2, d_mlp=32, max_length=10, n_train=200, n_val=40,
-                  n_test=120, n_random_test=60, batch_size=32, warmup_steps=5, max_steps=20,
-                  eval_every=10)
-CELLS = [G.GridCell(1, 1, "bidirectional", "learned", "start"),
-         G.GridCell(1, 1, "causal", "none", "end")]
+TINY = G.GridSpec(
+    d_model=16,
+    n_heads=2,
+    d_mlp=32,
+    max_length=10,
+    n_train=200,
+    n_val=40,
+    n_test=120,
+    n_random_test=60,
+    batch_size=32,
+    warmup_steps=5,
+    max_steps=20,
+    eval_every=10,
+)
+CELLS = [
+    G.GridCell(1, 1, "bidirectional", "learned", "start"),
+    G.GridCell(1, 1, "causal", "none", "end"),
+]
 
 
 @pytest.fixture(autouse=True)
@@ -37,8 +50,9 @@ def test_cell_sets_and_names():
     assert len(full) == 180 == len({c.name for c in full})
     reduced = G.cells_named("reduced")
     assert set(reduced) <= set(full) and len(reduced) == 76
-    assert {(c.mask, c.pos_encoding, c.readout) for c in reduced if c.n_layers == 2} == \
-        {(c.mask, c.pos_encoding, c.readout) for c in full}
+    assert {(c.mask, c.pos_encoding, c.readout) for c in reduced if c.n_layers == 2} == {
+        (c.mask, c.pos_encoding, c.readout) for c in full
+    }
     assert G.GridCell.from_dict(CELLS[0].to_dict()) == CELLS[0]
     with pytest.raises(ValueError, match="cells must be one of"):
         G.cells_named("huge")
@@ -50,8 +64,10 @@ def test_cell_sets_and_names():
 
 def test_grid_data_is_disjoint_and_balanced():
     data = G.make_grid_data(1, 0, TINY)
-    rows = {name: {tuple(t) for t in getattr(data, name).tokens.tolist()}
-            for name in ("train", "val", "hard", "random")}
+    rows = {
+        name: {tuple(t) for t in getattr(data, name).tokens.tolist()}
+        for name in ("train", "val", "hard", "random")
+    }
     assert not rows["train"] & rows["hard"] and not rows["val"] & rows["hard"]
     assert not rows["train"] & rows["random"]
     assert data.hard.labels.float().mean().item() == pytest.approx(0.5)
@@ -80,8 +96,9 @@ def test_micro_grid_records_complete_deterministic_and_resumed(tmp_path):
     assert _strip(again) == _strip(records[1])
     # resume: nothing new is trained or written; a new seed adds exactly its records
     calls = []
-    resumed = G.run_grid(TINY, CELLS, seeds=[0, 1], out_path=out,
-                         progress=lambda i, n, r: calls.append(r["name"]))
+    resumed = G.run_grid(
+        TINY, CELLS, seeds=[0, 1], out_path=out, progress=lambda i, n, r: calls.append(r["name"])
+    )
     assert calls == [] and len(out.read_text().splitlines()) == 4
     assert [_strip(r) for r in resumed] == [_strip(r) for r in records]
     G.run_grid(TINY, CELLS[:1], seeds=[2], out_path=out, progress=lambda i, n, r: calls.append(i))
@@ -99,16 +116,26 @@ def test_causal_start_readout_is_constant():
 
 
 def _record(name_cell, seed, hard, kinds):
-    return {"name": name_cell.name, "cell": name_cell.to_dict(), "seed": seed, "steps": 10,
-            "hard": {"accuracy": hard, "per_kind": kinds}, "random": {"accuracy": 1.0},
-            "seconds": {"total": 2.0}}
+    return {
+        "name": name_cell.name,
+        "cell": name_cell.to_dict(),
+        "seed": seed,
+        "steps": 10,
+        "hard": {"accuracy": hard, "per_kind": kinds},
+        "random": {"accuracy": 1.0},
+        "seconds": {"total": 2.0},
+    }
 
 
 def test_summarise_fractions_and_t_intervals():
     a, b = CELLS
-    records = [_record(a, 0, 1.0, {"dip": 1.0}), _record(a, 1, 0.99, {"dip": 0.98}),
-               _record(a, 2, 0.5, {"dip": 0.2}), _record(a, 3, 0.985, {"dip": 0.9}),
-               _record(b, 0, 0.7, {"dip": 0.4})]
+    records = [
+        _record(a, 0, 1.0, {"dip": 1.0}),
+        _record(a, 1, 0.99, {"dip": 0.98}),
+        _record(a, 2, 0.5, {"dip": 0.2}),
+        _record(a, 3, 0.985, {"dip": 0.9}),
+        _record(b, 0, 0.7, {"dip": 0.4}),
+    ]
     rows = {row["name"]: row for row in G.summarise(records)}
     assert rows[a.name]["frac_solved"] == 0.5 and rows[a.name]["n_seeds"] == 4
     x = np.array([1.0, 0.99, 0.5, 0.985])
