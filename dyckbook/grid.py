@@ -350,7 +350,8 @@ def make_grid_data(k: int, seed: int, spec: GridSpec) -> GridData:
     negative protocol, split so that no string is in two parts (the hard test set is the third
     part of the hard pool, with strings seen in train or validation removed). The
     random-negative test set is generated separately and keeps only strings unseen in train
-    and validation.
+    and validation. Both test sets are then re-balanced to equally many members and
+    non-members, so every constant answer scores exactly 1/2.
     """
     t0 = time.perf_counter()
     base = {
@@ -398,8 +399,7 @@ def make_grid_data(k: int, seed: int, spec: GridSpec) -> GridData:
             )
         )
         seen = set(parts[0].strings()) | set(parts[1].strings())
-        keep = np.array([i for i, s in enumerate(pool.strings()) if s not in seen], dtype=np.int64)
-        random = _tensors(pool.subset(keep), tokenizer, width, index, "random test")
+        random = _tensors(_balanced_unseen(pool, seen), tokenizer, width, index, "random test")
     return GridData(
         k=k,
         seed=seed,

@@ -71,6 +71,7 @@ def test_grid_data_is_disjoint_and_balanced():
     assert not rows["train"] & rows["hard"] and not rows["val"] & rows["hard"]
     assert not rows["train"] & rows["random"]
     assert data.hard.labels.float().mean().item() == pytest.approx(0.5)
+    assert data.random.labels.float().mean().item() == pytest.approx(0.5)
     hard_kinds = {data.kind_names[i] for i in np.unique(data.hard.kinds)}
     assert hard_kinds <= {"positive", *HARD_KINDS}
     assert "random" in {data.kind_names[i] for i in np.unique(data.train.kinds)}
