@@ -181,6 +181,7 @@ class Attention(nn.Module):
         record: _Recorder | None,
         prefix: str,
         hard: str | None,
+        query: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Attend.
 
@@ -192,15 +193,20 @@ class Attention(nn.Module):
             record: activation recorder, or None for the fused fast path.
             prefix: hook prefix, ``blocks.{l}.attn``.
             hard: None for softmax, else "leftmost_hard" / "average_hard".
+            query: (batch,) int64: compute the output only at this query position of each row
+                (fast path only: ``record`` and ``hard`` must be None).
 
         Returns:
-            (batch, pos, d_model) attention output after the output projection.
+            (batch, pos, d_model) attention output after the output projection, or
+            (batch, 1, d_model) with ``query``.
         """
         cfg = self.cfg
         batch, n_pos, _ = x.shape
+        p_drop = cfg.dropout if self.training else 0.0
+        if query is not None:
+            return self._single_query(x, query, allowed, is_causal, p_drop)
         q, k, v = self.qkv(x).view(batch, n_pos, 3, cfg.n_heads, cfg.d_head).permute(2, 0, 3, 1, 4)
         # q, k, v: (batch, head, pos, d_head)
-        p_drop = cfg.dropout if self.training else 0.0
         if record is None and hard is None:
             z = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=allowed, dropout_p=p_drop, is_causal=is_causal and allowed is None
@@ -236,6 +242,45 @@ class Attention(nn.Module):
                 record(f"{prefix}.hook_z", z.transpose(1, 2))  # (batch, pos, head, d_head)
         z = z.transpose(1, 2).reshape(batch, n_pos, cfg.d_model)
         return self.out(z)
+
+    def _single_query(
+        self,
+        x: torch.Tensor,
+        query: torch.Tensor,
+        allowed: torch.Tensor | None,
+        is_causal: bool,
+        p_drop: float,
+    ) -> torch.Tensor:
+        """Attention output at one query position per row (fast path of the last block).
+
+        Keys and values come from every position; the query projection, the attention row and
+        the output projection only from ``query``. Same arithmetic as the full path for that row.
+
+        Args:
+            x: (batch, pos, d_model).
+            query: (batch,) int64 query position of each row.
+            allowed, is_causal: as in :meth:`forward` (full query dimension).
+            p_drop: attention-weight dropout probability.
+
+        Returns:
+            (batch, 1, d_model).
+        """
+        cfg = self.cfg
+        batch, n_pos, d_model = x.shape
+        rows = torch.arange(batch, device=x.device)
+        x_q = x[rows, query][:, None]  # (batch, 1, d_model)
+        weight, bias = self.qkv.weight, self.qkv.bias
+        q = F.linear(x_q, weight[:d_model], bias[:d_model])  # (batch, 1, d_model)
+        kv = F.linear(x, weight[d_model:], bias[d_model:])  # (batch, pos, 2 * d_model)
+        q = q.view(batch, 1, cfg.n_heads, cfg.d_head).transpose(1, 2)  # (batch, head, 1, d_head)
+        k, v = kv.view(batch, n_pos, 2, cfg.n_heads, cfg.d_head).permute(2, 0, 3, 1, 4)
+        if allowed is not None and allowed.shape[2] != 1:
+            allowed = allowed[rows, :, query][:, :, None]  # (batch, 1, 1, key)
+        elif allowed is None and is_causal:
+            keys = torch.arange(n_pos, device=x.device)
+            allowed = (keys[None, :] <= query[:, None])[:, None, None]  # (batch, 1, 1, key)
+        z = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, dropout_p=p_drop)
+        return self.out(z.transpose(1, 2).reshape(batch, 1, d_model))
 
 
 class MLP(nn.Module):
@@ -276,8 +321,15 @@ class Block(nn.Module):
         record: _Recorder | None,
         layer: int,
         hard: str | None,
+        query: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """(batch, pos, d_model) -> (batch, pos, d_model)."""
+        """(batch, pos, d_model) -> (batch, pos, d_model).
+
+        With ``query`` ((batch,) int64, fast path only) the block returns (batch, 1, d_model): its
+        output at that position of each row only. Every position is still a key and value, so this
+        is exact when nothing downstream reads the other positions (the last block under the
+        ``start`` and ``end`` readouts).
+        """
         cfg = self.cfg
         pre = f"blocks.{layer}"
         if record is not None:
@@ -285,9 +337,13 @@ class Block(nn.Module):
         attn_in = self.ln1(x) if cfg.norm == "pre" else x
         if record is not None and cfg.norm == "pre":
             record(f"{pre}.ln1.hook_normalized", attn_in)
-        attn_out = self.drop(self.attn(attn_in, allowed, is_causal, record, f"{pre}.attn", hard))
+        attn_out = self.drop(
+            self.attn(attn_in, allowed, is_causal, record, f"{pre}.attn", hard, query)
+        )
         if record is not None:
             record(f"{pre}.hook_attn_out", attn_out)
+        if query is not None:
+            x = x[torch.arange(x.shape[0], device=x.device), query][:, None]  # (batch, 1, d_model)
         mid = x + attn_out if cfg.residual else attn_out
         if cfg.norm == "post":
             mid = self.ln1(mid)
@@ -330,7 +386,15 @@ class TransformerClassifier(nn.Module):
     Readouts: ``start`` takes position 0 (`[start]`, the thesis' choice; under a causal mask it sees
     only itself, so the output is constant), ``end`` the last real token (`[end]`), ``mean`` the
     average over real tokens. For pre-LN a final LayerNorm ``ln_final`` precedes the readout.
+
+    Attributes:
+        single_query_readout: in :meth:`forward` (not :meth:`run_with_cache`), compute the last
+            block only at the position the ``start`` / ``end`` readout reads (default True; the
+            logits are the same, see ``_run``). Set False to run every position, e.g. to time
+            the difference.
     """
+
+    single_query_readout: bool = True
 
     def __init__(self, config: ModelConfig, generator: torch.Generator | None = None) -> None:
         """Build the model.
@@ -462,18 +526,35 @@ class TransformerClassifier(nn.Module):
             x = x + pe
         x = self.embed_drop(x)
         allowed, is_causal = self._attention_mask(real, n_pos, has_pad)
+        # Fast path: with the start/end readout only one position of the last block's output is
+        # read, so that block attends from that query alone (its keys and values still cover
+        # every position). The logits are the same function; the last block's query, output
+        # projection, MLP and LayerNorms then cost one position per row instead of all of them.
+        query = None
+        if record is None and hard is None and cfg.readout != "mean" and self.single_query_readout:
+            query = self._readout_positions(real)
+        last = len(self.blocks) - 1
         for layer, block in enumerate(self.blocks):
-            x = block(x, allowed, is_causal, record, layer, hard)
+            x = block(x, allowed, is_causal, record, layer, hard, query if layer == last else None)
         x = self.ln_final(x)
         if record is not None and cfg.norm == "pre":
             record("ln_final.hook_normalized", x)
-        readout = self._readout(x, real)
+        if query is not None:
+            readout = x[:, 0]  # (batch, d_model): the last block returned (batch, 1, d_model)
+        else:
+            readout = self._readout(x, real)
         if record is not None:
             record("hook_readout", readout)
         logits = self.classifier(readout)
         if record is not None:
             record("hook_logits", logits)
         return logits
+
+    def _readout_positions(self, real: torch.Tensor) -> torch.Tensor:
+        """(batch,) int64 position read by the ``start`` / ``end`` readout."""
+        if self.config.readout == "start":
+            return torch.zeros(real.shape[0], dtype=torch.long, device=real.device)
+        return (real.sum(dim=1) - 1).clamp(min=0)  # right padding: the last real token is [end]
 
     def _readout(self, x: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
         """(batch, pos, d_model) -> (batch, d_model)."""

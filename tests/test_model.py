@@ -73,6 +73,32 @@ def test_fast_path_equals_cached_path(mask, pos, readout, norm):
         assert torch.isfinite(fast).all()
 
 
+@pytest.mark.parametrize(
+    "mask,readout,norm,n_layers",
+    list(itertools.product(MASKS, ("start", "end"), NORMS, (1, 2))),
+)
+def test_single_query_last_block_equals_full_last_block(mask, readout, norm, n_layers):
+    """The fast path computes the last block only at the read position: same logits and same
+    gradients as running every position (train mode, dropout off so both draw nothing)."""
+    model = tiny(mask=mask, readout=readout, norm=norm, n_layers=n_layers, pos_encoding="learned")
+    model.train()
+    batches = (make_tokens(4), make_tokens(5, fixed=6), make_tokens(6, batch=1, fixed=0))
+    for tokens in batches:  # with pads, pad-free, and the empty string alone
+        grads = []
+        for single in (True, False):
+            model.single_query_readout = single
+            model.zero_grad()
+            logits = model(tokens)
+            (logits * torch.arange(1, 3)).sum().backward()
+            grads.append((logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}))
+        (fast, fast_grads), (full, full_grads) = grads
+        assert fast.shape == (tokens.shape[0], 2)
+        assert torch.allclose(fast, full, atol=1e-5, rtol=1e-5)
+        for name, grad in full_grads.items():
+            assert torch.allclose(fast_grads[name], grad, atol=1e-5, rtol=1e-4), name
+    model.single_query_readout = True
+
+
 @pytest.mark.parametrize("residual", [True, False])
 def test_fast_path_equals_cached_path_without_residual(residual):
     model = tiny(norm="none", residual=residual, pos_encoding="learned", readout="mean")
