@@ -146,6 +146,21 @@ class _Baseline:
 # ============================================================================================
 
 
+def first_symbol_codes(dataset: Any, chunk: int = 1024) -> np.ndarray:
+    """int64 ``(batch,)``: the code of each string's first symbol, -1 for the empty string.
+
+    Reads a dataset chunk by chunk (only the first column is kept), so it stays cheap for
+    datasets of long strings.
+    """
+    out = np.full(len(dataset), -1, dtype=np.int64)
+    for lo in range(0, len(dataset), chunk):
+        idx = np.arange(lo, min(lo + chunk, len(dataset)))
+        nonempty = idx[dataset.lengths[idx] > 0]
+        if len(nonempty):
+            out[nonempty] = dataset.codes(nonempty)[0][:, 0]
+    return out
+
+
 def first_character_rule(strings: Any, language: Language | None = None) -> np.ndarray:
     """The thesis' shortcut: predict "member" unless the first symbol is a closer.
 
@@ -157,8 +172,12 @@ def first_character_rule(strings: Any, language: Language | None = None) -> np.n
     Returns:
         int64 ``(batch,)``: 1 (member) or 0. The empty string is predicted a member.
     """
+    if _is_dataset(strings):
+        first = first_symbol_codes(strings)
+        # closers have odd codes (opener of type t is 2t, its closer 2t + 1)
+        return np.where((first >= 0) & (first % 2 == 1), 0, 1).astype(np.int64)
     language = _language_of(strings, language)
-    if not _is_dataset(strings) and not isinstance(strings, tuple):
+    if not isinstance(strings, tuple):
         if isinstance(strings, str) or not isinstance(strings, Sequence):
             raise ValueError(
                 f"strings must be a dataset, a sequence of strings or a (codes, lengths) tuple, "
@@ -170,7 +189,6 @@ def first_character_rule(strings: Any, language: Language | None = None) -> np.n
     if codes.shape[0] == 0:
         return np.zeros(0, dtype=np.int64)
     first = codes[:, 0].astype(np.int64) if codes.shape[1] else np.full(len(lengths), PAD_CODE)
-    # closers have odd codes (opener of type t is 2t, its closer 2t + 1)
     closer = (lengths > 0) & (first != PAD_CODE) & (first % 2 == 1)
     return np.where(closer, 0, 1).astype(np.int64)
 

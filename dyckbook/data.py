@@ -782,8 +782,9 @@ def split_indices(dataset: DyckDataset, fractions: Sequence[float] = THESIS_SPLI
     All copies of a string form one group and go to one part. The groups are laid end to end in a
     uniformly random order and cut at the target sizes (a group straddling a cut goes to the part
     holding its midpoint), so every group lands in a part with probability proportional to that
-    part's share: the parts have the same composition in expectation (lengths, kinds, labels), and
-    sizes miss the targets by at most half a group at each cut. (Placing large duplicate groups
+    part's share: the parts have the same composition in expectation (lengths, kinds, labels).
+    Sizes then match the targets exactly, by moving randomly chosen single-copy strings out of
+    parts over target, unless there are too few of them. (Placing large duplicate groups
     first, as an earlier version did, sent every heavily repeated short string to the training
     part and skewed the others.)
 
@@ -811,6 +812,21 @@ def split_indices(dataset: DyckDataset, fractions: Sequence[float] = THESIS_SPLI
     part_of_group = np.empty(len(sizes), dtype=np.int64)
     part_of_group[order] = np.minimum(
         np.searchsorted(np.cumsum(targets), midpoints, side="right"), len(targets) - 1)
+    # A group straddling a cut leaves parts a few strings off target: move randomly chosen
+    # single-copy strings from parts over target to parts under it (exact sizes whenever there
+    # are enough singles; they are a random sample, so the composition stays unbiased).
+    singles = np.flatnonzero(sizes == 1)
+    sizes_now = np.bincount(part_of_group, weights=sizes, minlength=len(targets)).astype(np.int64)
+    for over in range(len(targets)):
+        for under in range(len(targets)):
+            move = min(sizes_now[over] - targets[over], targets[under] - sizes_now[under])
+            if over == under or move <= 0:
+                continue
+            candidates = singles[part_of_group[singles] == over]
+            chosen = rng.permutation(candidates)[:move]
+            part_of_group[chosen] = under
+            sizes_now[over] -= len(chosen)
+            sizes_now[under] += len(chosen)
     part_of_item = part_of_group[group_of]
     return tuple(np.flatnonzero(part_of_item == p) for p in range(len(targets)))
 

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from dyckbook import data as D
+from dyckbook.baselines import first_character_rule, first_symbol_codes
 from dyckbook.evaluate import evaluate, validate_metrics, write_metrics_json
 from dyckbook.model import MASKS, POS_ENCODINGS, READOUTS, ModelConfig, TransformerClassifier
 from dyckbook.results import resolve, write_json
@@ -388,7 +389,7 @@ def data_summary(data: ExperimentData) -> list[dict[str, Any]]:
     rows = []
     for name, ds in data.splits().items():
         labels = ds.labels
-        first = _first_codes(ds)
+        first = first_symbol_codes(ds)
         neg = labels == 0
         closer_first = (first[neg] >= 0) & (first[neg] % 2 == 1)
         rows.append({
@@ -407,28 +408,6 @@ def data_summary(data: ExperimentData) -> list[dict[str, Any]]:
 # ============================================================================================
 # the shortcut
 # ============================================================================================
-
-
-def _first_codes(dataset: D.DyckDataset, chunk: int = 1024) -> np.ndarray:
-    """int64 (n,) code of each string's first symbol, -1 for the empty string."""
-    out = np.full(len(dataset), -1, dtype=np.int64)
-    for lo in range(0, len(dataset), chunk):
-        idx = np.arange(lo, min(lo + chunk, len(dataset)))
-        nonempty = idx[dataset.lengths[idx] > 0]
-        if len(nonempty):
-            out[nonempty] = dataset.codes(nonempty)[0][:, 0]
-    return out
-
-
-def first_character_rule(dataset: D.DyckDataset) -> np.ndarray:
-    """The shortcut's predictions: member unless the first symbol is a closer.
-
-    Returns:
-        int64 (n,): 1 (member) or 0. The empty string is predicted a member.
-    """
-    first = _first_codes(dataset)
-    # closers have odd codes (opener of type t is 2t, its closer 2t + 1)
-    return np.where((first >= 0) & (first % 2 == 1), 0, 1).astype(np.int64)
 
 
 def first_character_rule_accuracy(dataset: D.DyckDataset) -> float:
