@@ -57,6 +57,16 @@ _EXPORTS: dict[str, str] = {
     "roc_auc": "dyckbook.explain",
     "plot_attention_grid": "dyckbook.plotting",
     "plot_attention_summary": "dyckbook.plotting",
+    # baselines and the ablation grid
+    "first_character_rule": "dyckbook.baselines",
+    "CountsClassifier": "dyckbook.baselines",
+    "BagOfTokensClassifier": "dyckbook.baselines",
+    "StackAutomaton": "dyckbook.baselines",
+    "GridCell": "dyckbook.grid",
+    "GridSpec": "dyckbook.grid",
+    "cells_named": "dyckbook.grid",
+    "run_grid": "dyckbook.grid",
+    "summarise": "dyckbook.grid",
     # probes and ablations
     "collect_residuals": "dyckbook.probes",
     "fit_linear_probe": "dyckbook.probes",
@@ -88,6 +98,8 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from dyckbook.baselines import (BagOfTokensClassifier, CountsClassifier, StackAutomaton,
+                                    first_character_rule)
     from dyckbook.data import (DatasetSpec, DyckDataset, LengthBucketSampler, collate,
                                generate_dataset, load_jsonl, load_or_generate, make_loader,
                                save_jsonl, split_by_length, split_dataset)
@@ -96,6 +108,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
                                   preview_statistic, roc_auc)
     from dyckbook.languages import DEFAULT_PAIRS, Dyck, ShuffleDyck, sample_lengths
     from dyckbook.model import ModelConfig, TransformerClassifier, load_model, save_model
+    from dyckbook.grid import GridCell, GridSpec, cells_named, run_grid, summarise
     from dyckbook.negatives import HARD_KINDS, NEGATIVE_KINDS, available_kinds, sample_negatives
     from dyckbook.plotting import plot_attention_grid, plot_attention_summary
     from dyckbook.presets import THESIS_EXPERIMENTS, THESIS_RESULTS

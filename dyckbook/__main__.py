@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -119,6 +120,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return _COMMANDS[args.command](args)
+    except BrokenPipeError:  # e.g. `python -m dyckbook list | head`: the reader left, not an error
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
+        return 0
     except (ValueError, KeyError, FileNotFoundError) as error:
         # Bad values found past argparse (e.g. an odd --max-length, an unknown negative kind):
         # one line, exit status 2, no traceback.
