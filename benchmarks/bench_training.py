@@ -15,12 +15,14 @@ Writes ``benchmarks/results/training.json`` and prints a table. Parts (``--parts
 - ``e``: time to >= 99% test accuracy on hard negatives (Dyck-1 and Dyck-3, lengths <= 16), if
   ``dyckbook.data.generate_dataset`` is available.
 
-Timing method: the development machine (2 cores) is shared with several other processes, so
-wall-clock times there measure the neighbours. Rates are therefore measured in **process CPU
-time** with one torch thread (``--threads 1``, the default): examples per CPU-second is what one
-dedicated core delivers. Two dedicated cores give at most twice that; the 320 GFLOP/s peak is a
-2-core figure, so the per-core peak is 160 GFLOP/s. Medians of repeated epochs; ratios within one
-run are what should be quoted.
+Timing method (``--clock``): ``wall`` with ``--threads 2`` is how the thesis figure (900
+examples/s on 2 cores) was taken, and the headline setting: run it on an otherwise idle machine
+(the load average at start is stored; with a busy neighbour two OpenMP threads collapse to a few
+dozen examples/s, because each thread waits for the other at every parallel region). ``cpu`` (the
+default, with ``--threads 1``) measures **process CPU time**, which stays meaningful on a shared
+machine: examples per CPU-second is what one dedicated core delivers, against a per-core peak of
+160 GFLOP/s. The peak used in part b is 160 GFLOP/s x threads for wall-clock runs. Medians of
+repeated epochs; ratios within one run are what should be quoted.
 """
 
 from __future__ import annotations
@@ -51,6 +53,12 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "training.json"
 PEAK_GFLOPS = 320.0  # ANCHORS: fp32 matmul peak of the 2-core reference machine
 THESIS_EXAMPLES_PER_S = 900.0  # ANCHORS: thesis library, experiment 1, batch 32, W&B removed
+CLOCK = {"name": "cpu", "now": time.process_time}  # set by --clock; see the module docstring
+
+
+def now() -> float:
+    """Seconds on the chosen clock (process CPU time or wall time)."""
+    return CLOCK["now"]()
 
 
 # ----------------------------------------------------------------------------- data
@@ -134,7 +142,7 @@ def time_manual_loop(model: nn.Module, loader: TensorLoader, repeats: int) -> li
     rates = []
     for r in range(repeats + 1):
         loader.set_epoch(r)
-        start = time.process_time()
+        start = now()
         n = 0
         model.train()
         for batch in loader:
@@ -144,7 +152,7 @@ def time_manual_loop(model: nn.Module, loader: TensorLoader, repeats: int) -> li
             optimizer.step()
             n += len(batch["labels"])
         if r:  # the first pass is a warm-up
-            rates.append(n / (time.process_time() - start))
+            rates.append(n / (now() - start))
     return rates
 
 
@@ -156,14 +164,15 @@ def time_train(model: TransformerClassifier, loader: TensorLoader, repeats: int,
     rates = []
     for r in range(repeats + 1):
         loader.seed = r
-        start = time.process_time()
+        start = now()
         train(model, loader, None, config)
         if r:
-            rates.append(len(loader.tokens) / (time.process_time() - start))
+            rates.append(len(loader.tokens) / (now() - start))
     return rates
 
 
-def matmul_gflops(size: int = 1024, threads: int | None = None) -> float:
+def matmul_gflops(size: int = 1024, threads: int | None = None, wall: bool = False) -> float:
+    """fp32 matmul GFLOP/s now: per CPU-second of one thread, or wall-clock with all threads."""
     old = torch.get_num_threads()
     if threads:
         torch.set_num_threads(threads)
@@ -171,10 +180,12 @@ def matmul_gflops(size: int = 1024, threads: int | None = None) -> float:
     for _ in range(3):
         a @ b
     times = []
+    clock = time.perf_counter if wall else time.process_time
     for _ in range(10):
-        start = time.process_time()
+        start = clock()
         a @ b
-        times.append((time.process_time() - start) / torch.get_num_threads())
+        elapsed = clock() - start
+        times.append(elapsed if wall else elapsed / torch.get_num_threads())
     torch.set_num_threads(old)
     return 2 * size**3 / statistics.median(times) / 1e9
 
@@ -205,10 +216,14 @@ def part_a(quick: bool) -> dict[str, Any]:
     n_params = TransformerClassifier(exp1_config()).n_params
     rows: dict[str, Any] = {}
 
+    unit = "ex/cpu-s" if CLOCK["name"] == "cpu" else "ex/s wall"
+
     def record(name: str, rates: list[float], note: str) -> None:
-        rows[name] = {"examples_per_cpu_s": round(statistics.median(rates), 1),
+        rows[name] = {"examples_per_s": round(statistics.median(rates), 1), "clock": CLOCK["name"],
                       "runs": [round(r, 1) for r in rates], "note": note}
-        print(f"  a  {name:34s} {statistics.median(rates):9.0f} ex/cpu-s", flush=True)
+        if CLOCK["name"] == "cpu":
+            rows[name]["examples_per_cpu_s"] = rows[name]["examples_per_s"]
+        print(f"  a  {name:34s} {statistics.median(rates):9.0f} {unit}", flush=True)
 
     torch.manual_seed(0)
     record("thesis_like_global_pad", time_manual_loop(
@@ -218,51 +233,92 @@ def part_a(quick: bool) -> dict[str, Any]:
     record("dyckbook_global_pad", time_train(
         TransformerClassifier(exp1_config(), generator=gen), TensorLoader(tokens, lengths, 32, "global"), repeats),
         "dyckbook.train, batches padded to 18 positions (the thesis' layout)")
+    full_last = TransformerClassifier(exp1_config(), generator=gen)
+    full_last.single_query_readout = False
+    record("dyckbook_bucketed_full_last_block", time_train(
+        full_last, TensorLoader(tokens, lengths, 32, "bucket"), repeats),
+        "dyckbook.train, length-bucketed, last block over every position (before the single-query fast path)")
     record("dyckbook_batch_pad", time_train(
         TransformerClassifier(exp1_config(), generator=gen), TensorLoader(tokens, lengths, 32, "batch"), repeats),
         "dyckbook.train, each batch padded to its own longest string")
     record("dyckbook_bucketed", time_train(
         TransformerClassifier(exp1_config(), generator=gen), TensorLoader(tokens, lengths, 32, "bucket"), repeats),
         "dyckbook.train, length-bucketed batches")
-    base = rows["thesis_like_global_pad"]["examples_per_cpu_s"]
-    best_name = max((k for k in rows if k.startswith("dyckbook")), key=lambda k: rows[k]["examples_per_cpu_s"])
-    best = rows[best_name]["examples_per_cpu_s"]
+    base = rows["thesis_like_global_pad"]["examples_per_s"]
+    best_name = max((k for k in rows if k.startswith("dyckbook")), key=lambda k: rows[k]["examples_per_s"])
+    best = rows[best_name]["examples_per_s"]
+    wall = CLOCK["name"] == "wall"
+    bound = best if wall else 2 * best
     profile = profile_step(TransformerClassifier(exp1_config()), TensorLoader(tokens, lengths, 32, "bucket"))
     return {
         "n_examples": n, "batch_size": 32, "n_params": n_params, "variants": rows,
+        "clock": CLOCK["name"], "threads": torch.get_num_threads(),
         "best": best_name, "best_examples_per_s": best,
         "speedup_vs_thesis_like_same_run": round(best / base, 2),
-        "two_core_upper_bound_examples_per_s": round(2 * best, 1),
-        "ratio_of_two_core_bound_to_thesis_anchor_900": round(2 * best / THESIS_EXAMPLES_PER_S, 2),
+        # wall-clock runs: the measured rate itself; CPU-time runs: twice the per-core rate (a bound)
+        "two_core_upper_bound_examples_per_s": round(bound, 1),
+        "ratio_of_two_core_bound_to_thesis_anchor_900": round(bound / THESIS_EXAMPLES_PER_S, 2),
         "target_examples_per_s": 3 * THESIS_EXAMPLES_PER_S,
         "profile_top_ops_bucketed_batch32": profile,
     }
 
 
+def executed_flops_per_example(cfg: ModelConfig, tokens_per_example: float) -> float:
+    """Matmul FLOPs a training step really spends per example with the single-query last block.
+
+    6 x (parameters used at every position) per real token, plus 6 x (the last block's query
+    projection, output projection, MLP, and the classifier) once per example: under the
+    start/end readout those run at one position per row (see ``TransformerClassifier._run``).
+    Embeddings and LayerNorms are not matmuls and are left out of both terms.
+    """
+    d, m = cfg.d_model, cfg.d_mlp
+    per_layer = (3 * d * d + 3 * d) + (d * d + d) + (d * m + m) + (m * d + d)
+    last_once = (d * d + d) + (d * d + d) + (d * m + m) + (m * d + d)  # W_Q, W_O, MLP
+    every_position = cfg.n_layers * per_layer - last_once
+    once = last_once + d * cfg.n_classes + cfg.n_classes
+    return 6.0 * (every_position * tokens_per_example + once)
+
+
 def part_b(quick: bool) -> dict[str, Any]:
     n = 2048 if quick else 4096
     tokens, lengths = dyck_tokens(1, n, 0, 16, seed=1)
-    n_params = TransformerClassifier(exp1_config()).n_params
-    peak_now = matmul_gflops(1024)
-    peak_now_per_core = peak_now  # measured with torch's current thread count, per thread
+    cfg = exp1_config()
+    n_params = TransformerClassifier(cfg).n_params
+    threads = torch.get_num_threads()
+    wall = CLOCK["name"] == "wall"
+    # wall-clock with T threads: T cores' peak; CPU time: one core's share (160 GFLOP/s)
+    peak = PEAK_GFLOPS / 2 * (threads if wall else 1)
+    peak_now = matmul_gflops(1024, wall=wall)
+    tokens_per_example = real_tokens(lengths) / n
+    executed = executed_flops_per_example(cfg, tokens_per_example)
     rows = {}
     for batch in (32, 64, 128, 256, 512):
         loader = TensorLoader(tokens, lengths, batch, "bucket")
         gen = torch.Generator().manual_seed(0)
-        rates = time_train(TransformerClassifier(exp1_config(), generator=gen), loader, 2)
+        rates = time_train(TransformerClassifier(cfg, generator=gen), loader, 2)
         rate = statistics.median(rates)
-        # rate is per CPU-second of one thread: compare with the per-core share of the peak
-        gflops = 6 * n_params * real_tokens(lengths) / n * rate / 1e9
-        rows[batch] = {"examples_per_cpu_s": round(rate, 1), "gflops_per_core": round(gflops, 1),
-                       "fraction_of_peak_per_core_160": round(gflops / (PEAK_GFLOPS / 2), 3),
-                       "fraction_of_matmul_measured_now": round(gflops / peak_now_per_core, 3)}
-        print(f"  b  batch {batch:4d}  {rate:8.0f} ex/cpu-s  {gflops:6.1f} GFLOP/s/core  "
-              f"{gflops / (PEAK_GFLOPS / 2):5.1%} of 160  {gflops / peak_now_per_core:5.1%} of matmul now", flush=True)
-    best = max(rows, key=lambda b: rows[b]["gflops_per_core"])
-    return {"flops_per_real_token": 6 * n_params, "mean_real_tokens_per_example": real_tokens(lengths) / n,
-            "matmul_1024_gflops_per_core_measured_now": round(peak_now, 1), "by_batch": rows,
-            "best_batch": best, "best_fraction_of_peak": rows[best]["fraction_of_peak_per_core_160"],
-            "target_fraction": 0.4}
+        gflops = 6 * n_params * tokens_per_example * rate / 1e9  # the issue's nominal count
+        gflops_exec = executed * rate / 1e9
+        rows[batch] = {"examples_per_s": round(rate, 1), "clock": CLOCK["name"],
+                       "nominal_gflops": round(gflops, 1), "executed_gflops": round(gflops_exec, 1),
+                       "fraction_of_peak": round(gflops / peak, 3),
+                       "executed_fraction_of_peak": round(gflops_exec / peak, 3),
+                       "fraction_of_matmul_measured_now": round(gflops / peak_now, 3)}
+        print(f"  b  batch {batch:4d}  {rate:8.0f} ex/s ({CLOCK['name']})  nominal {gflops:6.1f} GFLOP/s "
+              f"= {gflops / peak:5.1%} of {peak:.0f}  executed {gflops_exec:6.1f} = {gflops_exec / peak:5.1%}  "
+              f"matmul now {peak_now:.0f}", flush=True)
+    best = max(rows, key=lambda b: rows[b]["nominal_gflops"])
+    return {"clock": CLOCK["name"], "threads": threads, "peak_gflops_used": peak,
+            "flops_per_real_token": 6 * n_params, "executed_flops_per_example": round(executed),
+            "mean_real_tokens_per_example": tokens_per_example,
+            "matmul_1024_gflops_measured_now": round(peak_now, 1), "by_batch": rows,
+            "best_batch": best, "best_fraction_of_peak": rows[best]["fraction_of_peak"],
+            "best_executed_fraction_of_peak": rows[best]["executed_fraction_of_peak"],
+            "target_fraction": 0.4,
+            "note": "fraction_of_peak counts 6 x parameters FLOPs per real token (the issue's rule, "
+                    "comparable with the thesis model, which computes every position); the fast path "
+                    "skips the last block's work outside the read position, so the FLOPs it really "
+                    "executes (executed_*) are fewer and their fraction of the peak is lower"}
 
 
 def exp7_config() -> ModelConfig:
@@ -355,63 +411,75 @@ def part_e(quick: bool) -> dict[str, Any]:
 
 
 HARD_CONFIGS: list[dict[str, Any]] = [
-    # tried in order; the first configuration per k that reaches 99% is reported. A causal mask
-    # with mean readout can count prefix balance with uniform attention, so it needs no PE.
-    {"mask": "causal", "pos_encoding": "none", "readout": "mean", "d_model": 64, "n_heads": 4,
-     "d_mlp": 128, "n_layers": 2, "lr": 1e-3, "batch_size": 64, "warmup_steps": 100,
-     "schedule": "cosine", "max_epochs": 20},
+    # Tried in order; the first configuration per k whose test accuracy is >= 99% when training
+    # stops (validation accuracy >= VAL_TARGET, or the epochs run out) is reported. Causal + mean
+    # readout + learned positions: the causal mask gives every prefix its own summary (balance,
+    # last unmatched opener) and the positions let attention pick the nearest candidate opener.
+    # Found by a small search (see the report in the results JSON): bidirectional + learned PE +
+    # start readout (d_model 128) stayed below 87% after 15 epochs; causal without PE needed 27
+    # epochs at lr 1e-3 constant (16 at 3e-3 cosine); batch 128 plateaued at 99.0% validation.
+    {"mask": "causal", "pos_encoding": "learned", "readout": "mean", "d_model": 64, "n_heads": 4,
+     "d_mlp": 128, "n_layers": 2, "lr": 3e-3, "batch_size": 64, "warmup_steps": 100,
+     "schedule": "cosine", "grad_clip": 1.0, "max_epochs": 20},
     {"mask": "causal", "pos_encoding": "none", "readout": "mean", "d_model": 64, "n_heads": 4,
      "d_mlp": 128, "n_layers": 2, "lr": 1e-3, "batch_size": 64, "max_epochs": 30},
-    {"mask": "bidirectional", "pos_encoding": "learned", "readout": "mean", "d_model": 64,
-     "n_heads": 4, "d_mlp": 128, "n_layers": 2, "lr": 1e-3, "batch_size": 64, "max_epochs": 30},
 ]
+VAL_TARGET = 0.993  # stop on validation accuracy; the test split is only reported
 
 
 def hard_negative_run(k: int, arch: dict[str, Any], n: int, max_epochs: int) -> dict[str, Any]:
-    """Train on hard negatives until test accuracy >= 0.99; time in process CPU seconds."""
+    """Train on hard negatives until validation accuracy >= VAL_TARGET; time on the chosen clock."""
     from dyckbook.data import DatasetSpec, generate_dataset, make_loader, split_dataset
 
-    start = time.process_time()
+    start_wall, start_cpu = time.perf_counter(), time.process_time()
     spec = DatasetSpec(k=k, n=n, min_length=0, max_length=16, negatives="hard", seed=0)
     train_set, val_set, test_set = split_dataset(generate_dataset(spec), (0.8, 0.1, 0.1))
-    data_s = time.process_time() - start
+    data_wall, data_cpu = time.perf_counter() - start_wall, time.process_time() - start_cpu
     cfg = ModelConfig(d_vocab=3 + 2 * k, n_ctx=16, dropout=0.0,
                       **{key: arch[key] for key in ("mask", "pos_encoding", "readout", "d_model",
                                                       "n_heads", "d_mlp", "n_layers")})
     model = TransformerClassifier(cfg, generator=torch.Generator().manual_seed(0))
     train_loader = make_loader(train_set, arch["batch_size"], shuffle=True, bucket=True, seed=0)
-    val_loader, test_loader = make_loader(val_set, 512), make_loader(test_set, 512)
-    reached: dict[str, Any] = {}
+    val_loader, test_loader = make_loader(val_set, 1000), make_loader(test_set, 1000)
     t0_cpu, t0_wall = time.process_time(), time.perf_counter()
 
-    def stop_at_99(record: dict[str, Any], _model: nn.Module) -> bool:
+    def show(record: dict[str, Any], _model: nn.Module) -> None:
         print(f"  e  k={k} epoch {record['epoch']:2d}  val {record['val_accuracy']:.4f}  "
-              f"test {record['test_accuracy']:.4f}  {time.process_time() - t0_cpu:6.1f} cpu-s", flush=True)
-        if record["test_accuracy"] >= 0.99 and not reached:
-            reached.update(epoch=record["epoch"], step=record["step"],
-                           cpu_seconds=round(time.process_time() - t0_cpu, 1),
-                           wall_seconds=round(time.perf_counter() - t0_wall, 1),
-                           test_accuracy=record["test_accuracy"])
-            return True
-        return False
+              f"test {record['test_accuracy']:.4f}  {time.perf_counter() - t0_wall:6.1f} wall-s  "
+              f"{time.process_time() - t0_cpu:6.1f} cpu-s", flush=True)
 
     config = TrainConfig(lr=arch["lr"], epochs=arch.get("max_epochs", max_epochs), eval_train=False,
                          progress=False, device="cpu", seed=0, warmup_steps=arch.get("warmup_steps", 0),
-                         schedule=arch.get("schedule", "constant"))
-    result = train(model, train_loader, val_loader, config, test_loader=test_loader, callbacks=[stop_at_99])
+                         schedule=arch.get("schedule", "constant"), grad_clip=arch.get("grad_clip"),
+                         target_val_accuracy=VAL_TARGET, snapshot_params=())
+    result = train(model, train_loader, val_loader, config, test_loader=test_loader, callbacks=[show])
+    wall_s, cpu_s = time.perf_counter() - t0_wall, time.process_time() - t0_cpu
     final = evaluate(model, test_loader)
-    return {"k": k, "architecture": arch, "n_params": model.n_params, "dataset": spec.to_dict() if hasattr(spec, "to_dict") else str(spec),
-            "split": [len(train_set), len(val_set), len(test_set)], "data_cpu_seconds": round(data_s, 2),
-            "reached_99": bool(reached), "time_to_99": reached or None, "epochs_run": len(result.history),
+    reached = final["accuracy"] >= 0.99
+    return {"k": k, "architecture": arch, "n_params": model.n_params,
+            "dataset": spec.to_dict() if hasattr(spec, "to_dict") else str(spec),
+            "split": [len(train_set), len(val_set), len(test_set)],
+            "data_seconds": {"wall": round(data_wall, 2), "cpu": round(data_cpu, 2)},
+            "stop_rule": f"validation accuracy >= {VAL_TARGET} (early stop) or {config.epochs} epochs",
+            "threads": torch.get_num_threads(), "reached_99": reached,
+            "time_to_99": ({"epoch": len(result.history), "step": result.steps,
+                            "wall_seconds": round(wall_s, 1), "cpu_seconds": round(cpu_s, 1),
+                            "wall_seconds_including_data": round(wall_s + data_wall, 1),
+                            "test_accuracy": final["accuracy"]} if reached else None),
+            "epochs_run": len(result.history), "stopped_early": result.stopped_early,
             "final_test_accuracy": final["accuracy"], "final_per_kind": final["per_kind"],
             "history": [{key: rec[key] for key in ("epoch", "step", "val_accuracy", "test_accuracy")}
                         for rec in result.history]}
 
 
 def hard_negative_runs(quick: bool) -> dict[str, Any]:
-    out: dict[str, Any] = {"note": "one seed (0), lengths 0-16, hard negatives, 80/10/10 split; time is "
-                                   "process CPU seconds of one thread from the start of training, "
-                                   "per-epoch val/test evaluation included; target <= 60 s"}
+    out: dict[str, Any] = {"note": "one seed (0), lengths 0-16, hard negatives, 80/10/10 split; training "
+                                   f"stops at validation accuracy >= {VAL_TARGET}; reached_99 means the "
+                                   "test accuracy of the stopped model is >= 99%; times (wall and process "
+                                   "CPU) from the start of training, per-epoch val/test evaluation "
+                                   "included, data generation reported separately; target <= 60 s",
+                           "clock_threads": torch.get_num_threads(),
+                           "load_average_at_start": os.getloadavg()}
     for k, n in ((1, 10_000), (3, 20_000)):
         tries = []
         for arch in HARD_CONFIGS:
@@ -441,12 +509,19 @@ def summary_table(runs: dict[str, Any]) -> str:
                 cells.append(f"{'-':>12s}")
         lines.append(f"{name:58s} " + " ".join(cells))
 
-    for variant in ("thesis_like_global_pad", "dyckbook_global_pad", "dyckbook_batch_pad", "dyckbook_bucketed"):
-        row(f"a: exp-1 batch 32 {variant} (ex/cpu-s)", lambda r, v=variant: r["a"]["variants"][v]["examples_per_cpu_s"])
+    def rate(variant: dict[str, Any]) -> float:
+        return variant.get("examples_per_s", variant.get("examples_per_cpu_s"))
+
+    row("clock, threads (run environment)", lambda r: f"{r['a'].get('clock', 'cpu')},{r['environment']['threads']}")
+    row("load average at start (1 min)", lambda r: round(r["environment"]["load_average_at_start"][0], 2))
+    for variant in ("thesis_like_global_pad", "dyckbook_global_pad", "dyckbook_batch_pad",
+                    "dyckbook_bucketed_full_last_block", "dyckbook_bucketed"):
+        row(f"a: exp-1 batch 32 {variant} (ex/s)", lambda r, v=variant: rate(r["a"]["variants"][v]))
     row("a: best dyckbook / thesis-like, same run", lambda r: r["a"]["speedup_vs_thesis_like_same_run"])
     row("a: 2-core bound / thesis anchor 900 ex/s", lambda r: r["a"]["ratio_of_two_core_bound_to_thesis_anchor_900"])
     row("b: best batch", lambda r: r["b"]["best_batch"])
-    row("b: fraction of peak at best batch", lambda r: r["b"]["best_fraction_of_peak"])
+    row("b: fraction of peak at best batch (6N/token)", lambda r: r["b"]["best_fraction_of_peak"])
+    row("b: executed-FLOP fraction of peak at best batch", lambda r: r["b"]["best_executed_fraction_of_peak"])
     for padding in ("global", "batch", "bucket"):
         row(f"c: exp-7 {padding} cpu-s / 1000 seqs", lambda r, p=padding: r["c"]["variants"][p]["cpu_seconds_per_1000_sequences_extrapolated"])
         row(f"c: exp-7 {padding} peak RSS MiB", lambda r, p=padding: r["c"]["variants"][p]["peak_rss_mib"])
@@ -454,6 +529,7 @@ def summary_table(runs: dict[str, Any]) -> str:
     row("d: cache MiB / peak RSS MiB", lambda r: f"{r['d']['cache_mib']}/{r['d']['peak_rss_mib']}")
     for k in (1, 3):
         row(f"e: Dyck-{k} hard negatives, cpu-s to 99% test", lambda r, k=k: r["e"][f"dyck{k}"]["reported"]["time_to_99"]["cpu_seconds"])
+        row(f"e: Dyck-{k} hard negatives, wall-s to 99% test", lambda r, k=k: r["e"][f"dyck{k}"]["reported"]["time_to_99"]["wall_seconds"])
     return "\n".join(lines)
 
 
@@ -466,9 +542,13 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller samples")
     parser.add_argument("--child", nargs="*", help=argparse.SUPPRESS)
     parser.add_argument("--label", default="after", help="key under which results are stored")
+    parser.add_argument("--description", default=None, help="what changed, stored with the run")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1, see module doc)")
+    parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
+                        help="process CPU time (default, for shared machines) or wall-clock (idle machine)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    CLOCK.update(name=args.clock, now=time.process_time if args.clock == "cpu" else time.perf_counter)
     if args.child is not None:
         kind = args.child[0]
         result = child_c(args.child[1], int(args.child[2]), int(args.child[3])) if kind == "c" else child_d()
@@ -477,9 +557,11 @@ def main() -> None:
     existing = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     runs = existing.get("runs", {})
     run = runs.get(args.label, {})
-    run["environment"] = {"torch": torch.__version__, "threads": torch.get_num_threads(),
+    run["environment"] = {"torch": torch.__version__, "threads": torch.get_num_threads(), "clock": args.clock,
                           "cpu_count": os.cpu_count(), "load_average_at_start": os.getloadavg(),
                           "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    if args.description:
+        run["description"] = args.description
     for part in args.parts:
         print(f"part {part}", flush=True)
         run[part] = PARTS[part](args.quick)
