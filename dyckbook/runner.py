@@ -27,6 +27,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import re
 import shutil
 import sys
 import textwrap
@@ -599,7 +600,7 @@ def prepare_for_book(path: str | os.PathLike[str], *, name: str, group: str,
     - Both parameter cells (the notebook's defaults and papermill's injected values) are removed
       from the page (tag ``remove-cell``); the resolved parameters of the run appear instead as a
       table in a collapsible block under the title, with the run name, profile and source.
-    - An experiment run's title gets the run name, so the pages of several seeds are told apart.
+    - A seeded run's title gets the run name (``...-s3``), so the pages of its seeds are told apart.
     - An experiment run's code cells are collapsed (tag ``hide-input``): outputs stay visible and
       the code is one click away. Chapter notebooks keep their code visible (it is part of the
       argument).
@@ -625,7 +626,7 @@ def prepare_for_book(path: str | os.PathLike[str], *, name: str, group: str,
                  f"Executed from `{source}` by `python -m dyckbook run --profile {profile}`.\n\n"
                  f"| parameter | value |\n|---|---|\n{rows}\n:::\n")
         first = next((i for i, c in enumerate(nb.cells) if c.cell_type == "markdown"), None)
-        if first is not None:
+        if first is not None and re.search(r"-s\d+$", name):  # one page per seed: say which
             lines = nb.cells[first].source.split("\n")
             if lines and lines[0].startswith("# "):
                 lines[0] = f"{lines[0]} · `{name}`"

@@ -60,8 +60,14 @@ def ensure_mathjax(static_dir: Path) -> Path:
     return dest / "tex-svg.js"
 
 
-def toc_files(root: Path = REPO) -> list[str]:
-    """Every document listed in ``_toc.yml`` (without extension), root first, in reading order."""
+def toc_files(root: Path = REPO, globs_in: Path | None = None) -> list[str]:
+    """Every document listed in ``_toc.yml`` (without extension), root first, in reading order.
+
+    Args:
+        root: where ``_toc.yml`` is.
+        globs_in: a built HTML folder (or a source tree); when given, ``glob:`` entries (the
+            seeded runs) are expanded to the pages found there, so every page is listed.
+    """
     toc = yaml.safe_load((root / "_toc.yml").read_text())
     found: list[str] = [toc["root"]]
 
@@ -69,6 +75,11 @@ def toc_files(root: Path = REPO) -> list[str]:
         for entry in entries or []:
             if "file" in entry:
                 found.append(entry["file"])
+            if "glob" in entry and globs_in is not None:
+                pages = {p.with_suffix("").relative_to(globs_in).as_posix()
+                         for p in globs_in.glob(entry["glob"])
+                         if p.suffix in (".html", ".ipynb", ".md")}
+                found.extend(sorted(pages))
             for key in ("parts", "chapters", "sections"):
                 walk(entry.get(key, []))
 

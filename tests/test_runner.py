@@ -348,3 +348,19 @@ def test_prepare_for_book_keeps_chapter_code_visible(tmp_path):
     assert out.cells[0].source == "# Chapter" and len(out.cells) == 3
     assert out.cells[1].metadata["tags"] == ["parameters", "remove-cell"]
     assert "tags" not in out.cells[2].metadata
+
+
+def test_prepare_for_book_names_only_seeded_runs_in_the_title(tmp_path):
+    import nbformat
+
+    from dyckbook.runner import prepare_for_book
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# Summary")]
+    path = tmp_path / "summary.ipynb"
+    nbformat.write(nb, str(path))
+    prepare_for_book(path, name="summary", group="90_summary", params={"groups": "a,b"},
+                     profile="cpu", source="notebooks/90_summary.ipynb")
+    out = nbformat.read(str(path), as_version=4)
+    assert out.cells[0].source == "# Summary"  # one run: its title needs no run name
+    assert "Parameters of run `summary`" in out.cells[1].source
