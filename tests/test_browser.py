@@ -74,7 +74,12 @@ async () => {
   for (const m of text.matchAll(/\\$\\$|\\\\\\(|\\\\\\[|\\\\begin\\{|\\\\frac|\\$[^$\\s][^$]*\\\\[a-zA-Z]+[^$]*\\$/g)) {
     rawTex.push(text.slice(Math.max(0, m.index - 30), m.index + 40));
   }
+  // A glued object pasted as its Python repr (e.g. a Markdown object or a Figure pasted as text).
+  const full = (document.querySelector('main, article, body')).textContent;
+  const reprs = [...full.matchAll(/<IPython\\.core\\.display\\.\\w+ object>|<Figure size \\d[^>]*>|object at 0x[0-9a-f]+>/g)]
+                  .map(m => full.slice(Math.max(0, m.index - 30), m.index + 50));
   return {
+    reprs: reprs,
     title: document.title,
     h1: [...document.querySelectorAll('h1')].map(h => h.textContent.trim()),
     images: imgs.map(i => ({src: i.getAttribute('src'), ok: i.complete && i.naturalWidth > 0})),
@@ -156,6 +161,7 @@ def test_every_toc_page_renders_offline(html_dir: Path, browser) -> None:
         if info["mathErrors"]:
             failures.append(f"{where} {info['mathErrors']} MathJax errors")
         failures += [f"{where} raw TeX in text: {t!r}" for t in info["rawTex"]]
+        failures += [f"{where} a Python repr instead of content: {t!r}" for t in info["reprs"]]
         failures += [f"{where} network request: {u}" for u in network]
         failures += [f"{where} console {m}" for m in console if not any(p.search(m) for p in allow)]
         if "summary" in doc and not info["tables"]:
