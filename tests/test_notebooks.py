@@ -215,3 +215,11 @@ def test_notebooks_rerun_under_nbval_with_stable_checked_cells(smoke: SimpleName
     proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True,
                           timeout=900, check=False)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+
+
+def test_findings_chapters_see_every_group_that_ran(smoke: SimpleNamespace) -> None:
+    """The re-examination chapter must find every notebook group the smoke profile ran (the grid,
+    which writes no single-model metrics.json, was once reported as "not run")."""
+    verdicts = json.loads((R.run_results_dir("chapters", "re_examining_thesis", smoke.root)
+                           / "verdicts.json").read_text())
+    assert verdicts["groups_run"] and all(verdicts["groups_run"].values()), verdicts["groups_run"]
