@@ -56,6 +56,7 @@ __all__ = [
 LAYERS = (1, 2, 3)
 KS = (1, 3)
 TRAIN_NEGATIVES = ("hard", "hard+random")
+SCHEDULES = ("constant", "cosine")
 SOLVED = 0.99  # hard-test accuracy that counts a seed as having learned the language
 # seed-sequence tags: independent streams from one run seed
 _DATA_STREAM, _SPLIT_STREAM, _RANDOM_STREAM, _INIT_STREAM, _ORDER_STREAM, _MIXED_STREAM = range(6)
@@ -167,30 +168,32 @@ def cells_named(name: str) -> list[GridCell]:
 class GridSpec:
     """Everything shared by the cells of a grid: model size, data, training (CPU-feasible)."""
 
-    d_model: int = 64  # residual stream width
+    d_model: int = 32  # residual stream width
     n_heads: int = 2  # attention heads per layer
-    d_mlp: int = 128  # MLP hidden width
+    d_mlp: int = 64  # MLP hidden width
     dropout: float = 0.0  # off: small models on fresh data do not overfit in this budget
     norm: str = "post"  # LayerNorm placement (the thesis': post)
     min_length: int = 4  # shortest string (hard negatives exist from length 4)
     max_length: int = 16  # longest string; the model's n_ctx
-    n_train: int = 4000  # training strings (half members)
+    n_train: int = 8000  # training strings (half members)
     n_val: int = 500  # validation strings, for early stopping
     n_test: int = 2000  # hard test strings (disjoint from train and val)
     n_random_test: int = 1000  # random-negative test strings (unseen in train/val)
     # negatives of train/val: "hard" (the hard kinds only) or "hard+random" (random strings as
     # one more kind of the mixture: a model never shown unequal counts need not reject them)
     train_negatives: str = "hard+random"
-    batch_size: int = 128  # training batch
+    batch_size: int = 64  # training batch
     # draw each batch from strings of one length (picked in proportion to its count): no [pad]
     # tokens and the unmasked fused attention path, ~2x cheaper per step (bench_grid.py) -- but
     # off by default: measured, single-length batches learn less per step (lower hard accuracy
     # after the same number of steps), which ate most of the gain
     bucket: bool = False
-    lr: float = 1e-3  # Adam's peak learning rate
+    lr: float = 3e-3  # Adam's peak learning rate
     warmup_steps: int = 100  # linear warm-up steps
+    schedule: str = "cosine"  # after warm-up: "constant" | "cosine" (decay to 0 at max_steps)
+    grad_clip: float = 1.0  # clip the gradient's global norm to this (0: no clipping)
     max_steps: int = 1000  # optimiser steps at most
-    eval_every: int = 100  # validation period in steps
+    eval_every: int = 50  # validation period in steps
     target_accuracy: float = 0.995  # stop once validation accuracy reaches this
 
     def __post_init__(self) -> None:
@@ -216,6 +219,13 @@ class GridSpec:
             raise ValueError(f"GridSpec.dropout must be in [0, 1), got {self.dropout!r}")
         if not self.lr > 0:
             raise ValueError(f"GridSpec.lr must be > 0, got {self.lr!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(
+                f"GridSpec.schedule must be one of {SCHEDULES}, got {self.schedule!r}"
+            )
+        clip = self.grad_clip
+        if isinstance(clip, bool) or not isinstance(clip, (int, float)) or not clip >= 0:
+            raise ValueError(f"GridSpec.grad_clip must be >= 0 (0: off), got {self.grad_clip!r}")
         if not 0 < self.target_accuracy <= 1:
             raise ValueError(
                 f"GridSpec.target_accuracy must be in (0, 1], got {self.target_accuracy!r}"
@@ -242,6 +252,16 @@ class GridSpec:
         """12 hex digits identifying the spec (records of another spec are not resumed)."""
         text = json.dumps(self.to_dict(), sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+    def learning_rate(self, step: int) -> float:
+        """Adam's learning rate at optimiser step ``step`` (1-based): warm-up, then the schedule."""
+        if self.warmup_steps and step <= self.warmup_steps:
+            return self.lr * step / self.warmup_steps
+        if self.schedule == "constant":
+            return self.lr
+        span = max(1, self.max_steps - self.warmup_steps)
+        progress = min(1.0, (step - self.warmup_steps) / span)
+        return self.lr * 0.5 * (1.0 + math.cos(math.pi * progress))
 
     def model_config(self, cell: GridCell, d_vocab: int) -> ModelConfig:
         """The :class:`ModelConfig` of ``cell`` under this spec."""
@@ -498,9 +518,7 @@ def run_cell(
         torch.manual_seed(_derived_seed(seed, _INIT_STREAM, 1))
         for step in range(1, spec.max_steps + 1):
             for group in opt.param_groups:
-                group["lr"] = (
-                    spec.lr * min(1.0, step / spec.warmup_steps) if spec.warmup_steps else spec.lr
-                )
+                group["lr"] = spec.learning_rate(step)
             if spec.bucket:
                 # the length of a uniformly drawn string, then a batch of that length
                 length = int(lengths[torch.randint(n, (1,), generator=order)])
@@ -513,6 +531,8 @@ def run_cell(
             loss = F.cross_entropy(model(batch_tokens), labels[idx])
             opt.zero_grad(set_to_none=True)
             loss.backward()
+            if spec.grad_clip:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), spec.grad_clip)
             opt.step()
             steps = step
             if step % spec.eval_every == 0 or step == spec.max_steps:
