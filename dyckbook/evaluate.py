@@ -48,7 +48,11 @@ def evaluate(
 
     Returns:
         ``{"n", "accuracy", "loss" (mean cross-entropy), "per_length": {length: {"n", "accuracy"}},
-        "per_kind": {kind: {"n", "accuracy"}}, "confusion": [[tn, fp], [fn, tp]]}``.
+        "per_kind": {kind: {"n", "accuracy"}}, "confusion": [[tn, fp], [fn, tp]],
+        "distinct": {"n", "accuracy"}}``. ``distinct`` counts each (string, label) once: a
+        test split drawn with uniform lengths repeats short strings many times (a Dyck-1 split of
+        lengths <= 16 can be a third one string), so ``accuracy`` weighs those few strings
+        heavily and ``distinct["accuracy"]`` says how the model does across different strings.
         The confusion matrix has true labels as rows and predictions as columns, class 0
         (non-member) first: ``confusion[1][0]`` counts members rejected (false negatives).
         Predictions are ``logits.argmax(dim=-1)``, identical on every device. An empty loader
@@ -65,6 +69,7 @@ def evaluate(
     by_length: dict[int, list[int]] = defaultdict(lambda: [0, 0])  # length -> [n, correct]
     by_kind: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     confusion = [[0, 0], [0, 0]]
+    distinct: dict[tuple[bytes, int], int] = {}  # (string's tokens, label) -> correct
     predictions: list[int] = []
     p_member: list[float] = []
     try:
@@ -79,7 +84,11 @@ def evaluate(
                 pred_list = pred.cpu().tolist()
                 lengths = batch["lengths"].tolist()
                 kinds = batch["kinds"]
+                rows = batch["tokens"].cpu().numpy()
                 for i, ok in enumerate(hit):
+                    # [start] + string + [end]: identical strings give one key (and, the model
+                    # being deterministic in eval mode, one verdict)
+                    distinct[(rows[i, : int(lengths[i]) + 2].tobytes(), labels_list[i])] = ok
                     cell = by_length[int(lengths[i])]
                     cell[0] += 1
                     cell[1] += ok
@@ -104,6 +113,10 @@ def evaluate(
         },
         "per_kind": {kind: {"n": c[0], "accuracy": c[1] / c[0]} for kind, c in sorted(by_kind.items())},
         "confusion": confusion,
+        "distinct": {
+            "n": len(distinct),
+            "accuracy": sum(distinct.values()) / len(distinct) if distinct else math.nan,
+        },
     }
     if return_predictions:
         result["predictions"] = predictions
@@ -142,6 +155,7 @@ SPLIT_METRICS_SCHEMA: dict[str, Any] = {
             "maxItems": 2,
             "items": {"type": "array", "minItems": 2, "maxItems": 2, "items": _COUNT},
         },
+        "distinct": _CELL,
         "predictions": {"type": "array", "items": {"type": "integer"}},
         "p_member": {"type": "array", "items": _NUMBER},
     },

@@ -47,6 +47,7 @@ __all__ = [
     "cells_named",
     "load_records",
     "make_grid_data",
+    "published_grid",
     "run_cell",
     "run_grid",
     "summarise",
@@ -57,6 +58,7 @@ LAYERS = (1, 2, 3)
 KS = (1, 3)
 TRAIN_NEGATIVES = ("hard", "hard+random")
 SCHEDULES = ("constant", "cosine")
+GRID_GROUP = "06_ablation_grid"  # the notebook (result group) that runs the grid
 SOLVED = 0.99  # hard-test accuracy that counts a seed as having learned the language
 # seed-sequence tags: independent streams from one run seed
 _DATA_STREAM, _SPLIT_STREAM, _RANDOM_STREAM, _INIT_STREAM, _ORDER_STREAM, _MIXED_STREAM = range(6)
@@ -697,6 +699,36 @@ def run_grid(
         if handle is not None:
             handle.close()
     return [done[(c.name, s)] for c in cells for s in seeds]
+
+
+def published_grid(root: str | os.PathLike[str] | None = None) -> dict[str, Any] | None:
+    """The published ablation-grid run with the most records (the full grid once it has run).
+
+    Reads the run's ``summary.json`` and ``grid_summary.json``, which hold only records of the
+    run's own spec (``grid_records.jsonl`` may also keep records of earlier specs, for resuming).
+
+    Returns:
+        None when no grid run is published in the indexed profile (nor excluded by it and
+        published by another, see :func:`dyckbook.runner.external_runs`); otherwise ``{"run",
+        "cells" (rows of :func:`summarise`), "cell_set", "seeds", "n_records", "spec",
+        "params"}``.
+    """
+    from dyckbook import results as R
+
+    best: dict[str, Any] | None = None
+    for rec in R.collect_results(GRID_GROUP, root):
+        rdir = R.run_results_dir(GRID_GROUP, rec["run"], root)
+        try:
+            meta = json.loads((rdir / "summary.json").read_text(encoding="utf-8"))
+            cells = json.loads((rdir / "grid_summary.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        found = {"run": rec["run"], "cells": cells, "cell_set": meta.get("cells"),
+                 "seeds": meta.get("seeds", []), "n_records": int(meta.get("n_records", 0)),
+                 "spec": meta.get("spec", {}), "params": rec["params"]}
+        if best is None or found["n_records"] > best["n_records"]:
+            best = found
+    return best
 
 
 # ============================================================================================

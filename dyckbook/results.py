@@ -237,6 +237,16 @@ def collect_results(group: str,
     return out
 
 
+def runs_with_metrics(group: str,
+                      root: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
+    """The :func:`collect_results` records of ``group`` that wrote a ``metrics.json``.
+
+    [] when the group was not run in the indexed profile. (The ablation grid writes records and
+    summaries instead; read it with :func:`dyckbook.grid.published_grid`.)
+    """
+    return [r for r in collect_results(group, root) if r["metrics"] is not None]
+
+
 def write_json(path: str | os.PathLike[str], obj: Any, sort_keys: bool = True) -> Path:
     """Write JSON (indented, trailing newline; keys sorted unless told) atomically, e.g. metrics."""
     p = Path(path)

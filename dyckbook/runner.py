@@ -68,6 +68,9 @@ class NotebookEntry:
     stage: int  # execution order: all runs of a stage finish before the next stage starts
     outputs: tuple[str, ...]  # files a successful run must have written into results_dir
     params: dict[str, Any]  # declared parameters with defaults (the parameters-cell contract)
+    # files of results_dir kept when the run is redone (a resume cache the notebook validates
+    # itself, e.g. the grid's records, each tagged with the hash of the settings that made it)
+    keep: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -148,10 +151,14 @@ def load_manifest(path: str | os.PathLike[str] | None = None) -> Manifest:
             outputs = entry.get("outputs", [])
             if not isinstance(outputs, list) or not all(isinstance(o, str) for o in outputs):
                 raise ValueError(f"{where}.outputs must be a list of file names, got {outputs!r}")
+            keep = entry.get("keep", [])
+            if (not isinstance(keep, list) or not all(isinstance(k, str) for k in keep)
+                    or any("/" in k or k.startswith(".") or not k for k in keep)):
+                raise ValueError(f"{where}.keep must be a list of plain file names, got {keep!r}")
             notebooks[key] = NotebookEntry(
                 key=key, path=(base / entry["path"]).resolve(), title=str(entry.get("title", key)),
                 group=R.CHAPTERS_GROUP if is_chapter else key, stage=stage,
-                outputs=tuple(outputs), params=params)
+                outputs=tuple(outputs), params=params, keep=tuple(keep))
             if is_chapter:
                 # A chapter is one unseeded run named after its key.
                 runs[key] = {"notebook": key, "seeded": False, "params": {}}
@@ -284,12 +291,15 @@ def notebook_source_hash(path: str | os.PathLike[str]) -> str:
     return hashlib.sha256(json.dumps(cells, sort_keys=True).encode()).hexdigest()
 
 
-def compute_hashes(specs: Sequence[RunSpec]) -> dict[str, str]:
+def compute_hashes(specs: Sequence[RunSpec],
+                   external: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, str]:
     """The skip hash of every run of a (whole) profile, keyed by run name.
 
     A run's hash covers its resolved parameters (minus ``num_threads``), its notebook's source
     hash, the dyckbook version, and the hashes of every run of an earlier stage, so the summary
-    reruns whenever an experiment it reads changes.
+    reruns whenever an experiment it reads changes. ``external`` (see :func:`external_runs`):
+    published runs of other profiles that this profile reads but does not run; they count as
+    inputs of every later stage too, so the chapters rerun when, say, the full grid appears.
     """
     nb_hash: dict[Path, str] = {}
     own: dict[str, str] = {}
@@ -304,8 +314,42 @@ def compute_hashes(specs: Sequence[RunSpec]) -> dict[str, str]:
     out: dict[str, str] = {}
     for spec in specs:
         inputs = {s.name: own[s.name] for s in specs if s.stage < spec.stage}
+        inputs.update({name: e["hash"] for name, e in (external or {}).items()
+                       if e["stage"] < spec.stage})
         out[spec.name] = own[spec.name] if not inputs else _digest(
             {"own": own[spec.name], "inputs": inputs})
+    return out
+
+
+def external_runs(manifest: Manifest, profile: str,
+                  root: str | os.PathLike[str] | None = None) -> dict[str, dict[str, Any]]:
+    """Published runs that ``profile`` excludes by name but its chapters may read.
+
+    A profile's ``exclude`` list names runs it never runs (the full ablation grid, hours on a
+    CPU, has its own profile). When such a run has been published by another profile (its
+    record ok, its notebook present), it is listed in this profile's index and its hash feeds
+    the later stages; runs the profile merely does not list (other profiles' extra seeds) are
+    not carried over.
+
+    Returns:
+        ``{run name: {"group", "notebook", "stage", "hash", "title", "profile"}}``.
+    """
+    prof = manifest.profiles[profile]
+    include = prof.get("include")
+    out: dict[str, dict[str, Any]] = {}
+    for base, entry in manifest.runs.items():
+        if include is not None and not any(fnmatch.fnmatchcase(base, p) for p in include):
+            continue
+        if not any(fnmatch.fnmatchcase(base, p) for p in prof.get("exclude") or []):
+            continue
+        nb = manifest.notebooks[entry["notebook"]]
+        pattern = re.compile(rf"{re.escape(base)}(-s\d+)?" if entry["seeded"] else re.escape(base))
+        for name in R.iter_ok_runs(nb.group, root):
+            record = R.read_run_record(nb.group, name, root) or {}
+            if pattern.fullmatch(name) and record.get("hash"):
+                out[name] = {"group": nb.group, "notebook": nb.key, "stage": nb.stage,
+                             "hash": record["hash"], "title": nb.title,
+                             "profile": record.get("profile")}
     return out
 
 
@@ -340,7 +384,7 @@ def list_runs(profile: str = "cpu", manifest: str | os.PathLike[str] | None = No
     root = _root(out_root)
     man = load_manifest(manifest if manifest is not None else default_manifest())
     specs = resolve_profile(man, profile)
-    hashes = compute_hashes(specs)
+    hashes = compute_hashes(specs, external_runs(man, profile, root))
     desc = " ".join(str(man.profiles[profile].get("description", "")).split())
     echo(f"profile {profile}: {len(specs)} runs" + (f" - {desc}" if desc else ""))
     echo(f"output root: {root}")
@@ -399,12 +443,13 @@ def run(profile: str = "cpu", only: Sequence[str] | None = None, jobs: int = 1,
     root = _root(out_root)
     man = load_manifest(manifest if manifest is not None else default_manifest())
     specs = resolve_profile(man, profile)
-    hashes = compute_hashes(specs)
+    external = external_runs(man, profile, root)
+    hashes = compute_hashes(specs, external)
     selected = select_runs(specs, only, profile)
     cores = _cores()
     jobs = jobs or cores
     threads = max(1, cores // jobs)
-    _write_index(root, profile, man, specs, hashes)
+    _write_index(root, profile, man, specs, hashes, external)
 
     todo: list[RunSpec] = []
     skipped: list[str] = []
@@ -448,7 +493,7 @@ def run(profile: str = "cpu", only: Sequence[str] | None = None, jobs: int = 1,
             if bar is not None:
                 bar.update(1)
     for spec in blocked:
-        _unpublish(spec.group, spec.name, root)
+        _unpublish(spec.group, spec.name, root, keep=spec.notebook.keep)
         R.write_run_record(spec.group, spec.name, {
             "status": "blocked", "run": spec.name, "notebook": spec.notebook.key,
             "profile": profile, "hash": None, "params": spec.params,
@@ -483,7 +528,8 @@ def _task(spec: RunSpec, hash_: str, root: Path, threads: int, profile: str) -> 
     params["num_threads"] = threads
     return {"name": spec.name, "group": spec.group, "notebook_key": spec.notebook.key,
             "source": str(spec.notebook.path), "root": str(root), "params": params,
-            "outputs": list(spec.notebook.outputs), "hash": hash_, "threads": threads,
+            "outputs": list(spec.notebook.outputs), "keep": list(spec.notebook.keep),
+            "hash": hash_, "threads": threads,
             "profile": profile, "source_rel": _rel(spec.notebook.path, root)}
 
 
@@ -528,7 +574,7 @@ def execute_task(task: dict[str, Any]) -> dict[str, Any]:
     published = R.run_notebook_path(group, name, root)
     rdir = R.run_results_dir(group, name, root)
     # Unpublish first: from here on, an interruption leaves "missing", never stale-but-ok.
-    _unpublish(group, name, root)
+    _unpublish(group, name, root, keep=task.get("keep", ()))
     rdir.mkdir(parents=True, exist_ok=True)
     tmp = rdir / _EXECUTING
     threads = str(task["threads"])
@@ -579,7 +625,7 @@ def execute_task(task: dict[str, Any]) -> dict[str, Any]:
         partial = rdir / R.PARTIAL_DIR
         partial.mkdir(exist_ok=True)
         for entry in list(rdir.iterdir()):
-            if entry.name not in (R.PARTIAL_DIR, _EXECUTING):
+            if entry.name not in (R.PARTIAL_DIR, _EXECUTING, *task.get("keep", ())):
                 os.replace(entry, partial / entry.name)
         if not any(partial.iterdir()):
             partial.rmdir()
@@ -636,9 +682,28 @@ def prepare_for_book(path: str | os.PathLike[str], *, name: str, group: str,
     nbformat.write(nb, str(path))
 
 
-def _unpublish(group: str, name: str, root: Path) -> None:
+def _unpublish(group: str, name: str, root: Path, keep: Iterable[str] = ()) -> None:
+    # Remove the published notebook and the results directory, except the ``keep`` files (a
+    # resume cache): those stay where the next execution of the run will look for them.
     R.run_notebook_path(group, name, root).unlink(missing_ok=True)
-    shutil.rmtree(R.run_results_dir(group, name, root), ignore_errors=True)
+    rdir = R.run_results_dir(group, name, root)
+    keep = set(keep)
+    if not keep:
+        shutil.rmtree(rdir, ignore_errors=True)
+        return
+    if not rdir.is_dir():
+        return
+    partial = rdir / R.PARTIAL_DIR  # an older failed run may have parked its cache here
+    for name_ in keep:
+        if (partial / name_).is_file() and not (rdir / name_).exists():
+            os.replace(partial / name_, rdir / name_)
+    for entry in list(rdir.iterdir()):
+        if entry.name in keep and entry.is_file():
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
 
 
 def _source_cell_index(executed: Path, index: int) -> int:
@@ -654,13 +719,16 @@ def _source_cell_index(executed: Path, index: int) -> int:
 
 
 def _write_index(root: Path, profile: str, man: Manifest, specs: Sequence[RunSpec],
-                 hashes: Mapping[str, str]) -> None:
+                 hashes: Mapping[str, str],
+                 external: Mapping[str, Mapping[str, Any]] | None = None) -> None:
     # The summary reads only runs listed here with a matching hash, so results left over from
-    # another profile (same run name, other parameters) never leak into it.
-    index = {"profile": profile, "manifest": str(man.path), "written": _now(),
-             "runs": {s.name: {"group": s.group, "notebook": s.notebook.key, "stage": s.stage,
-                               "hash": hashes[s.name], "title": s.notebook.title}
-                      for s in specs}}
+    # another profile (same run name, other parameters) never leak into it. Runs this profile
+    # excludes by name but another profile published (``external_runs``) are listed with the
+    # profile that made them.
+    runs = {s.name: {"group": s.group, "notebook": s.notebook.key, "stage": s.stage,
+                     "hash": hashes[s.name], "title": s.notebook.title} for s in specs}
+    runs.update({name: dict(e) for name, e in (external or {}).items() if name not in runs})
+    index = {"profile": profile, "manifest": str(man.path), "written": _now(), "runs": runs}
     R.write_json(root / INDEX_FILE, index, sort_keys=False)  # keep manifest order
 
 

@@ -155,3 +155,19 @@ def test_unserialisable_metrics_are_rejected():
     metrics["data"]["spec"] = object()
     with pytest.raises(ValueError, match="JSON"):
         validate_metrics(metrics)
+
+
+def test_distinct_accuracy_counts_each_string_once():
+    # "()" (a member the rule accepts) 8 times plus 2 strings the rule gets wrong, then "()"
+    # again (padded wider, in another batch: still the same string) and "(())": 10 / 12 over
+    # the rows, 2 / 4 over the distinct strings
+    rows = [([0, 3, 4, 2], 1, "positive")] * 8 + [ROWS[2], ROWS[4]]
+    padded = batch([([0, 3, 4, 2], 1, "positive"), ([0, 3, 3, 4, 4, 2], 1, "positive")])
+    metrics = evaluate(FirstTokenRule(), [batch(rows), padded])
+    assert metrics["accuracy"] == pytest.approx(10 / 12)
+    assert metrics["distinct"] == {"n": 4, "accuracy": pytest.approx(2 / 4)}
+    # a string seen with both labels is two entries (the data is contradictory, not duplicated)
+    both = evaluate(FirstTokenRule(), [batch([([0, 3, 4, 2], 1, "positive"),
+                                              ([0, 3, 4, 2], 0, "closer_first")])])
+    assert both["distinct"] == {"n": 2, "accuracy": 0.5}
+    assert math.isnan(evaluate(FirstTokenRule(), [])["distinct"]["accuracy"])

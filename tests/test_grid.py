@@ -185,3 +185,59 @@ def test_plot_grid_marks_missing_cells():
     assert len(fig.axes) == 2  # one panel and the colour bar
     with pytest.raises(ValueError, match="value must be one of"):
         G.plot_grid(summary, "loss")
+
+
+def test_learning_rate_warms_up_then_follows_the_schedule():
+    cosine = G.GridSpec(lr=2e-3, warmup_steps=10, max_steps=110, schedule="cosine")
+    assert cosine.learning_rate(5) == pytest.approx(1e-3)  # linear warm-up
+    assert cosine.learning_rate(10) == pytest.approx(2e-3)  # peak at the end of warm-up
+    assert cosine.learning_rate(60) == pytest.approx(1e-3)  # half-way through the decay
+    assert cosine.learning_rate(110) == pytest.approx(0.0, abs=1e-12)  # zero at max_steps
+    steps = [cosine.learning_rate(s) for s in range(10, 111)]
+    assert all(a >= b for a, b in zip(steps, steps[1:]))  # monotone after warm-up
+    flat = G.GridSpec(lr=2e-3, warmup_steps=0, schedule="constant")
+    assert {flat.learning_rate(s) for s in (1, 500, 1000)} == {2e-3}
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("schedule", "linear", "GridSpec.schedule must be one of"),
+    ("grad_clip", -1.0, "GridSpec.grad_clip must be >= 0"),
+    ("grad_clip", "1", "GridSpec.grad_clip must be >= 0"),
+    ("grad_clip", True, "GridSpec.grad_clip must be >= 0"),
+])
+def test_bad_schedule_or_clip_is_named(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        G.GridSpec(**{field: value})
+
+
+def test_clipping_changes_training_and_is_part_of_the_spec():
+    clipped = G.GridSpec(**{**TINY.to_dict(), "grad_clip": 1e-3, "target_accuracy": 1.0})
+    free = G.GridSpec(**{**TINY.to_dict(), "grad_clip": 0.0, "target_accuracy": 1.0})
+    assert clipped.spec_hash != free.spec_hash
+    a, b = (G.run_cell(CELLS[0], 0, spec) for spec in (clipped, free))
+    assert a["steps"] == b["steps"] == TINY.max_steps
+    assert _strip(a)["hard"] != _strip(b)["hard"] or a["val_accuracy"] != b["val_accuracy"]
+
+
+def test_published_grid_prefers_the_run_with_most_records(tmp_path, monkeypatch):
+    from dyckbook import results as R
+
+    def publish(run, n_records, cells):
+        rdir = R.run_results_dir(G.GRID_GROUP, run, tmp_path)
+        rdir.mkdir(parents=True)
+        (rdir / "summary.json").write_text(json.dumps(
+            {"cells": cells, "seeds": list(range(n_records // 2)), "n_records": n_records,
+             "spec": TINY.to_dict()}))
+        (rdir / "grid_summary.json").write_text(json.dumps([{"name": f"{run}-cell"}]))
+        # a stale record of another spec in the records file must not matter
+        (rdir / "grid_records.jsonl").write_text('{"name": "old", "spec_hash": "x"}\n')
+        R.run_notebook_path(G.GRID_GROUP, run, tmp_path).parent.mkdir(parents=True, exist_ok=True)
+        R.run_notebook_path(G.GRID_GROUP, run, tmp_path).write_text("{}")
+        R.write_run_record(G.GRID_GROUP, run, {"status": "ok", "hash": "h", "params": {}}, tmp_path)
+
+    assert G.published_grid(tmp_path) is None
+    publish("ablation-grid", 4, "reduced")
+    publish("ablation-grid-full", 20, "full")
+    grid = G.published_grid(tmp_path)
+    assert grid["run"] == "ablation-grid-full" and grid["cell_set"] == "full"
+    assert grid["cells"] == [{"name": "ablation-grid-full-cell"}] and grid["n_records"] == 20

@@ -364,3 +364,60 @@ def test_prepare_for_book_names_only_seeded_runs_in_the_title(tmp_path):
     out = nbformat.read(str(path), as_version=4)
     assert out.cells[0].source == "# Summary"  # one run: its title needs no run name
     assert "Parameters of run `summary`" in out.cells[1].source
+
+
+# ------------------------------------------------- resume caches and runs of another profile
+
+
+def test_keep_files_survive_a_rerun_and_nothing_else_does(tmp_path: Path) -> None:
+    m = write_manifest(tmp_path / "m.yml")
+    raw = yaml.safe_load(m.read_text())
+    raw["notebooks"]["fixture_ok"]["keep"] = ["cache.jsonl"]
+    m.write_text(yaml.safe_dump(raw))
+    root = tmp_path / "out"
+    assert do_run(m, root, only=["alpha"])[0] == 0
+    rdir = R.run_results_dir("fixture_ok", "alpha-s0", root)
+    (rdir / "cache.jsonl").write_text('{"kept": 1}\n')
+    (rdir / "stale.txt").write_text("from the last execution")
+    rc, lines = do_run(m, root, only=["alpha"], force=True)
+    assert rc == 0 and lines.started() == {"alpha-s0"}
+    assert (rdir / "cache.jsonl").read_text() == '{"kept": 1}\n'  # the cache stayed in place
+    assert not (rdir / "stale.txt").exists()  # everything else was cleared before executing
+    assert (rdir / "metrics.json").is_file()
+
+
+@pytest.mark.parametrize("keep", [["../escape"], [".hidden"], "cache.jsonl", [""]])
+def test_keep_must_list_plain_file_names(tmp_path: Path, keep: Any) -> None:
+    m = write_manifest(tmp_path / "m.yml")
+    raw = yaml.safe_load(m.read_text())
+    raw["notebooks"]["fixture_ok"]["keep"] = keep
+    m.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ValueError, match=r"fixture_ok.keep must be a list of plain file names"):
+        runner.load_manifest(m)
+
+
+def test_a_run_the_profile_excludes_is_read_once_another_profile_published_it(
+        tmp_path: Path) -> None:
+    m = write_manifest(tmp_path / "m.yml")
+    raw = yaml.safe_load(m.read_text())
+    raw["profiles"]["smoke"]["exclude"] = ["beta"]
+    raw["profiles"]["extra"] = {"seeds": [0], "include": ["beta"]}
+    m.write_text(yaml.safe_dump(raw))
+    root = tmp_path / "out"
+    summary = R.run_results_dir("fixture_summary", "summary", root)
+    assert do_run(m, root)[0] == 0
+    assert json.loads((summary / "summary.json").read_text())["runs"] == ["alpha-s0"]
+    assert runner.run(profile="extra", manifest=m, out_root=root, echo=Lines()) == 0
+    # back to smoke: beta-s0 (published by "extra", excluded here) is listed and read, and the
+    # summary, whose inputs changed, reruns although its own parameters did not
+    rc, lines = do_run(m, root)
+    assert rc == 0 and lines.started() == {"summary"} and "alpha-s0" in lines.skipped()
+    assert json.loads((summary / "summary.json").read_text())["runs"] == ["alpha-s0", "beta-s0"]
+    index = json.loads((root / runner.INDEX_FILE).read_text())
+    assert index["runs"]["beta-s0"]["profile"] == "extra"
+    # a run merely absent from a profile (not excluded by name) is never carried over
+    raw["profiles"]["smoke"]["exclude"] = []
+    raw["profiles"]["smoke"]["include"] = ["alpha", "summary"]
+    m.write_text(yaml.safe_dump(raw))
+    assert do_run(m, root)[0] == 0
+    assert json.loads((summary / "summary.json").read_text())["runs"] == ["alpha-s0"]
