@@ -19,7 +19,15 @@ set; the time is split into data (generation, splitting, tokenising), training a
 Both use one torch thread. CPU time (``time.process_time``) is reported beside wall time since the
 2-core machine is shared; quote ratios from one run.
 
-    .venv/bin/python benchmarks/bench_grid.py [--steps 300]
+Two more views of where a cell's time goes:
+
+- ``op_shares``: one cell's training steps under ``torch.profiler``, self CPU time grouped into
+  matrix products, fused attention, layout copies, layer norms, the optimiser and the rest;
+- ``grid_run`` (with ``--records``): per (k, layers) mean seconds per record of a real grid run
+  (its ``grid_records.jsonl``), split into data, training and evaluation, with the mean number of
+  steps and the share of seeds that stopped early.
+
+    .venv/bin/python benchmarks/bench_grid.py [--steps 300] [--records PATH/grid_records.jsonl]
 """
 
 from __future__ import annotations
@@ -132,9 +140,66 @@ def after(cell: G.GridCell, spec: G.GridSpec, seed: int, cells_per_data: int) ->
     }
 
 
+OP_GROUPS = (  # (group, substrings of aten op names), first match wins
+    ("matrix products", ("aten::mm", "aten::addmm", "aten::bmm", "aten::linear", "aten::matmul")),
+    ("fused attention", ("scaled_dot_product",)),
+    ("layout copies", ("aten::copy_", "aten::cat", "aten::clone", "aten::contiguous")),
+    ("layer norm", ("layer_norm",)),
+    ("optimiser", ("adam", "Optimizer", "clip_grad", "aten::norm", "foreach")),
+)
+
+
+def op_shares(cell: G.GridCell, spec: G.GridSpec, steps: int = 60) -> dict[str, object]:
+    """Self-CPU-time shares of one cell's training steps, grouped (``torch.profiler``)."""
+    from torch.profiler import profile
+
+    data = G.make_grid_data(cell.k, 0, spec)
+    warm = G.GridSpec(**{**spec.to_dict(), "max_steps": 5, "eval_every": 5, "target_accuracy": 1.0})
+    G.run_cell(cell, 0, warm, data)  # first-call costs out of the measurement
+    short = G.GridSpec(**{**spec.to_dict(), "max_steps": steps, "eval_every": steps,
+                          "target_accuracy": 1.0})
+    with profile() as prof:
+        G.run_cell(cell, 0, short, data)
+    totals: dict[str, float] = {name: 0.0 for name, _ in OP_GROUPS}
+    totals["other"] = 0.0
+    for event in prof.key_averages():
+        if not event.key.startswith("aten::") and "Optimizer" not in event.key:
+            continue  # Python-level and autograd wrapper events would double count
+        group = next((g for g, keys in OP_GROUPS if any(k in event.key for k in keys)), "other")
+        totals[group] += event.self_cpu_time_total / 1e6
+    whole = sum(totals.values()) or 1.0
+    return {"cell": cell.name, "steps": steps,
+            "seconds": {k: round(v, 3) for k, v in totals.items()},
+            "share": {k: round(v / whole, 3) for k, v in totals.items()}}
+
+
+def grid_run(path: Path) -> dict[str, object]:
+    """Mean seconds per record of a real grid run, per (k, layers)."""
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    if not records:
+        raise SystemExit(f"--records {path}: no records")
+    groups: dict[str, list[dict]] = {}
+    for r in records:
+        groups.setdefault(f"k{r['cell']['k']}-L{r['cell']['n_layers']}", []).append(r)
+    out: dict[str, object] = {}
+    for key, rs in sorted(groups.items()):
+        out[key] = {
+            "records": len(rs),
+            **{f"{part}_s": round(float(np.mean([r["seconds"][part] for r in rs])), 3)
+               for part in ("data", "train", "eval", "total")},
+            "steps": round(float(np.mean([r["steps"] for r in rs])), 1),
+            "stopped_early": round(float(np.mean([r["stopped_early"] for r in rs])), 3),
+        }
+    total = float(sum(r["seconds"]["total"] for r in records))
+    return {"path": str(path), "records": len(records), "cpu_seconds_total": round(total, 1),
+            "per_group": out}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=300, help="training steps per cell")
+    parser.add_argument("--records", type=Path, default=None,
+                        help="grid_records.jsonl of a grid run to summarise (optional)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     # target 1.0 with validation only at the end: both pipelines take exactly --steps steps
@@ -172,6 +237,8 @@ def main() -> None:
         "cpu_seconds_per_step_after": float(
             np.mean([r["after"]["train"] for r in rows]) / args.steps
         ),
+        "op_shares": op_shares(CELLS[0], flat),
+        "grid_run": grid_run(args.records) if args.records else None,
         "machine": {
             "python": platform.python_version(),
             "torch": torch.__version__,
@@ -179,6 +246,16 @@ def main() -> None:
             "loadavg": list(__import__("os").getloadavg()),
         },
     }
+    shares = result["op_shares"]["share"]
+    print(f"op shares of {result['op_shares']['cell']} training (self CPU time): "
+          + ", ".join(f"{k} {v:.0%}" for k, v in shares.items()))
+    if result["grid_run"]:
+        g = result["grid_run"]
+        print(f"grid run {g['path']}: {g['records']} records, {g['cpu_seconds_total']:.0f} CPU-s")
+        for key, row in g["per_group"].items():
+            print(f"  {key}: {row['records']:4d} records, {row['total_s']:.2f} s each (data "
+                  f"{row['data_s']:.2f}, train {row['train_s']:.2f}, eval {row['eval_s']:.2f}), "
+                  f"{row['steps']:.0f} steps, {row['stopped_early']:.0%} stopped early")
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {OUT}")
