@@ -47,6 +47,7 @@ __all__ = [
     "cells_named",
     "load_records",
     "make_grid_data",
+    "order_blind_ceiling",
     "published_grid",
     "run_cell",
     "run_grid",
@@ -699,6 +700,38 @@ def run_grid(
         if handle is not None:
             handle.close()
     return [done[(c.name, s)] for c in cells for s in seeds]
+
+
+def order_blind_ceiling(tokens: torch.Tensor, labels: torch.Tensor) -> float:
+    """The best accuracy any order-blind classifier can reach on a labelled token set.
+
+    A classifier that sees only the multiset of tokens (a bidirectional encoder without
+    positional information, by the permutation argument of the book) gives one answer for all
+    strings with the same token counts, padding included (so the length is known too). The best
+    it can do is the majority label of each group of equal counts.
+
+    Args:
+        tokens: (batch, pos) int64 token ids.
+        labels: (batch,) int64 labels.
+
+    Returns:
+        The accuracy of the per-group majority vote (NaN for an empty set).
+    """
+    if tokens.dim() != 2 or labels.shape != tokens.shape[:1]:
+        raise ValueError(
+            f"tokens must be (batch, pos) and labels (batch,), got {tuple(tokens.shape)} and "
+            f"{tuple(labels.shape)}"
+        )
+    if len(labels) == 0:
+        return math.nan
+    t = tokens.numpy()
+    counts = np.stack([(t == v).sum(axis=1) for v in range(int(t.max()) + 1)], axis=1)
+    _, group = np.unique(counts, axis=0, return_inverse=True)
+    group = group.reshape(-1)
+    y = labels.numpy().astype(np.int64)
+    members = np.bincount(group, weights=y)
+    sizes = np.bincount(group)
+    return float(np.maximum(members, sizes - members).sum() / len(y))
 
 
 def published_grid(root: str | os.PathLike[str] | None = None) -> dict[str, Any] | None:

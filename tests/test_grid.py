@@ -241,3 +241,25 @@ def test_published_grid_prefers_the_run_with_most_records(tmp_path, monkeypatch)
     grid = G.published_grid(tmp_path)
     assert grid["run"] == "ablation-grid-full" and grid["cell_set"] == "full"
     assert grid["cells"] == [{"name": "ablation-grid-full-cell"}] and grid["n_records"] == 20
+
+
+def test_order_blind_ceiling_is_the_majority_vote_per_multiset():
+    # "(())" / "()()" (members) and "())(" (a hard negative) share one multiset: a model blind
+    # to order answers alike for all three and gets at most 2 of 3; the lone "((" is its own group
+    t = lambda s: [0] + [3 if c == "(" else 4 for c in s] + [2]
+    tokens = torch.tensor([t("(())"), t("()()"), t("())("), t("((") + [1, 1]])
+    labels = torch.tensor([1, 1, 0, 0])
+    assert G.order_blind_ceiling(tokens, labels) == pytest.approx(3 / 4)
+    # the same strings with both labels in every group: chance, whatever the model
+    assert G.order_blind_ceiling(tokens[:2], torch.tensor([1, 0])) == pytest.approx(0.5)
+    assert math.isnan(G.order_blind_ceiling(tokens[:0], labels[:0]))
+    with pytest.raises(ValueError, match="tokens must be"):
+        G.order_blind_ceiling(tokens[0], labels)
+
+
+def test_no_pe_bidirectional_cells_never_beat_the_order_blind_ceiling():
+    data = G.make_grid_data(1, 0, TINY)
+    ceiling = G.order_blind_ceiling(data.hard.tokens, data.hard.labels)
+    for readout in ("start", "end", "mean"):
+        r = G.run_cell(G.GridCell(1, 1, "bidirectional", "none", readout), 0, TINY, data)
+        assert r["hard"]["accuracy"] <= ceiling + 1e-9
