@@ -59,6 +59,8 @@ LAYERS = (1, 2, 3)
 KS = (1, 3)
 TRAIN_NEGATIVES = ("hard", "hard+random")
 SCHEDULES = ("constant", "cosine")
+TEST_BALANCES = ("per_length", "overall")
+_LEGACY = {"test_balance": "overall"}  # GridSpec fields added later: value of older records
 GRID_GROUP = "06_ablation_grid"  # the notebook (result group) that runs the grid
 SOLVED = 0.99  # hard-test accuracy that counts a seed as having learned the language
 # seed-sequence tags: independent streams from one run seed
@@ -198,6 +200,11 @@ class GridSpec:
     max_steps: int = 1000  # optimiser steps at most
     eval_every: int = 50  # validation period in steps
     target_accuracy: float = 0.995  # stop once validation accuracy reaches this
+    # test sets after removing strings seen in train/val: as many members as non-members at every
+    # length ("per_length": length and symbol counts alone then give nothing on Dyck-1) or only
+    # overall ("overall", the first full grid's protocol: short members, all seen in training,
+    # vanish from the test set, so length becomes a cue; see order_blind_ceiling)
+    test_balance: str = "per_length"
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -222,6 +229,10 @@ class GridSpec:
             raise ValueError(f"GridSpec.dropout must be in [0, 1), got {self.dropout!r}")
         if not self.lr > 0:
             raise ValueError(f"GridSpec.lr must be > 0, got {self.lr!r}")
+        if self.test_balance not in TEST_BALANCES:
+            raise ValueError(
+                f"GridSpec.test_balance must be one of {TEST_BALANCES}, got {self.test_balance!r}"
+            )
         if self.schedule not in SCHEDULES:
             raise ValueError(
                 f"GridSpec.schedule must be one of {SCHEDULES}, got {self.schedule!r}"
@@ -253,7 +264,10 @@ class GridSpec:
     @property
     def spec_hash(self) -> str:
         """12 hex digits identifying the spec (records of another spec are not resumed)."""
-        text = json.dumps(self.to_dict(), sort_keys=True)
+        # a field added after records were published is hashed only when it differs from the
+        # value that reproduces those records, so they stay resumable under the old setting
+        fields_ = {k: v for k, v in self.to_dict().items() if _LEGACY.get(k, object()) != v}
+        text = json.dumps(fields_, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
     def learning_rate(self, step: int) -> float:
@@ -324,17 +338,29 @@ def _split_by_class(
     return [np.sort(np.concatenate(p)) for p in parts]
 
 
-def _balanced_unseen(dataset: D.DyckDataset, seen: set[str]) -> D.DyckDataset:
+def _balanced_unseen(
+    dataset: D.DyckDataset, seen: set[str], balance: str = "per_length"
+) -> D.DyckDataset:
     """The strings of ``dataset`` not in ``seen``, with equally many members and non-members.
 
     Short members repeat most, so removing seen strings removes more members; re-balancing keeps
-    the member share at 1/2 (the chance level of every constant answer).
+    the member share at 1/2 (the chance level of every constant answer). ``balance="per_length"``
+    does so at every length (a length with no unseen member keeps no non-member either), so the
+    length says nothing about the label; ``"overall"`` only over the whole set.
     """
     keep = np.array([i for i, s in enumerate(dataset.strings()) if s not in seen], dtype=np.int64)
     labels = dataset.labels[keep]
-    each = min(int((labels == 1).sum()), int((labels == 0).sum()))
-    chosen = np.concatenate([keep[labels == 1][:each], keep[labels == 0][:each]])
-    return dataset.subset(np.sort(chosen))
+    if balance == "overall":
+        groups = [np.ones(len(keep), dtype=bool)]
+    else:
+        lengths = dataset.lengths[keep]
+        groups = [lengths == L for L in np.unique(lengths)]
+    chosen = []
+    for in_group in groups:
+        pos, neg = keep[in_group & (labels == 1)], keep[in_group & (labels == 0)]
+        each = min(len(pos), len(neg))
+        chosen += [pos[:each], neg[:each]]
+    return dataset.subset(np.sort(np.concatenate(chosen)))
 
 
 def _tensors(
@@ -402,7 +428,7 @@ def make_grid_data(k: int, seed: int, spec: GridSpec) -> GridData:
         )
         train, val, _ = (mixed.subset(i) for i in _split_by_class(mixed, sizes, rng))
         seen = set(train.strings()) | set(val.strings())
-        parts = [train, val, _balanced_unseen(parts[2], seen)]
+        parts = [train, val, _balanced_unseen(parts[2], seen, spec.test_balance)]
     tokenizer = DyckTokenizer(full.language)
     width = spec.max_length + 2
     kind_names = ("positive", "random") + tuple(k for k in HARD_KINDS if k in full.kind_names)
@@ -422,7 +448,9 @@ def make_grid_data(k: int, seed: int, spec: GridSpec) -> GridData:
             )
         )
         seen = set(parts[0].strings()) | set(parts[1].strings())
-        random = _tensors(_balanced_unseen(pool, seen), tokenizer, width, index, "random test")
+        random = _tensors(
+            _balanced_unseen(pool, seen, spec.test_balance), tokenizer, width, index, "random test"
+        )
     return GridData(
         k=k,
         seed=seed,
@@ -708,7 +736,9 @@ def order_blind_ceiling(tokens: torch.Tensor, labels: torch.Tensor) -> float:
     A classifier that sees only the multiset of tokens (a bidirectional encoder without
     positional information, by the permutation argument of the book) gives one answer for all
     strings with the same token counts, padding included (so the length is known too). The best
-    it can do is the majority label of each group of equal counts.
+    it can do is the majority label of each group of equal counts. The vote is fitted to the set
+    itself, so this is an upper bound (tight when the groups are large, loose when many groups
+    hold a string or two, as for Dyck-3).
 
     Args:
         tokens: (batch, pos) int64 token ids.

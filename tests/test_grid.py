@@ -263,3 +263,25 @@ def test_no_pe_bidirectional_cells_never_beat_the_order_blind_ceiling():
     for readout in ("start", "end", "mean"):
         r = G.run_cell(G.GridCell(1, 1, "bidirectional", "none", readout), 0, TINY, data)
         assert r["hard"]["accuracy"] <= ceiling + 1e-9
+
+
+def test_per_length_balance_leaves_no_length_cue_and_old_records_keep_their_hash():
+    spec = G.GridSpec(**{**TINY.to_dict(), "max_length": 12})
+    data = G.make_grid_data(1, 0, spec)
+    for split in (data.hard, data.random):
+        for L in np.unique(split.lengths):
+            y = split.labels.numpy()[split.lengths == L]
+            assert (y == 1).sum() == (y == 0).sum()  # as many members as non-members per length
+    # Dyck-1: members and hard negatives of a length share one multiset, so with the classes
+    # balanced at every length no order-blind classifier beats chance
+    assert G.order_blind_ceiling(data.hard.tokens, data.hard.labels) == pytest.approx(0.5)
+    old = G.GridSpec(**{**spec.to_dict(), "test_balance": "overall"})
+    assert old.spec_hash != spec.spec_hash
+    # records made before the field existed hashed every other field only: still resumable
+    legacy = {k: v for k, v in old.to_dict().items() if k != "test_balance"}
+    import hashlib
+
+    assert old.spec_hash == hashlib.sha256(
+        json.dumps(legacy, sort_keys=True).encode()).hexdigest()[:12]
+    with pytest.raises(ValueError, match="GridSpec.test_balance must be one of"):
+        G.GridSpec(test_balance="per_kind")
