@@ -693,10 +693,6 @@ def _unpublish(group: str, name: str, root: Path, keep: Iterable[str] = ()) -> N
         return
     if not rdir.is_dir():
         return
-    partial = rdir / R.PARTIAL_DIR  # an older failed run may have parked its cache here
-    for name_ in keep:
-        if (partial / name_).is_file() and not (rdir / name_).exists():
-            os.replace(partial / name_, rdir / name_)
     for entry in list(rdir.iterdir()):
         if entry.name in keep and entry.is_file():
             continue
