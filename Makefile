@@ -9,10 +9,11 @@ JOBS ?= 2
 PYTEST_WORKERS ?= 2
 MATHJAX_DIR := book/_static/mathjax
 
-.PHONY: help venv browser mathjax runs book smoke test lab bench clean
+.PHONY: help venv browser mathjax runs book grid book-full smoke test lab bench clean
 
 help:
 	@echo "make book [PROFILE=cpu|smoke|thesis] [JOBS=2]  run the experiments, build the book (_build/html)"
+	@echo "make book-full                                 the full ablation grid (~75 min on 2 cores), then make book"
 	@echo "make test                                      every test CI runs"
 	@echo "make smoke                                     the quick preview (PROFILE=smoke)"
 	@echo "make lab                                       JupyterLab with dyckbook importable"
@@ -47,6 +48,15 @@ runs: venv
 book: runs mathjax
 	$(VENV)/bin/jupyter-book build . -W -n --keep-going
 	@echo "open _build/html/index.html"
+
+# The full ablation grid (profile `grid`: 1,800 models, one worker per core); its records are kept
+# and resumed, so a rerun with unchanged settings only re-renders its page.
+grid: venv
+	$(PY) -m dyckbook run --profile grid
+
+# Every number of the book including the full grid's, from the manifest, in one command.
+book-full: grid
+	$(MAKE) book
 
 smoke:
 	$(MAKE) book PROFILE=smoke

@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from dyckbook import data as D
 from dyckbook.model import MASKS, POS_ENCODINGS, READOUTS, ModelConfig, TransformerClassifier
 from dyckbook.negatives import HARD_KINDS
-from dyckbook.tokenizer import DyckTokenizer
+from dyckbook.tokenizer import PAD, DyckTokenizer
 
 __all__ = [
     "CELL_SETS",
@@ -730,6 +730,22 @@ def run_grid(
     return [done[(c.name, s)] for c in cells for s in seeds]
 
 
+def _check_labelled(tokens: torch.Tensor, labels: torch.Tensor) -> None:
+    if tokens.dim() != 2 or labels.shape != tokens.shape[:1]:
+        raise ValueError(
+            f"tokens must be (batch, pos) and labels (batch,), got {tuple(tokens.shape)} and "
+            f"{tuple(labels.shape)}"
+        )
+
+
+def _count_groups(tokens: torch.Tensor) -> np.ndarray:
+    """Group index of every row: rows with equal token counts (padding included) share one."""
+    t = tokens.numpy()
+    counts = np.stack([(t == v).sum(axis=1) for v in range(int(t.max()) + 1)], axis=1)
+    _, group = np.unique(counts, axis=0, return_inverse=True)
+    return group.reshape(-1)
+
+
 def order_blind_ceiling(tokens: torch.Tensor, labels: torch.Tensor) -> float:
     """The best accuracy any order-blind classifier can reach on a labelled token set.
 
@@ -738,7 +754,8 @@ def order_blind_ceiling(tokens: torch.Tensor, labels: torch.Tensor) -> float:
     strings with the same token counts, padding included (so the length is known too). The best
     it can do is the majority label of each group of equal counts. The vote is fitted to the set
     itself, so this is an upper bound (tight when the groups are large, loose when many groups
-    hold a string or two, as for Dyck-3).
+    hold a string or two, as for Dyck-3: see :func:`order_blind_held_out` for what counts
+    predict on strings they were not fitted to).
 
     Args:
         tokens: (batch, pos) int64 token ids.
@@ -747,21 +764,64 @@ def order_blind_ceiling(tokens: torch.Tensor, labels: torch.Tensor) -> float:
     Returns:
         The accuracy of the per-group majority vote (NaN for an empty set).
     """
-    if tokens.dim() != 2 or labels.shape != tokens.shape[:1]:
-        raise ValueError(
-            f"tokens must be (batch, pos) and labels (batch,), got {tuple(tokens.shape)} and "
-            f"{tuple(labels.shape)}"
-        )
+    _check_labelled(tokens, labels)
     if len(labels) == 0:
         return math.nan
-    t = tokens.numpy()
-    counts = np.stack([(t == v).sum(axis=1) for v in range(int(t.max()) + 1)], axis=1)
-    _, group = np.unique(counts, axis=0, return_inverse=True)
-    group = group.reshape(-1)
+    group = _count_groups(tokens)
     y = labels.numpy().astype(np.int64)
     members = np.bincount(group, weights=y)
     sizes = np.bincount(group)
     return float(np.maximum(members, sizes - members).sum() / len(y))
+
+
+def order_blind_held_out(
+    fit_tokens: torch.Tensor, fit_labels: torch.Tensor, tokens: torch.Tensor, labels: torch.Tensor
+) -> float:
+    """What token counts fitted on one labelled set predict about another, independent one.
+
+    The per-group majority label of the fitting set (as in :func:`order_blind_ceiling`: groups of
+    equal token counts, padding included) predicts the labels of the scored set; a string whose
+    group is tied or absent in the fitting set scores 1/2 (a coin). Unlike the ceiling this is not
+    inflated by small groups: with two independent samples of one protocol it is near 1/2 when
+    counts and length carry no signal about membership, and near the ceiling when they do and the
+    groups are large. (Splitting one set in halves instead would be biased below 1/2 where every
+    group is exactly balanced: the half with more members leaves the other half with fewer.)
+
+    Args:
+        fit_tokens: (batch, pos) int64 token ids of the set the vote is fitted to.
+        fit_labels: (batch,) int64 labels of that set.
+        tokens: (batch', pos') int64 token ids of the scored set (``pos'`` may differ).
+        labels: (batch',) int64 labels of the scored set.
+
+    Returns:
+        The accuracy of the fitted vote on the scored set (NaN when either set is empty).
+    """
+    _check_labelled(fit_tokens, fit_labels)
+    _check_labelled(tokens, labels)
+    if len(fit_labels) == 0 or len(labels) == 0:
+        return math.nan
+    width = max(fit_tokens.shape[1], tokens.shape[1])
+    vocab = int(max(fit_tokens.max(), tokens.max())) + 1
+    both = np.concatenate(
+        [_padded_counts(fit_tokens, width, vocab), _padded_counts(tokens, width, vocab)]
+    )
+    _, group = np.unique(both, axis=0, return_inverse=True)
+    group = group.reshape(-1)
+    n_fit = len(fit_labels)
+    y_fit = fit_labels.numpy().astype(np.int64)
+    members = np.bincount(group[:n_fit], weights=y_fit, minlength=int(group.max()) + 1)
+    others = np.bincount(group[:n_fit], minlength=int(group.max()) + 1) - members
+    vote = np.sign(members - others)[group[n_fit:]]  # +1 member, -1 non-member, 0 tie or unseen
+    truth = 2 * labels.numpy().astype(np.int64) - 1
+    return float(np.where(vote == 0, 0.5, vote == truth).mean())
+
+
+def _padded_counts(tokens: torch.Tensor, width: int, vocab: int) -> np.ndarray:
+    """Token counts per row over ``vocab`` ids; the columns a narrower batch lacks count as padding."""
+    t = tokens.numpy()
+    counts = np.stack([(t == v).sum(axis=1) for v in range(vocab)], axis=1)
+    counts[:, PAD] += width - t.shape[1]
+    return counts
 
 
 def published_grid(root: str | os.PathLike[str] | None = None) -> dict[str, Any] | None:

@@ -257,6 +257,34 @@ def test_order_blind_ceiling_is_the_majority_vote_per_multiset():
         G.order_blind_ceiling(tokens[0], labels)
 
 
+def test_order_blind_held_out_is_chance_without_a_count_cue_and_exact_with_one():
+    rng = np.random.default_rng(0)
+    # 200 groups (a distinct count of symbol 3 per group, width 200), two strings each
+    n_groups = 200
+    row = lambda g, width=n_groups: [3] * g + [4] * (n_groups - g) + [1] * (width - n_groups)
+    group = np.repeat(np.arange(n_groups), 2)
+    tokens = torch.tensor([row(g) for g in group])
+    by_group = torch.tensor((group % 2 == 0).astype(np.int64))
+    # labels that are a function of the group: found on an independent set, even a wider one
+    # (the extra columns are padding, counted as such)
+    wide = torch.tensor([row(g, n_groups + 5) for g in group])
+    assert G.order_blind_held_out(tokens, by_group, wide, by_group) == pytest.approx(1.0)
+    # groups unseen by the fitting set score a coin
+    assert G.order_blind_held_out(tokens[:200], by_group[:200], tokens[200:], by_group[200:]) == 0.5
+    # labels independent of the groups: the in-sample ceiling is inflated by the small groups,
+    # the held-out vote is not
+    coin = lambda: torch.tensor(rng.integers(0, 2, len(group)))
+    fit, scored = coin(), coin()
+    assert G.order_blind_ceiling(tokens, scored) >= 0.7
+    assert abs(G.order_blind_held_out(tokens, fit, tokens, scored) - 0.5) < 0.08
+    # every group exactly balanced in the fitting set: every vote is a tie, exactly chance
+    balanced = torch.tensor(np.tile([1, 0], n_groups))
+    assert G.order_blind_held_out(tokens, balanced, tokens, scored) == 0.5
+    assert math.isnan(G.order_blind_held_out(tokens[:0], fit[:0], tokens, scored))
+    with pytest.raises(ValueError, match="tokens must be"):
+        G.order_blind_held_out(tokens, fit, tokens[0], scored)
+
+
 def test_no_pe_bidirectional_cells_never_beat_the_order_blind_ceiling():
     data = G.make_grid_data(1, 0, TINY)
     ceiling = G.order_blind_ceiling(data.hard.tokens, data.hard.labels)
@@ -275,6 +303,8 @@ def test_per_length_balance_leaves_no_length_cue_and_old_records_keep_their_hash
     # Dyck-1: members and hard negatives of a length share one multiset, so with the classes
     # balanced at every length no order-blind classifier beats chance
     assert G.order_blind_ceiling(data.hard.tokens, data.hard.labels) == pytest.approx(0.5)
+    other = G.make_grid_data(1, 1, spec).hard  # another seed's test set: every group a tie
+    assert G.order_blind_held_out(other.tokens, other.labels, data.hard.tokens, data.hard.labels) == 0.5
     old = G.GridSpec(**{**spec.to_dict(), "test_balance": "overall"})
     assert old.spec_hash != spec.spec_hash
     # records made before the field existed hashed every other field only: still resumable
