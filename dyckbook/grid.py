@@ -817,7 +817,7 @@ def order_blind_held_out(
 
 
 def _padded_counts(tokens: torch.Tensor, width: int, vocab: int) -> np.ndarray:
-    """Token counts per row over ``vocab`` ids; the columns a narrower batch lacks count as padding."""
+    """Token counts per row over ``vocab`` ids; columns a narrower batch lacks count as padding."""
     t = tokens.numpy()
     counts = np.stack([(t == v).sum(axis=1) for v in range(vocab)], axis=1)
     counts[:, PAD] += width - t.shape[1]
