@@ -116,6 +116,23 @@ class GridCell:
         """Inverse of :meth:`to_dict`."""
         return cls(**{f.name: data[f.name] for f in fields(cls)})
 
+    @classmethod
+    def from_name(cls, name: str) -> GridCell:
+        """Inverse of :attr:`name`: ``"k3-L2-causal-learned-end"`` -> that cell.
+
+        Raises:
+            ValueError: naming ``name`` when it is not of the form ``k<k>-L<layers>-<mask>-<pos
+                encoding>-<readout>`` or a part is not an allowed value.
+        """
+        parts = name.split("-") if isinstance(name, str) else []
+        if (len(parts) != 5 or not parts[0][:1] == "k" or not parts[1][:1] == "L"
+                or not parts[0][1:].isdigit() or not parts[1][1:].isdigit()):
+            raise ValueError(
+                f"cell name must look like 'k3-L2-causal-learned-end' "
+                f"(k<k>-L<layers>-<mask>-<pos_encoding>-<readout>), got {name!r}"
+            )
+        return cls(int(parts[0][1:]), int(parts[1][1:]), parts[2], parts[3], parts[4])
+
 
 def all_cells(ks: Sequence[int] = KS, layers: Sequence[int] = LAYERS) -> list[GridCell]:
     """Every cell: k x layers x mask x PE x readout (180 for the defaults), in a fixed order."""

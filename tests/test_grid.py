@@ -316,3 +316,12 @@ def test_per_length_balance_leaves_no_length_cue_and_old_records_keep_their_hash
         json.dumps(legacy, sort_keys=True).encode()).hexdigest()[:12]
     with pytest.raises(ValueError, match="GridSpec.test_balance must be one of"):
         G.GridSpec(test_balance="per_kind")
+
+
+def test_cell_names_round_trip_and_bad_names_are_named():
+    for cell in G.all_cells():
+        assert G.GridCell.from_name(cell.name) == cell
+    for bad in ("k3-L2-causal-learned", "x3-L2-causal-learned-end", "k3-L0-causal-learned-end",
+                "k3-L2-causal-rope-end", 3):
+        with pytest.raises(ValueError, match=repr(bad) if not isinstance(bad, str) else "got"):
+            G.GridCell.from_name(bad)
