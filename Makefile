@@ -13,7 +13,7 @@ MATHJAX_DIR := book/_static/mathjax
 
 help:
 	@echo "make book [PROFILE=cpu|smoke|thesis] [JOBS=2]  run the experiments, build the book (_build/html)"
-	@echo "make book-full                                 the full ablation grid (~75 min on 2 cores), then make book"
+	@echo "make book-full                                 the full ablation grid (~80 min on 2 cores), then make book"
 	@echo "make test                                      every test CI runs"
 	@echo "make smoke                                     the quick preview (PROFILE=smoke)"
 	@echo "make lab                                       JupyterLab with dyckbook importable"
