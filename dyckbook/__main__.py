@@ -1,134 +1,229 @@
-"""Command-line interface: ``python -m dyckbook {generate,check,run,list}``."""
+"""The command line: ``dyckbook {generate,check,list,run}`` (also ``python -m dyckbook``)."""
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
-from collections.abc import Sequence
+import tempfile
+import textwrap
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+MAX_N = 1_000_000  # strings per dataset
+MAX_LENGTH = 10_000  # symbols per string
+MAX_SYMBOLS = 20_000_000  # n x max_length: about 20 s of hard negatives on one core
+MAX_JOBS = 512
+REGIMES = {"hard": ("hard", True), "local": ("hard", False), "random": ("random", False)}
 
 
-class _OneLineParser(argparse.ArgumentParser):
-    """An argparse parser whose errors are one clear line and exit status 2, never a traceback."""
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are one line and exit status 2, never a usage block."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def _positive_int(name: str):
+def _int(name: str, low: int, high: int | None = None) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
-        if value < 0:
-            raise argparse.ArgumentTypeError(f"{name} must be >= 0, got {value}")
+        if value < low or (high is not None and value > high):
+            bound = f"in {low}..{high}" if high is not None else f">= {low}"
+            raise argparse.ArgumentTypeError(f"{name} must be {bound}, got {value}")
         return value
 
     return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _OneLineParser(prog="dyckbook", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
+    """The parser of every command (``dyckbook <command> --help`` documents each option)."""
+    from dyckbook.vocab import DEFAULT_PAIRS
 
-    gen = sub.add_parser("generate", help="generate a labelled Dyck dataset as JSONL (+ sidecar)")
-    gen.add_argument("--language", choices=["dyck", "shuffle-dyck"], default="dyck")
-    gen.add_argument("--k", type=_positive_int("--k"), default=1, help="number of bracket types")
-    gen.add_argument("--max-depth", type=_positive_int("--max-depth"), default=None,
-                     help="depth bound D for Dyck-(k, D); default unbounded")
-    gen.add_argument("--n", type=_positive_int("--n"), required=True, help="number of strings")
-    gen.add_argument("--min-length", type=_positive_int("--min-length"), default=0)
-    gen.add_argument("--max-length", type=_positive_int("--max-length"), required=True)
-    gen.add_argument("--negatives", default="hard",
-                     help="'hard' (default), 'random' (the thesis' intent), or comma-separated kinds")
-    gen.add_argument("--positive-fraction", type=float, default=0.5)
-    gen.add_argument("--seed", type=int, default=0)
-    gen.add_argument("--out", required=True, help="output .jsonl path")
+    common = argparse.ArgumentParser(add_help=False)
+    talk = common.add_mutually_exclusive_group()
+    talk.add_argument("-v", "--verbose", action="store_true", help="debug messages too")
+    talk.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
+    parser = _Parser(prog="dyckbook", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    k = {"type": _int("--k", 1, len(DEFAULT_PAIRS)), "default": 1,
+         "help": f"bracket types, 1..{len(DEFAULT_PAIRS)}"}
 
-    chk = sub.add_parser("check", help="check strings for membership (exit 0 only if all are members)")
-    chk.add_argument("--language", choices=["dyck", "shuffle-dyck"], default="dyck")
-    chk.add_argument("--k", type=_positive_int("--k"), default=1)
-    chk.add_argument("--max-depth", type=_positive_int("--max-depth"), default=None)
+    gen = sub.add_parser("generate", parents=[common], help="write a labelled dataset (JSONL)")
+    gen.add_argument("--k", **k)
+    gen.add_argument("--n", type=_int("--n", 1, MAX_N), required=True, help="strings")
+    gen.add_argument("--min-length", type=_int("--min-length", 0, MAX_LENGTH), default=0)
+    gen.add_argument("--max-length", type=_int("--max-length", 0, MAX_LENGTH), required=True)
+    gen.add_argument("--negatives", choices=REGIMES, default="hard",
+                     help="hard (non-local, the default), local, or random non-members")
+    gen.add_argument("--window", type=_int("--window", 2), default=None,
+                     help="w of the hard regime (default 4)")
+    gen.add_argument("--seed", type=_int("--seed", 0, 2**63 - 1), default=0)
+    gen.add_argument("--out", required=True, help="the .jsonl file to write")
+
+    chk = sub.add_parser("check", parents=[common],
+                         help="membership of strings (exit 0 only if all are members)")
+    chk.add_argument("--k", **k)
+    chk.add_argument("--max-depth", type=_int("--max-depth", 1), default=None)
     chk.add_argument("strings", nargs="+", metavar="STRING")
 
-    run = sub.add_parser("run", help="execute manifest runs with papermill into book/runs")
-    run.add_argument("--profile", default="cpu")
-    run.add_argument("--only", nargs="+", default=None, metavar="RUN")
-    run.add_argument("--jobs", type=_positive_int("--jobs"), default=1)
-    run.add_argument("--force", action="store_true")
-    run.add_argument("--manifest", default=None, help="default: notebooks/experiments.yml")
-
-    lst = sub.add_parser("list", help="list manifest runs and their status")
-    lst.add_argument("--profile", default="cpu")
-    lst.add_argument("--manifest", default=None)
+    for name, text in (("list", "the runs of a profile, their status and parameters"),
+                       ("run", "execute the runs of a profile that are not up to date")):
+        cmd = sub.add_parser(name, parents=[common], help=text)
+        cmd.add_argument("--profile", default="cpu")
+        cmd.add_argument("--manifest", default=None, help="default: notebooks/experiments.yml")
+    run = sub.choices["run"]
+    run.add_argument("--only", nargs="+", default=None, metavar="RUN",
+                     help="run names, notebook keys or glob patterns")
+    run.add_argument("--force", action="store_true", help="rerun runs that are up to date")
+    run.add_argument("--jobs", type=_int("--jobs", 0, MAX_JOBS), default=1,
+                     help="workers (0: one per core)")
+    run.add_argument("--scheduler", default=None,
+                     help="processes (default), local (a Dask LocalCluster) or tcp://HOST:PORT")
     return parser
 
 
-def _language(args: argparse.Namespace):
-    from dyckbook.languages import Dyck, ShuffleDyck
-
-    if args.language == "shuffle-dyck":
-        if args.max_depth is not None:
-            raise ValueError("--max-depth applies to Dyck-(k, D) only, not to shuffle-dyck")
-        return ShuffleDyck(args.k)
-    return Dyck(args.k, max_depth=args.max_depth)
+def _out_path(text: str) -> Path:
+    """The output file, checked before any work: a new or regular file in a writable folder."""
+    path = Path(text)
+    if not text.strip() or text.endswith(("/", os.sep)) or path.is_dir():
+        raise ValueError(f"--out must name a file, got {text!r}" + (
+            " (a folder)" if text.strip() and path.is_dir() else ""))
+    if path.exists() and not path.is_file():
+        raise ValueError(f"--out {text!r} is not a regular file (a device, pipe or socket); "
+                         "refusing to replace it")
+    if not path.parent.is_dir():
+        raise ValueError(f"--out {text!r}: {path.parent} is not an existing folder")
+    try:  # the very temporary file results.write_bytes will create
+        fd, probe = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as error:
+        raise ValueError(f"--out {text!r}: cannot write there ({error.strerror})") from None
+    return path
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
-    from dyckbook.data import DatasetSpec, generate_dataset, save_jsonl
+    import numpy as np
 
-    negatives = args.negatives if "," not in args.negatives else tuple(
-        kind.strip() for kind in args.negatives.split(",") if kind.strip())
-    spec = DatasetSpec(
-        language=args.language.replace("-", "_"), k=args.k, max_depth=args.max_depth, n=args.n,
-        min_length=args.min_length, max_length=args.max_length, negatives=negatives,
-        positive_fraction=args.positive_fraction, seed=args.seed,
-    )
-    dataset = generate_dataset(spec)
-    save_jsonl(dataset, args.out, spec=spec)
-    print(f"wrote {len(dataset)} strings to {args.out}")
+    from dyckbook.dataset import MEMBER, Dataset
+    from dyckbook.languages import Dyck, local_tables
+    from dyckbook.negatives import available_kinds, sample_negatives
+
+    lo, hi = args.min_length, args.max_length
+    if args.n * hi > MAX_SYMBOLS:
+        raise ValueError(f"--n {args.n} x --max-length {hi} = {args.n * hi:,} symbols exceeds "
+                         f"the limit of {MAX_SYMBOLS:,}")
+    if lo > hi or (lo + 1) // 2 > hi // 2:
+        raise ValueError(f"--min-length {lo} .. --max-length {hi} holds no even length "
+                         "(Dyck words have even length)")
+    kinds, windowed = REGIMES[args.negatives]
+    if args.window is not None and not windowed:
+        raise ValueError(f"--window applies to --negatives hard only, not {args.negatives!r}")
+    language, window = Dyck(args.k), (args.window or 4) if windowed else None
+    if window is not None:
+        try:
+            local_tables(language, window)
+        except ValueError as error:
+            raise ValueError(f"--window {window}: {error}") from None
+    out = _out_path(args.out)
+    even = np.arange(lo + lo % 2, hi + 1, 2)
+    usable = [int(L) for L in even if L and available_kinds(language, int(L), kinds, window)]
+    if not usable:
+        raise ValueError(f"--negatives {args.negatives}: {language.name} has no such non-member "
+                         f"at lengths {lo}..{hi}" + (f" with --window {window}" if window else ""))
+    rng = np.random.default_rng(args.seed)
+    n_members = args.n // 2
+    codes, lengths = language.sample_codes(rng, rng.choice(even, n_members))
+    members = Dataset(language, codes, lengths, np.ones(n_members, np.int8),
+                      np.full(n_members, MEMBER, dtype=object))
+    codes, lengths, names = sample_negatives(language, rng, rng.choice(usable, args.n - n_members),
+                                             kinds, window)
+    negatives = Dataset(language, codes, lengths, np.zeros(len(lengths), np.int8),
+                        names.astype(object))
+    data = Dataset.concat([members, negatives])
+    from dyckbook.results import write_dataset  # torch comes with it: only once input is valid
+
+    write_dataset(out, data.subset(rng.permutation(len(data))))
+    print(f"wrote {len(data)} strings ({n_members} members) to {out}")
     return 0
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    language = _language(args)
-    verdicts = language.is_member_batch(args.strings)
-    for string, ok in zip(args.strings, verdicts):
-        print(f"{'member' if ok else 'not a member'}\t{string!r}")
+    from dyckbook.languages import Dyck
+
+    verdicts = Dyck(args.k, args.max_depth).is_member(args.strings)
+    for string, member in zip(args.strings, verdicts):
+        print(f"{'member' if member else 'not a member'}\t{string!r}")
     return 0 if bool(verdicts.all()) else 1
-
-
-def _cmd_run(args: argparse.Namespace) -> int:
-    from dyckbook import runner
-
-    return runner.run(profile=args.profile, only=args.only, jobs=args.jobs, force=args.force,
-                      manifest=args.manifest)
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
     from dyckbook import runner
 
-    return runner.list_runs(profile=args.profile, manifest=args.manifest)
+    rows = runner.statuses(args.profile, args.manifest)
+    width = max([len(r.name) for r, _, _ in rows] + [3])
+    print(f"{'run':<{width}}  {'status':<7}  {'seconds':>8}  {'finished':<19}  notebook")
+    counts: dict[str, int] = {}
+    for run, status, record in rows:
+        counts[status] = counts.get(status, 0) + 1
+        seconds = record.get("duration_s")
+        print(f"{run.name:<{width}}  {status:<7}  "
+              f"{seconds if seconds is not None else '-':>8}  "
+              f"{str(record.get('finished') or '-')[:19]:<19}  {run.notebook.key}")
+        shown = " ".join(f"{k}={v!r}" for k, v in run.params.items()
+                         if k not in ("run_name", "results_dir", "num_threads"))
+        print(textwrap.fill(shown, 100, initial_indent="    ", subsequent_indent="    ",
+                            break_on_hyphens=False))
+    print(f"profile {args.profile}: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())))
+    return 0
 
 
-_COMMANDS = {"generate": _cmd_generate, "check": _cmd_check, "run": _cmd_run, "list": _cmd_list}
+def _cmd_run(args: argparse.Namespace) -> int:
+    from dyckbook import runner
+
+    return runner.run(args.profile, args.only, force=args.force, jobs=args.jobs,
+                      scheduler=args.scheduler, manifest=args.manifest)
+
+
+class _Handler(logging.Handler):
+    """Log lines on stderr, written above a progress bar rather than through it."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from tqdm import tqdm
+
+        tqdm.write(self.format(record), file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    """Run a command; bad input is one line on stderr and exit status 2."""
+    args = build_parser().parse_args(argv)
+    if args.quiet:
+        os.environ["DYCKBOOK_QUIET"] = "1"  # no progress bars either
+    logger = logging.getLogger("dyckbook")
+    if not any(isinstance(h, _Handler) for h in logger.handlers):
+        logger.addHandler(_Handler())
+    logger.setLevel(logging.DEBUG if args.verbose else logging.WARNING if args.quiet else
+                    logging.INFO)
+    command = {"generate": _cmd_generate, "check": _cmd_check, "list": _cmd_list,
+               "run": _cmd_run}[args.command]
     try:
-        return _COMMANDS[args.command](args)
-    except BrokenPipeError:  # e.g. `python -m dyckbook list | head`: the reader left, not an error
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
-        return 0
-    except (ValueError, KeyError, FileNotFoundError) as error:
-        # Bad values found past argparse (e.g. an odd --max-length, an unknown negative kind):
-        # one line, exit status 2, no traceback.
-        message = error.args[0] if isinstance(error, KeyError) and error.args else error
-        print(f"dyckbook {args.command}: error: {message}", file=sys.stderr)
+        return command(args)
+    except (ValueError, FileNotFoundError) as error:
+        print(f"dyckbook {args.command}: error: {' '.join(str(error).split())}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `dyckbook list | head`: the reader left; not an error
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silences the flush at exit
+        return 0
+    except OSError as error:  # a disk that fills up, a folder removed meanwhile: not a bug
+        print(f"dyckbook {args.command}: error: {' '.join(str(error).split())}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"dyckbook {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -1,344 +1,170 @@
-"""Evaluation of a classifier over a loader (per length, per negative kind, confusion) and the metrics JSON schema."""
+"""Scores of a classifier on a dataset: accuracy with a Wilson interval, per length, kind and depth."""
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import re
-from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-__all__ = [
-    "METRICS_SCHEMA",
-    "SPLIT_METRICS_SCHEMA",
-    "MetricsValidationError",
-    "evaluate",
-    "validate_metrics",
-    "write_metrics_json",
-]
+from dyckbook import tokenizer
+from dyckbook.dataset import MEMBER, Dataset
+
+__all__ = ["Score", "binned", "margins", "pool", "predict", "score", "wilson"]
+
+Z95 = 1.959963984540054
 
 
-def _move(batch: dict[str, Any], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    tokens = batch["tokens"].to(device, non_blocking=True)
-    labels = batch["labels"].to(device, non_blocking=True)
-    return tokens, labels
+def wilson(correct: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval of a proportion ``correct / n`` (95% by default), within [0, 1].
+
+    Returns ``(nan, nan)`` for ``n = 0``.
+    """
+    if n == 0:
+        return math.nan, math.nan
+    if not 0 <= correct <= n:
+        raise ValueError(f"correct must lie in [0, n={n}], got {correct}")
+    p = correct / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def evaluate(
-    model: nn.Module,
-    loader: Iterable[dict[str, Any]],
-    device: torch.device | str | None = None,
-    return_predictions: bool = False,
-) -> dict[str, Any]:
-    """Evaluate ``model`` in eval mode on every batch of ``loader`` (no gradients).
+def _table(keys: np.ndarray, ok: np.ndarray) -> dict[Any, list[int]]:
+    """``{key: [n, correct]}`` over the distinct keys, sorted."""
+    out = {}
+    for key in sorted(set(keys.tolist())):
+        rows = keys == key
+        out[key] = [int(rows.sum()), int(ok[rows].sum())]
+    return out
 
-    Args:
-        model: maps tokens (batch, pos) to logits (batch, n_classes).
-        loader: iterable of batch dicts with ``tokens`` (batch, pos), ``labels`` (batch,),
-            ``lengths`` (batch,) and ``kinds`` (list[str]).
-        device: where to run; None uses the device of the model's first parameter.
-        return_predictions: also return ``predictions`` (list[int], loader order) and
-            ``p_member`` (list[float], softmax probability of class 1).
+
+@dataclass
+class Score:
+    """A classifier's results on one dataset.
+
+    Attributes:
+        n: strings scored.
+        correct: strings classified correctly.
+        per_length / per_kind / per_depth: ``{key: [n, correct]}`` (depth: the string's maximum
+            prefix height).
+    """
+
+    n: int
+    correct: int
+    per_length: dict[int, list[int]]
+    per_kind: dict[str, list[int]]
+    per_depth: dict[int, list[int]]
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct / self.n if self.n else math.nan
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return wilson(self.correct, self.n)
+
+    @property
+    def balanced_accuracy(self) -> float:
+        """Mean of the accuracy on members and on non-members."""
+        kinds = self.per_kind
+        members = kinds.get(MEMBER, [0, 0])
+        others = [sum(v[i] for k, v in kinds.items() if k != MEMBER) for i in (0, 1)]
+        if not members[0] or not others[0]:
+            return math.nan
+        return 0.5 * (members[1] / members[0] + others[1] / others[0])
+
+    def accuracy_of(self, table: str, key: Any) -> float:
+        """Accuracy within one cell, e.g. ``accuracy_of("per_kind", "swap")`` (NaN if empty)."""
+        n, ok = getattr(self, table).get(key, [0, 0])
+        return ok / n if n else math.nan
+
+    def accuracy_between(self, low: int, high: int, table: str = "per_length") -> float:
+        """Accuracy over the keys (lengths, or depths) in ``[low, high]`` (NaN if none)."""
+        cells = [v for k, v in getattr(self, table).items() if low <= k <= high]
+        n = sum(c[0] for c in cells)
+        return sum(c[1] for c in cells) / n if n else math.nan
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        for table in ("per_length", "per_depth"):
+            data[table] = {str(k): v for k, v in data[table].items()}
+        data.update(accuracy=self.accuracy, interval=list(self.interval),
+                    balanced_accuracy=self.balanced_accuracy)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Score:
+        return cls(n=int(data["n"]), correct=int(data["correct"]),
+                   per_length={int(k): list(v) for k, v in data["per_length"].items()},
+                   per_kind={str(k): list(v) for k, v in data["per_kind"].items()},
+                   per_depth={int(k): list(v) for k, v in data["per_depth"].items()})
+
+
+def score(predicted: np.ndarray, dataset: Dataset) -> Score:
+    """Score predicted labels (batch,) against a dataset's labels."""
+    predicted = np.asarray(predicted)
+    if predicted.shape != (len(dataset),):
+        raise ValueError(f"predicted must have shape ({len(dataset)},), got {predicted.shape}")
+    ok = predicted.astype(np.int64) == dataset.labels
+    return Score(n=len(dataset), correct=int(ok.sum()), per_length=_table(dataset.lengths, ok),
+                 per_kind=_table(dataset.kinds.astype(str), ok),
+                 per_depth=_table(dataset.depths(), ok))
+
+
+def margins(model: nn.Module, dataset: Dataset, batch_size: int = 1024) -> np.ndarray:
+    """``logit[member] - logit[non-member]`` of every string (eval mode, a single model).
 
     Returns:
-        ``{"n", "accuracy", "loss" (mean cross-entropy), "per_length": {length: {"n", "accuracy"}},
-        "per_kind": {kind: {"n", "accuracy"}}, "confusion": [[tn, fp], [fn, tp]],
-        "distinct": {"n", "accuracy"}}``. ``distinct`` counts each (string, label) once: a
-        test split drawn with uniform lengths repeats short strings many times (a Dyck-1 split of
-        lengths <= 16 can be a third one string), so ``accuracy`` weighs those few strings
-        heavily and ``distinct["accuracy"]`` says how the model does across different strings.
-        The confusion matrix has true labels as rows and predictions as columns, class 0
-        (non-member) first: ``confusion[1][0]`` counts members rejected (false negatives).
-        Predictions are ``logits.argmax(dim=-1)``, identical on every device. An empty loader
-        gives n = 0 and NaN accuracy and loss.
+        float64 (batch,). Its spread across inputs is 0 when the output ignores the input.
     """
-    if device is None:
-        device = next(model.parameters()).device
-    device = torch.device(device)
-    was_training = model.training
+    was = model.training
     model.eval()
-    n = 0
-    correct = 0
-    loss_sum = 0.0
-    by_length: dict[int, list[int]] = defaultdict(lambda: [0, 0])  # length -> [n, correct]
-    by_kind: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    confusion = [[0, 0], [0, 0]]
-    distinct: dict[tuple[bytes, int], int] = {}  # (string's tokens, label) -> correct
-    predictions: list[int] = []
-    p_member: list[float] = []
+    out = []
     try:
         with torch.inference_mode():
-            for batch in loader:
-                tokens, labels = _move(batch, device)
-                logits = model(tokens)
-                loss_sum += float(F.cross_entropy(logits, labels, reduction="sum"))
-                pred = logits.argmax(dim=-1)
-                hit = (pred == labels).cpu().tolist()
-                labels_list = labels.cpu().tolist()
-                pred_list = pred.cpu().tolist()
-                lengths = batch["lengths"].tolist()
-                kinds = batch["kinds"]
-                rows = batch["tokens"].cpu().numpy()
-                for i, ok in enumerate(hit):
-                    # [start] + string + [end]: identical strings give one key (and, the model
-                    # being deterministic in eval mode, one verdict)
-                    distinct[(rows[i, : int(lengths[i]) + 2].tobytes(), labels_list[i])] = ok
-                    cell = by_length[int(lengths[i])]
-                    cell[0] += 1
-                    cell[1] += ok
-                    cell = by_kind[kinds[i]]
-                    cell[0] += 1
-                    cell[1] += ok
-                    if labels_list[i] in (0, 1) and pred_list[i] in (0, 1):
-                        confusion[labels_list[i]][pred_list[i]] += 1
-                n += len(hit)
-                correct += sum(hit)
-                if return_predictions:
-                    predictions.extend(pred_list)
-                    p_member.extend(logits.softmax(dim=-1)[:, 1].cpu().tolist())
+            for start in range(0, len(dataset), batch_size):
+                part = dataset.subset(np.arange(start, min(start + batch_size, len(dataset))))
+                logits = model(tokenizer.encode(part.codes, part.lengths)).double()
+                out.append((logits[..., 1] - logits[..., 0]).reshape(-1).numpy())
     finally:
-        model.train(was_training)
-    result: dict[str, Any] = {
-        "n": n,
-        "accuracy": correct / n if n else math.nan,
-        "loss": loss_sum / n if n else math.nan,
-        "per_length": {
-            length: {"n": c[0], "accuracy": c[1] / c[0]} for length, c in sorted(by_length.items())
-        },
-        "per_kind": {kind: {"n": c[0], "accuracy": c[1] / c[0]} for kind, c in sorted(by_kind.items())},
-        "confusion": confusion,
-        "distinct": {
-            "n": len(distinct),
-            "accuracy": sum(distinct.values()) / len(distinct) if distinct else math.nan,
-        },
-    }
-    if return_predictions:
-        result["predictions"] = predictions
-        result["p_member"] = p_member
-    return result
+        model.train(was)
+    return np.concatenate(out) if out else np.zeros(0)
 
 
-# --------------------------------------------------------------------- metrics JSON schema
-_NUMBER = {"type": "number"}
-_COUNT = {"type": "integer", "minimum": 0}
-_FRACTION_OR_NULL = {"type": ["number", "null"], "minimum": 0, "maximum": 1}
-_CELL = {
-    "type": "object",
-    "required": ["n", "accuracy"],
-    "properties": {"n": _COUNT, "accuracy": _FRACTION_OR_NULL},
-}
-
-#: Schema of one split's metrics: what :func:`evaluate` returns, after a JSON round trip
-#: (``per_length`` keys become strings of digits; NaN is written as null).
-SPLIT_METRICS_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["n", "accuracy", "loss", "per_length", "per_kind", "confusion"],
-    "properties": {
-        "n": _COUNT,
-        "accuracy": _FRACTION_OR_NULL,
-        "loss": {"type": ["number", "null"], "minimum": 0},
-        "per_length": {
-            "type": "object",
-            "patternProperties": {"^[0-9]+$": _CELL},
-            "additionalProperties": False,
-        },
-        "per_kind": {"type": "object", "additionalProperties": _CELL},
-        "confusion": {
-            "type": "array",
-            "minItems": 2,
-            "maxItems": 2,
-            "items": {"type": "array", "minItems": 2, "maxItems": 2, "items": _COUNT},
-        },
-        "distinct": _CELL,
-        "predictions": {"type": "array", "items": {"type": "integer"}},
-        "p_member": {"type": "array", "items": _NUMBER},
-    },
-}
-
-#: Schema of the ``metrics.json`` a run writes. Fields:
-#:
-#: - ``schema_version`` (1), ``experiment`` (run id, e.g. ``"01_dyck1/thesis"``), ``seed``;
-#: - ``config``: ``{"model": ModelConfig.to_dict(), "train": TrainConfig.to_dict()}`` (+ extras);
-#: - ``data``: the dataset spec(s) (``DatasetSpec`` as a dict, or ``{split: spec}``);
-#: - ``history``: one record per epoch (``epoch``, ``step``, ``train_loss``, ``val_accuracy`` ...);
-#: - ``final``: ``{split: SPLIT_METRICS_SCHEMA}`` for the splits evaluated at the end
-#:   (``train``, ``val``, ``test``, ``ood`` ...), each with per-length and per-kind accuracy and the
-#:   confusion matrix ``[[tn, fp], [fn, tp]]`` (rows = truth, columns = prediction);
-#: - ``timing``: ``{"train_seconds": float, ...}`` (further numeric entries allowed);
-#: - ``environment`` (optional): versions, device.
-METRICS_SCHEMA: dict[str, Any] = {
-    "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "title": "dyckbook run metrics",
-    "type": "object",
-    "required": ["schema_version", "experiment", "seed", "config", "data", "history", "final", "timing"],
-    "properties": {
-        "schema_version": {"type": "integer", "enum": [1]},
-        "experiment": {"type": "string", "minLength": 1},
-        "seed": {"type": "integer"},
-        "config": {
-            "type": "object",
-            "required": ["model"],
-            "properties": {"model": {"type": "object"}, "train": {"type": "object"}},
-        },
-        "data": {"type": "object"},
-        "history": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["epoch", "step"],
-                "properties": {"epoch": _COUNT, "step": _COUNT},
-                "additionalProperties": {"type": ["number", "null"]},
-            },
-        },
-        "final": {"type": "object", "minProperties": 1, "additionalProperties": SPLIT_METRICS_SCHEMA},
-        "timing": {
-            "type": "object",
-            "required": ["train_seconds"],
-            "properties": {"train_seconds": {"type": "number", "minimum": 0}},
-            "additionalProperties": {"type": ["number", "null"]},
-        },
-        "environment": {"type": "object"},
-    },
-}
+def predict(model: nn.Module, dataset: Dataset) -> np.ndarray:
+    """Predicted labels (batch,) int8, 1 = member."""
+    return (margins(model, dataset) > 0).astype(np.int8)
 
 
-class MetricsValidationError(ValueError):
-    """A metrics object does not follow :data:`METRICS_SCHEMA`; ``errors`` lists every problem."""
-
-    def __init__(self, errors: list[str]) -> None:
-        super().__init__("metrics do not match METRICS_SCHEMA: " + "; ".join(errors[:10]))
-        self.errors = errors
-
-
-_TYPES: dict[str, Any] = {
-    "object": lambda v: isinstance(v, dict),
-    "array": lambda v: isinstance(v, list),
-    "string": lambda v: isinstance(v, str),
-    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
-    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-    "boolean": lambda v: isinstance(v, bool),
-    "null": lambda v: v is None,
-}
+def binned(table: Mapping[int, Sequence[int]], width: int) -> dict[int, list[int]]:
+    """``{key: [n, correct]}`` pooled into bins ``[w j, w (j + 1))`` keyed by their start."""
+    if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+        raise ValueError(f"width must be an int >= 1, got {width!r}")
+    out: dict[int, list[int]] = {}
+    for key, (n, ok) in table.items():
+        cell = out.setdefault(int(key) // width * width, [0, 0])
+        cell[0] += n
+        cell[1] += ok
+    return dict(sorted(out.items()))
 
 
-def _check(value: Any, schema: dict[str, Any], where: str, errors: list[str]) -> None:
-    """A small validator for the JSON Schema keywords used in this module."""
-    if "type" in schema:
-        types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
-        if not any(_TYPES[t](value) for t in types):
-            errors.append(f"{where}: expected {'/'.join(types)}, got {type(value).__name__}")
-            return
-    if "enum" in schema and value not in schema["enum"]:
-        errors.append(f"{where}: {value!r} not in {schema['enum']}")
-    if _TYPES["number"](value):
-        if "minimum" in schema and value < schema["minimum"]:
-            errors.append(f"{where}: {value!r} < minimum {schema['minimum']}")
-        if "maximum" in schema and value > schema["maximum"]:
-            errors.append(f"{where}: {value!r} > maximum {schema['maximum']}")
-    if isinstance(value, str) and len(value) < schema.get("minLength", 0):
-        errors.append(f"{where}: shorter than {schema['minLength']}")
-    if isinstance(value, list):
-        if len(value) < schema.get("minItems", 0):
-            errors.append(f"{where}: fewer than {schema['minItems']} items")
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            errors.append(f"{where}: more than {schema['maxItems']} items")
-        if "items" in schema:
-            for i, item in enumerate(value):
-                _check(item, schema["items"], f"{where}[{i}]", errors)
-    if isinstance(value, dict):
-        for key in schema.get("required", []):
-            if key not in value:
-                errors.append(f"{where}: missing required key {key!r}")
-        if len(value) < schema.get("minProperties", 0):
-            errors.append(f"{where}: fewer than {schema['minProperties']} properties")
-        props = schema.get("properties", {})
-        patterns = schema.get("patternProperties", {})
-        extra = schema.get("additionalProperties", True)
-        for key, item in value.items():
-            matched = False
-            if key in props:
-                matched = True
-                _check(item, props[key], f"{where}.{key}", errors)
-            for pattern, sub in patterns.items():
-                if re.search(pattern, key):
-                    matched = True
-                    _check(item, sub, f"{where}.{key}", errors)
-            if not matched:
-                if extra is False:
-                    errors.append(f"{where}: unexpected key {key!r}")
-                elif isinstance(extra, dict):
-                    _check(item, extra, f"{where}.{key}", errors)
+def pool(scores: Sequence[Score]) -> Score:
+    """One Score summing the counts of several (e.g. the seeds of a configuration)."""
+    def add(tables: list[dict[Any, list[int]]]) -> dict[Any, list[int]]:
+        out: dict[Any, list[int]] = {}
+        for table in tables:
+            for key, (n, ok) in table.items():
+                cell = out.setdefault(key, [0, 0])
+                cell[0] += n
+                cell[1] += ok
+        return dict(sorted(out.items()))
 
-
-def _to_json(obj: Any) -> Any:
-    """JSON round trip with NaN/inf written as null (strict JSON has no NaN)."""
-
-    def clean(value: Any) -> Any:
-        if isinstance(value, float) and not math.isfinite(value):
-            return None
-        if isinstance(value, dict):
-            return {str(k): clean(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [clean(v) for v in value]
-        if hasattr(value, "tolist"):  # numpy / torch scalars and arrays
-            return clean(value.tolist())
-        return value
-
-    return json.loads(json.dumps(clean(obj), allow_nan=False))
-
-
-def validate_metrics(obj: Any, backend: str = "builtin") -> None:
-    """Check ``obj`` (as it would be written to JSON) against :data:`METRICS_SCHEMA`.
-
-    Args:
-        obj: the metrics dict (int keys, numpy numbers and NaN are normalised as when written).
-        backend: ``"builtin"`` (the small validator here, no dependency), ``"jsonschema"`` (needs
-            the package), or ``"auto"`` (jsonschema when importable).
-
-    Raises:
-        MetricsValidationError: listing every violation.
-        ValueError: unknown backend, or the object is not JSON-serialisable.
-    """
-    if backend not in ("builtin", "jsonschema", "auto"):
-        raise ValueError(f"backend must be 'builtin', 'jsonschema' or 'auto', got {backend!r}")
-    try:
-        data = _to_json(obj)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"metrics are not JSON-serialisable: {error}") from error
-    if backend in ("jsonschema", "auto"):
-        try:
-            import jsonschema  # type: ignore[import-not-found]
-        except ImportError:
-            if backend == "jsonschema":
-                raise
-        else:
-            validator = jsonschema.Draft202012Validator(METRICS_SCHEMA)
-            errors = [f"{'.'.join(map(str, e.path))}: {e.message}" for e in validator.iter_errors(data)]
-            if errors:
-                raise MetricsValidationError(errors)
-            return
-    errors: list[str] = []
-    _check(data, METRICS_SCHEMA, "$", errors)
-    if errors:
-        raise MetricsValidationError(errors)
-
-
-def write_metrics_json(path: str | os.PathLike[str], metrics: dict[str, Any]) -> None:
-    """Validate ``metrics`` and write it as indented JSON, atomically (temporary file + rename).
-
-    NaN becomes null and dict keys become strings, as in any JSON; nothing is written when the
-    metrics fail validation.
-    """
-    validate_metrics(metrics)
-    path = os.fspath(path)
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(_to_json(metrics), handle, indent=2, sort_keys=False)
-        handle.write("\n")
-    os.replace(tmp, path)
+    return Score(n=sum(s.n for s in scores), correct=sum(s.correct for s in scores),
+                 per_length=add([s.per_length for s in scores]),
+                 per_kind=add([s.per_kind for s in scores]),
+                 per_depth=add([s.per_depth for s in scores]))

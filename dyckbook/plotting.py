@@ -1,11 +1,10 @@
-"""Book figures: every function returns a matplotlib Figure and never calls ``show()``.
+"""Every figure of the book: arrays and records in, a ``matplotlib.figure.Figure`` out.
 
-Figures are built with ``matplotlib.figure.Figure`` directly, not through pyplot: they are never
-registered with pyplot's figure manager, so nothing leaks across calls (no "too many open
-figures"), notebooks do not display them twice (once by the inline backend, once as the cell's
-value), and the caller owns the figure outright. Show one with ``display(fig)`` or by making it
-the cell's value, save it with ``fig.savefig(path)``. Styling is applied through
-``style_context()`` (an ``rc_context``), so no global matplotlib or seaborn state changes.
+Figures are built from ``Figure`` directly, never through pyplot: nothing is registered with
+pyplot's figure manager, so nothing leaks between calls and notebooks do not draw a figure
+twice. Show one by making it a cell's value, save it with ``fig.savefig(path)``. The style is
+applied inside each function (``style_context``), so global matplotlib state never changes.
+The takeaway of a figure belongs to the caller's caption.
 """
 
 from __future__ import annotations
@@ -17,1092 +16,680 @@ from typing import Any
 
 import matplotlib
 import numpy as np
+import seaborn as sns
 from matplotlib import colors as mcolors
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.patches import Arc
-from matplotlib.ticker import MaxNLocator
+from matplotlib.patches import Arc, Rectangle
+from matplotlib.ticker import FormatStrFormatter, MaxNLocator, ScalarFormatter
 
-from dyckbook import explain as E
+from dyckbook import explain
+from dyckbook.blocks import POS_ENCODINGS
+from dyckbook.dataset import MEMBER, Dataset
+from dyckbook.evaluate import Score, wilson
+from dyckbook.languages import Dyck
+from dyckbook.model import MASKS, READOUTS
+from dyckbook.probes import PROBE_TARGETS, ProbeResult, prefix_targets
+from dyckbook.verdicts import bootstrap
 
-#: rcParams for every dyckbook figure (readable at book width, light grid, no top/right spines).
+__all__ = ["PALETTE", "STYLE", "plot_ablation", "plot_accuracy_by_length", "plot_attention_grid",
+           "plot_attention_summary", "plot_depth_profile", "plot_grid", "plot_kinds",
+           "plot_matching", "plot_preview_roc", "plot_probes", "plot_seeds",
+           "plot_training_curves", "plot_word_counts", "style_context"]
+
+#: Okabe-Ito: told apart with any colour-vision deficiency.
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
 STYLE: dict[str, Any] = {
-    "font.size": 9.5,
-    "axes.titlesize": 10.5,
-    "axes.labelsize": 9.5,
-    "xtick.labelsize": 8.5,
-    "ytick.labelsize": 8.5,
-    "legend.fontsize": 8.5,
-    "figure.titlesize": 12,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "axes.grid": False,
-    "grid.color": "0.88",
-    "grid.linewidth": 0.6,
-    "figure.dpi": 100,
-    "image.interpolation": "nearest",
-    "axes.prop_cycle": matplotlib.cycler(
-        color=[
-            "#0072B2",
-            "#E69F00",
-            "#009E73",
-            "#D55E00",
-            "#CC79A7",
-            "#56B4E9",
-            "#F0E442",
-            "#000000",
-        ]  # Okabe-Ito: distinguishable with colour-vision deficiency
-    ),
+    "font.size": 9.5, "axes.titlesize": 10, "axes.labelsize": 9.5, "xtick.labelsize": 8.5,
+    "ytick.labelsize": 8.5, "legend.fontsize": 8, "figure.titlesize": 11,
+    "axes.spines.top": False, "axes.spines.right": False, "grid.color": "0.9",
+    "grid.linewidth": 0.6, "image.interpolation": "nearest", "legend.frameon": False,
+    "axes.prop_cycle": matplotlib.cycler(color=PALETTE),
 }
-PROB_CMAP = "viridis"
-MINMAX_CMAP = "coolwarm"
-MASKED_COLOR = "0.82"
-#: Inputs up to this many tokens get their cell values printed on the attention grid.
-ANNOTATE_MAX_TOKENS = 20
-SPECIAL_LABELS = {E.START: "[start]", E.PAD: "[pad]", E.END: "[end]"}
+HIDDEN = "0.85"  # background of cells a model cannot attend to (hatched)
+ANNOTATE_MAX = 20  # attention grids of at most this many tokens print their values
 
 
 @contextlib.contextmanager
 def style_context() -> Iterator[None]:
-    """Temporarily apply ``STYLE`` (nothing leaks out of the ``with`` block)."""
+    """Apply ``STYLE`` within a ``with`` block (nothing leaks out)."""
     with matplotlib.rc_context(STYLE):
         yield
 
 
-def apply_style() -> None:
-    """Apply ``STYLE`` globally (opt-in, for notebooks that draw their own figures too)."""
-    matplotlib.rcParams.update(STYLE)
+def _figure(nrows: int, ncols: int, size: tuple[float, float], **kw: Any):
+    """A pyplot-free figure with a constrained layout and a 2-D array of axes."""
+    fig = Figure(figsize=size, layout="constrained")
+    return fig, fig.subplots(nrows, ncols, squeeze=False, **kw)
 
 
-def _new_figure(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float], **kw: Any):
-    """A pyplot-free figure with a constrained layout and a grid of axes (always 2-D)."""
-    fig = Figure(figsize=figsize, layout="constrained")
-    axes = fig.subplots(nrows, ncols, squeeze=False, **kw)
-    return fig, axes
+def _as_list(x: Any) -> list:
+    return list(x) if isinstance(x, Sequence) and not isinstance(x, str) else [x]
 
 
-def token_labels(tokens: Any, alphabet: str, length: int | None = None) -> list[str]:
-    """Display labels for one row of token ids (``[start]``, brackets, ``[end]``, ``[pad]``).
-
-    Args:
-        tokens: int array (pos,) in the tokenizer layout.
-        alphabet: the language's alphabet string (bracket id ``3 + i`` is ``alphabet[i]``).
-        length: string length; when given, the labels stop at ``[end]`` (pads cropped).
-    """
-    tok = E._as_numpy(tokens).astype(np.int64).reshape(-1)
-    if length is not None:
-        tok = tok[: int(length) + 2]
-    out = []
-    for t in tok.tolist():
-        if t in SPECIAL_LABELS:
-            out.append(SPECIAL_LABELS[t])
-        elif 0 <= t - E.N_SPECIAL < len(alphabet):
-            out.append(alphabet[t - E.N_SPECIAL])
-        else:
-            raise ValueError(f"token id {t} is not in the vocabulary of alphabet {alphabet!r}")
-    return out
+# -------------------------------------------------------------------------------------------
+# attention
+# -------------------------------------------------------------------------------------------
 
 
-def _tick_positions(n: int, max_ticks: int = 48) -> np.ndarray:
-    step = max(1, math.ceil(n / max_ticks))
-    return np.arange(0, n, step)
+def plot_attention_grid(patterns: np.ndarray, string: str, mask: str = "bidirectional", *,
+                        scale: str = "prob", marks: np.ndarray | None = None,
+                        title: str | None = None) -> Figure:
+    """Attention of one string: layers as rows, heads as columns, one colour bar.
 
-
-# --------------------------------------------------------------------------------------------
-# Attention
-# --------------------------------------------------------------------------------------------
-
-
-def plot_attention_grid(
-    patterns: Any,
-    token_labels: Sequence[str],
-    *,
-    scale: str = "prob",
-    annotate: bool | None = None,
-    mask: Any | str | None = None,
-    title: str | None = None,
-    layer_names: Sequence[str] | None = None,
-) -> Figure:
-    """Attention heatmaps with layers as rows and heads as columns, one shared colour bar.
+    Rows of a panel are queries, columns keys, both labelled with the tokens; pads are
+    cropped, keys the mask hides are hatched grey. Values are raw probabilities (0..1) by
+    default; ``scale="minmax"`` shows the thesis' per-matrix [-1, 1] scaling instead.
 
     Args:
-        patterns: array (layer, head, query, key) for ONE example (e.g. ``patterns[:, b]`` from
-            ``explain.attention_patterns``). Pads are cropped to ``len(token_labels)``.
-        token_labels: labels of the real tokens, ``[start]`` .. ``[end]`` (see ``token_labels``).
-        scale: ``"prob"`` (raw probabilities, 0..1, sequential colour map: the default) or
-            ``"minmax"`` (the thesis' per-matrix min-max scaling to [-1, 1] with coolwarm; a
-            display option: it exaggerates small differences and hides absolute values).
-        annotate: print values in the cells; default only for inputs of at most
-            ``ANNOTATE_MAX_TOKENS`` tokens.
-        mask: cells a model may not attend to, drawn hatched grey: ``"causal"`` (future keys),
-            a bool array (query, key) or (layer, head, query, key) with True = masked, or None.
-            A ``numpy.ma.MaskedArray`` pattern keeps its own mask too.
-        title: figure title; a default says what is shown.
-        layer_names: row labels (default ``layer 0``, ``layer 1``, ...).
+        patterns: (layer, head, query, key) of one string, e.g. ``attention_patterns(model,
+            dataset)[:, i]``.
+        string: the string (its length crops the pads).
+        mask: the model's mask (``bidirectional`` or ``causal``).
+        scale: ``prob`` or ``minmax``.
+        marks: (query,) a key to outline in every row (-1: none; hidden keys are not
+            outlined), e.g. every bracket's partner (``partner_positions(dataset)[i]``).
+        title: the figure title.
 
     Returns:
-        The Figure (axes: one per (layer, head) plus the colour bar).
+        A Figure with layer x head panels and a colour bar.
     """
     if scale not in ("prob", "minmax"):
         raise ValueError(f"scale must be 'prob' or 'minmax', got {scale!r}")
-    p = np.ma.asarray(patterns)
-    if p.ndim == 2:
-        p = p[None, None]
-    if p.ndim != 4:
-        raise ValueError(f"patterns must be (layer, head, query, key), got shape {p.shape}")
-    n = len(token_labels)
-    if n < 1 or n > p.shape[-1] or n > p.shape[-2]:
-        raise ValueError(f"token_labels has {n} labels, patterns hold {p.shape[-1]} positions")
-    p = p[..., :n, :n]  # crop pads
-    n_layers, n_heads = p.shape[:2]
-    m = np.ma.getmaskarray(p).copy()
-    if isinstance(mask, str):
-        if mask != "causal":
-            raise ValueError(f"mask must be 'causal', an array or None, got {mask!r}")
-        m |= np.triu(np.ones((n, n), dtype=bool), k=1)
-    elif mask is not None:
-        mk = np.asarray(E._as_numpy(mask), dtype=bool)
-        mk = mk[..., :n, :n]
-        m |= np.broadcast_to(mk, m.shape)
-    data = np.ma.MaskedArray(np.ma.getdata(p).astype(np.float64), mask=m)
+    p = np.asarray(patterns, dtype=np.float64)
+    n = len(string) + 2
+    if p.ndim != 4 or min(p.shape[2:]) < n:
+        raise ValueError(f"patterns must be (layer, head, query, key) with at least {n} "
+                         f"positions, got shape {p.shape}")
+    hidden = ~explain.visible_keys(np.array([len(string)]), n, mask)[0]
+    data = np.ma.MaskedArray(p[..., :n, :n], mask=np.broadcast_to(hidden, p[..., :n, :n].shape))
+    vmin, cmap, label = 0.0, "viridis", "attention probability"
     if scale == "minmax":
-        data = E.minmax_scale(data)
-        vmin, vmax, cmap_name = -1.0, 1.0, MINMAX_CMAP
-        cbar_label = "attention, min-max scaled per matrix (display only)"
-    else:
-        vmin, vmax, cmap_name = 0.0, 1.0, PROB_CMAP
-        cbar_label = "attention probability"
-    if annotate is None:
-        annotate = n <= ANNOTATE_MAX_TOKENS
-    # masked cells transparent: the hatched axes background shows through
-    cmap = matplotlib.colormaps[cmap_name].with_extremes(bad=(0, 0, 0, 0))
-    panel = float(np.clip(0.30 * n + 0.9, 2.6, 5.5))
+        data, vmin, cmap = explain.minmax_scale(data), -1.0, "coolwarm"
+        label = "attention, min-max scaled to [-1, 1] per panel"
+    cmap = matplotlib.colormaps[cmap].with_extremes(bad=(0, 0, 0, 0))  # hidden: see-through
+    labels = ["[start]", *string, "[end]"]
+    step = max(1, math.ceil(n / 40))  # at most ~40 tick labels a side
+    n_layers, n_heads = p.shape[:2]
+    panel = float(np.clip(0.28 * n + 1.0, 2.6, 5.2))
     with style_context():
-        fig, axes = _new_figure(
-            n_layers,
-            n_heads,
-            figsize=(panel * n_heads + 1.2, panel * n_layers + 0.5),
-        )
-        ticks = _tick_positions(n)
-        cell_pt = panel * 72 / n  # cell size in points
-        tick_fs = float(np.clip(cell_pt * 0.75, 5, 9))
-        ann_fs = float(np.clip(cell_pt * 0.34, 4, 8))
-        im = None
-        for l in range(n_layers):
-            for h in range(n_heads):
-                ax = axes[l, h]
-                ax.patch.set_facecolor(MASKED_COLOR)
-                ax.patch.set_hatch("////")
-                ax.patch.set_edgecolor("0.6")
-                im = ax.imshow(data[l, h], cmap=cmap, vmin=vmin, vmax=vmax, aspect="equal")
-                ax.set_xticks(ticks)
-                ax.set_yticks(ticks)
-                # single brackets stay upright; only [start]/[end] need turning
-                for lab in ax.set_xticklabels([token_labels[i] for i in ticks]):
-                    lab.set_rotation(90 if len(lab.get_text()) > 2 else 0)
-                ax.set_yticklabels([token_labels[i] for i in ticks])
-                ax.tick_params(length=0, labelsize=tick_fs)
-                for side in ("top", "right", "bottom", "left"):
-                    ax.spines[side].set_visible(False)
-                name = layer_names[l] if layer_names is not None else f"layer {l}"
-                ax.set_title(f"{name}, head {h}")
-                if h == 0:
-                    ax.set_ylabel("query")
-                if l == n_layers - 1:
-                    ax.set_xlabel("key")
-                if annotate:
-                    _annotate_cells(ax, data[l, h], scale, ann_fs)
-        fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, label=cbar_label)
-        if title is None:
-            title = (
-                "Attention probabilities"
-                if scale == "prob"
-                else "Attention, min-max scaled to [-1, 1] per matrix"
-            ) + " (rows: queries)"
-        fig.suptitle(title)
-    return fig
-
-
-def _annotate_cells(ax: Any, vals: np.ma.MaskedArray, scale: str, fontsize: float) -> None:
-    """Print each unmasked cell's value (leading zero dropped to fit small cells)."""
-    n_q, n_k = vals.shape
-    mask = np.ma.getmaskarray(vals)
-    for qi in range(n_q):
-        for ki in range(n_k):
-            if mask[qi, ki]:
-                continue
-            v = float(vals[qi, ki])
-            dark = v < 0.6 if scale == "prob" else abs(v) > 0.55
-            txt = f"{v:.2f}".replace("0.", ".", 1)
-            t = ax.text(
-                ki,
-                qi,
-                txt,
-                ha="center",
-                va="center",
-                fontsize=fontsize,
-                color="white" if dark else "black",
-            )
-            t.set_in_layout(False)  # hundreds of texts: keep them out of the layout pass
-
-
-def _summary_of(summary_or_pattern: Any, **kw: Any) -> E.LongInputSummary:
-    if isinstance(summary_or_pattern, E.LongInputSummary):
-        return summary_or_pattern
-    return E.long_input_summary(summary_or_pattern, **kw)
-
-
-def plot_attention_summary(
-    summary: Any,
-    *,
-    map: str = "max",
-    title: str | None = None,
-    **summary_kw: Any,
-) -> Figure:
-    """A readable view of one long attention matrix (hundreds to thousands of tokens).
-
-    Four panels: (a) the downsampled map (block max or mean, log colour scale) where thin
-    diagonals such as matching-bracket attention survive; (b) where each query's attention goes,
-    by signed log-binned offset ``key - query`` (downsampled queries x offset bins); (c) the mean
-    offset profile over queries; (d) normalised entropy per query (1 = uniform) and, when a
-    matching was given, the mass on the partner.
-
-    Args:
-        summary: a ``LongInputSummary`` or a (query, key) pattern (summarised with
-            ``summary_kw`` passed to ``explain.long_input_summary``).
-        map: ``"max"`` or ``"mean"`` block aggregation for panel (a).
-        title: figure title.
-
-    Returns:
-        The Figure (4 axes plus 2 colour bars).
-    """
-    if map not in ("max", "mean"):
-        raise ValueError(f"map must be 'max' or 'mean', got {map!r}")
-    s = _summary_of(summary, **summary_kw)
-    n = s.n
-    block = s.block_max if map == "max" else s.block_mean
-    positive = block[block > 0]
-    lo = max(float(positive.min()) if positive.size else 1e-6, 1e-6)
-    hi = max(float(block.max()), lo * 10)
-    nb = len(s.offset_edges) - 1
-    # downsample the per-query offset profile to <= 256 rows for display
-    rows = np.unique(np.linspace(0, n, min(n, 256) + 1).round().astype(np.int64))
-    prof = np.add.reduceat(s.offset_mass, rows[:-1], axis=0) / np.diff(rows)[:, None]
-    # what uniform attention over all n keys puts in each offset bin, per query
-    q = np.arange(n)[:, None]
-    e0, e1 = s.offset_edges[:-1][None, :], s.offset_edges[1:][None, :]
-    right = np.clip(np.minimum(n, q + e1) - np.minimum(n, q + e0), 0, None) / n
-    left = np.clip(np.maximum(0, q - e0 + 1) - np.maximum(0, q - e1 + 1), 0, None) / n
-    uni_q = np.concatenate([left[:, ::-1], np.full((n, 1), 1.0 / n), right], axis=1)
-    uni_rows = np.add.reduceat(uni_q, rows[:-1], axis=0) / np.diff(rows)[:, None]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        lift = np.ma.masked_invalid(np.log10(prof / uni_rows))
-    lift = np.ma.masked_where(uni_rows <= 0, lift)
-    labels = (
-        [f"-{e}" for e in s.offset_edges[:-1][::-1]]
-        + ["0"]
-        + [f"+{e}" for e in s.offset_edges[:-1]]
-    )
-    with style_context():
-        fig, axes = _new_figure(2, 2, figsize=(11, 8.6))
-        ax = axes[0, 0]
-        im = ax.imshow(
-            block,
-            cmap="magma",
-            norm=mcolors.LogNorm(vmin=lo, vmax=hi),
-            extent=(0, n, n, 0),
-            aspect="equal",
-        )
-        ax.set_xlabel("key position")
-        ax.set_ylabel("query position")
-        ax.set_title(f"(a) block {map} of attention ({len(s.block_edges) - 1}² blocks, log)")
-        fig.colorbar(im, ax=ax, shrink=0.85, label=f"block {map}")
-        ax = axes[0, 1]
-        # grey: bins that hold no key for these queries
-        cm = matplotlib.colormaps["RdBu_r"].with_extremes(bad=MASKED_COLOR)
-        im2 = ax.imshow(
-            np.ma.clip(lift, -2, 2),
-            cmap=cm,
-            aspect="auto",
-            vmin=-2,
-            vmax=2,
-            extent=(-0.5, 2 * nb + 0.5, n, 0),
-        )
-        step = max(1, (2 * nb + 1) // 13)
-        tick_idx = np.arange(0, 2 * nb + 1, step)
-        if nb not in tick_idx:
-            tick_idx = np.sort(np.r_[tick_idx, nb])
-        ax.set_xticks(tick_idx)
-        ax.set_xticklabels([labels[i] for i in tick_idx], rotation=90)
-        ax.set_xlabel("offset key − query (log bins: bin ±e holds |offset| in [e, 2e))")
-        ax.set_ylabel("query position")
-        ax.set_title("(b) mass by offset relative to uniform attention")
-        cb = fig.colorbar(im2, ax=ax, shrink=0.85, ticks=[-2, -1, 0, 1, 2])
-        cb.ax.set_yticklabels(["≤1/100", "1/10", "1 (uniform)", "10×", "≥100×"])
-        cb.set_label("mass / uniform mass (log)")
-        ax = axes[1, 0]
-        mean = s.mean_offset_mass
-        x = np.arange(2 * nb + 1)
-        ax.bar(
-            x, mean, color=["#0072B2" if i < nb else "#000000" if i == nb else "#D55E00" for i in x]
-        )
-        uniform = uni_q.mean(axis=0)
-        ax.step(x, uniform, where="mid", color="0.3", lw=1.2, ls="--", label="uniform attention")
-        ax.legend(loc="upper center")
-        ax.set_xticks(tick_idx)
-        ax.set_xticklabels([labels[i] for i in tick_idx], rotation=90)
-        ax.set_xlabel("offset key − query (log bins)")
-        ax.set_ylabel("mean attention mass")
-        ax.set_title("(c) mean offset profile (blue: earlier keys, orange: later)")
-        ax.grid(axis="y")
-        ax = axes[1, 1]
-        qpos = np.arange(n)
-        ax.plot(qpos, s.entropy_norm, lw=0.6, color="0.55", label="entropy / log(#keys)")
-        if n >= 64:
-            w = max(8, n // 64)
-            kern = np.ones(w) / w
-            sm = np.convolve(s.entropy_norm, kern, mode="same")
-            ax.plot(
-                qpos[w:-w], sm[w:-w], lw=1.6, color="#0072B2", label=f"entropy, moving mean ({w})"
-            )
-        if s.matching_mass is not None:
-            ok = ~np.isnan(s.matching_mass)
-            ax.scatter(
-                qpos[ok],
-                s.matching_mass[ok],
-                s=4,
-                color="#D55E00",
-                alpha=0.6,
-                label="mass on matching bracket",
-                rasterized=True,
-            )
-        ax.set_ylim(-0.02, 1.05)
-        ax.set_xlim(0, n)
-        ax.set_xlabel("query position")
-        ax.set_ylabel("value (0..1)")
-        ax.set_title(
-            "(d) per-query entropy" + (" and matching mass" if s.matching_mass is not None else "")
-        )
-        ax.legend(loc="lower right", framealpha=0.9)
-        ax.grid(True)
-        fig.suptitle(title or f"Attention summary for a {n}-token input")
-    return fig
-
-
-def plot_matching_attention(
-    measures: E.MatchingAttention,
-    *,
-    role: str = "all",
-    min_count: int = 10,
-    title: str | None = None,
-) -> Figure:
-    """Where bracket queries attend, per head: composition bars, and matching mass by distance.
-
-    Args:
-        measures: a ``MatchingAttention`` from ``explain.matching_attention``.
-        role: ``"all"``, ``"opener"`` or ``"closer"`` for the by-distance and by-depth panels
-            (the bars always show openers and closers side by side).
-        min_count: distance/depth groups with fewer queries are left out of the line panels
-            (their means are noise).
-        title: figure title.
-
-    Returns:
-        The Figure (3 axes).
-    """
-    r = measures.role(role)
-    L, H = measures.n_layers, measures.n_heads
-    cats = [c for c in measures.categories if c != "pad" or np.nanmax(measures.mean["pad"]) > 1e-6]
-    colors = dict(
-        zip(
-            E.KEY_CATEGORIES,
-            ["#D55E00", "#000000", "#E69F00", "#56B4E9", "#009E73", "#CC79A7", "0.6"],
-        )
-    )
-    heads = [(l, h) for l in range(L) for h in range(H)]
-    with style_context():
-        fig, axes = _new_figure(
-            1,
-            3,
-            figsize=(max(12, 1.3 * len(heads) + 8), 4.2),
-            width_ratios=[max(1.2, 0.35 * len(heads)), 1, 1],
-        )
-        ax = axes[0, 0]
-        xt, xl = [], []
-        width = 0.38
-        for i, (l, h) in enumerate(heads):
-            for j, rl in enumerate(("opener", "closer")):
-                ri = measures.role(rl)
-                x = i + (j - 0.5) * (width + 0.04)
-                bottom = 0.0
-                for c in cats:
-                    v = float(np.nan_to_num(measures.mean[c][ri, l, h]))
-                    ax.bar(
-                        x,
-                        v,
-                        width,
-                        bottom=bottom,
-                        color=colors[c],
-                        label=c.replace("_", " ") if (i == 0 and j == 0) else None,
-                    )
-                    bottom += v
-                xt.append(x)
-                xl.append(f"L{l}H{h}\n{'open' if rl == 'opener' else 'close'}")
-        ax.set_xticks(xt)
-        ax.set_xticklabels(xl, fontsize=7.5)
-        ax.set_ylim(0, 1.0)
-        ax.set_ylabel("attention mass (mean over queries)")
-        ax.set_title("Where bracket queries attend")
-        ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
-        for ax, table, key, xlabel in (
-            (axes[0, 1], measures.by_distance, "distance", "distance to partner |i − j|"),
-            (axes[0, 2], measures.by_depth, "depth", "nesting depth of the pair"),
-        ):
-            if "edges" in table:
-                e = table["edges"]
-                x = np.sqrt(e[:-1] * np.maximum(e[1:] - 1, e[:-1]))
-            else:
-                x = table[key].astype(float)
-            for l, h in heads:
-                y = table["matching"][r, :, l, h]
-                ok = table["count"][r] >= max(1, min_count)
-                ax.plot(x[ok], y[ok], marker="o", ms=3, lw=1.3, label=f"L{l}H{h}")
-            ax.axhline(
-                measures.chance[r], color="0.4", ls="--", lw=1, label="uniform attention (mean)"
-            )
-            if key == "distance" and x.size and x.max() / max(x.min(), 1) > 20:
-                ax.set_xscale("log")
-            top = np.nanmax(
-                [
-                    np.nanmax(
-                        np.r_[
-                            table["matching"][r][table["count"][r] >= max(1, min_count)].ravel(),
-                            0.0,
-                        ]
-                    ),
-                    measures.chance[r],
-                ]
-            )
-            ax.set_ylim(0, min(1.02, max(0.1, 1.15 * float(np.nan_to_num(top)))))
-            ax.set_xlabel(xlabel)
-            ax.set_ylabel("mass on matching bracket")
-            ax.grid(True)
-            ax.set_title(f"Matching mass by {key} ({role})")
-        axes[0, 2].legend(fontsize=7.5, loc="best", ncol=1 + len(heads) // 8)
-        n_all = int(measures.count[0])
-        fig.suptitle(title or f"Attention to the matching bracket ({n_all} bracket queries)")
-    return fig
-
-
-def plot_preview_roc(
-    scores: Any,
-    labels: Any,
-    *,
-    title: str | None = None,
-) -> Figure:
-    """ROC of the ``[end]`` self-attention as a membership predictor, per (layer, head).
-
-    Args:
-        scores: (batch,) or (layer, batch, head) ``[end]`` self-attention (a ``Preview``'s
-            ``scores``); labels: (batch,) 0/1.
-        title: figure title.
-
-    Returns:
-        The Figure: ROC curves (AUC and max(AUC, 1 - AUC) in the legend) and the score
-        distributions by class for the head with the largest max(AUC, 1 - AUC). 2 axes.
-    """
-    s = E._as_numpy(scores).astype(np.float64)
-    if s.ndim == 1:
-        s = s[None, :, None]
-    pv = E.preview_auc(s, labels)
-    y = pv.labels.astype(bool)
-    with style_context():
-        fig, axes = _new_figure(1, 2, figsize=(10, 4.3))
-        ax = axes[0, 0]
-        for l in range(s.shape[0]):
-            for h in range(s.shape[2]):
-                fpr, tpr = E.roc_curve(s[l, :, h], y)
-                ax.plot(
-                    fpr,
-                    tpr,
-                    lw=1.5,
-                    drawstyle="default",
-                    label=f"L{l}H{h}: AUC {pv.auc[l, h]:.3f} (sym {pv.auc_sym[l, h]:.3f})",
-                )
-        ax.plot([0, 1], [0, 1], color="0.5", ls="--", lw=1, label="chance")
-        ax.set_xlim(0, 1)
-        ax.set_ylim(0, 1.01)
-        ax.set_aspect("equal")
-        ax.set_xlabel("false-positive rate")
-        ax.set_ylabel("true-positive rate")
-        ax.set_title("ROC: [end] self-attention predicts 'member'")
-        ax.legend(loc="lower right", fontsize=7.5)
-        ax.grid(True)
-        l, h = np.unravel_index(int(np.argmax(pv.auc_sym)), pv.auc_sym.shape)
-        ax = axes[0, 1]
-        v = s[l, :, h]
-        bins = np.histogram_bin_edges(v, bins=min(40, max(5, v.size // 10)))
-        ax.hist(v[y], bins=bins, alpha=0.6, color="#0072B2", label=f"members (n={int(y.sum())})")
-        ax.hist(
-            v[~y], bins=bins, alpha=0.6, color="#D55E00", label=f"non-members (n={int((~y).sum())})"
-        )
-        ax.set_xlabel(f"[end] self-attention, layer {l} head {h}")
-        ax.set_ylabel("examples")
-        ax.set_title(f"Score by class, best head (sym. AUC {pv.auc_sym[l, h]:.3f})")
-        ax.legend()
-        fig.suptitle(title or "Does the [end] token's self-attention preview the decision?")
-    return fig
-
-
-# --------------------------------------------------------------------------------------------
-# Training and evaluation
-# --------------------------------------------------------------------------------------------
-
-_SPLITS = ("train", "val", "test", "ood")
-
-
-def _history_columns(history: Any) -> dict[str, np.ndarray]:
-    """Normalise a history to columns: records, dict of lists, or {split: {metric: list}}."""
-    if isinstance(history, Mapping):
-        if all(isinstance(v, Mapping) for v in history.values()):
-            cols = {
-                f"{split}_{m}": np.asarray(v, dtype=float)
-                for split, d in history.items()
-                for m, v in d.items()
-            }
-        else:
-            cols = {k: np.asarray(v, dtype=float) for k, v in history.items() if np.ndim(v) == 1}
-    elif isinstance(history, Sequence) and history and isinstance(history[0], Mapping):
-        keys = sorted({k for rec in history for k in rec})
-        cols = {
-            k: np.array([np.nan if rec.get(k) is None else float(rec[k]) for rec in history])
-            for k in keys
-            if all(isinstance(rec.get(k), (int, float, type(None))) for rec in history)
-        }
-    else:
-        raise ValueError(
-            "history must be a list of per-epoch records or a mapping of columns, "
-            f"got {type(history).__name__}"
-        )
-    return cols
-
-
-def plot_training_curves(history: Any, *, title: str | None = None) -> Figure:
-    """Loss and accuracy per split against epoch.
-
-    Args:
-        history: per-epoch records (``[{"epoch": 1, "train_loss": .., "val_accuracy": ..}, ..]``,
-            the ``metrics.json`` ``history``), a mapping of columns, or
-            ``{split: {"loss": [..], "accuracy": [..]}}``. Columns named ``{split}_loss`` and
-            ``{split}_accuracy`` (or ``_acc``) are plotted; ``epoch`` (else ``step``, else
-            1..n) is the x axis.
-        title: figure title.
-
-    Returns:
-        The Figure (2 axes: loss, accuracy).
-    """
-    cols = _history_columns(history)
-    n = max((len(v) for v in cols.values()), default=0)
-    if n == 0:
-        raise ValueError("history is empty")
-    xkey = "epoch" if "epoch" in cols else "step" if "step" in cols else None
-    x = cols[xkey] if xkey else np.arange(1, n + 1)
-    with style_context():
-        fig, axes = _new_figure(1, 2, figsize=(10, 3.8))
-        found = {"loss": 0, "accuracy": 0}
-        for ax, metric, aliases in (
-            (axes[0, 0], "loss", ("loss",)),
-            (axes[0, 1], "accuracy", ("accuracy", "acc")),
-        ):
-            splits = sorted(
-                {k.rsplit("_", 1)[0] for k in cols if k.rsplit("_", 1)[-1] in aliases and "_" in k},
-                key=lambda s: (_SPLITS.index(s) if s in _SPLITS else 99, s),
-            )
-            for split in splits:
-                key = next(f"{split}_{a}" for a in aliases if f"{split}_{a}" in cols)
-                y = cols[key]
-                ok = ~np.isnan(y)
-                ax.plot(x[ok], y[ok], marker="o" if n <= 30 else None, ms=3, lw=1.5, label=split)
-                found[metric] += 1
-            ax.set_xlabel(xkey or "epoch")
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-            ax.set_ylabel(metric)
-            ax.set_title(f"{metric.capitalize()} per split")
-            ax.grid(True)
-            if found[metric]:
-                ax.legend()
-            if metric == "accuracy":
-                ax.set_ylim(-0.02, 1.02)
-        if not any(found.values()):
-            raise ValueError(
-                f"history has no '<split>_loss' or '<split>_accuracy' columns: {sorted(cols)}"
-            )
-        fig.suptitle(title or "Training curves")
-    return fig
-
-
-def plot_weight_histograms(
-    snapshots: Any,
-    steps: Any | None = None,
-    *,
-    bins: int = 60,
-    title: str | None = None,
-) -> Figure:
-    """Histograms of weights over training seen from above (the thesis' figures 4.6/4.7).
-
-    Args:
-        snapshots: (n_snapshots, n_values) array, or a mapping name -> such array (one panel
-            each, e.g. ``{"classifier.weight": .., "blocks.0.attn.W_Q": ..}``).
-        steps: (n_snapshots,) training steps of the snapshots (x axis); default 0..n-1.
-        bins: number of value bins.
-        title: figure title.
-
-    Returns:
-        The Figure (one axis per weight tensor, plus one colour bar each).
-    """
-    named = dict(snapshots) if isinstance(snapshots, Mapping) else {"weights": snapshots}
-    if not named:
-        raise ValueError("snapshots is empty")
-    with style_context():
-        fig, axes = _new_figure(1, len(named), figsize=(4.8 * len(named) + 0.6, 3.9))
-        for ax, (name, snap) in zip(axes[0], named.items()):
-            arr = E._as_numpy(snap)
-            counts, edges = E.weight_histogram_over_time(arr, bins=bins)
-            t = np.arange(arr.shape[0]) if steps is None else E._as_numpy(steps).astype(float)
-            if t.shape != (arr.shape[0],):
-                raise ValueError(f"steps has shape {t.shape}, snapshots have {arr.shape[0]} rows")
-            # pcolormesh handles uneven step spacing; edges between consecutive steps
-            if t.size > 1:
-                mid = (t[1:] + t[:-1]) / 2
-                tx = np.r_[t[0] - (mid[0] - t[0]), mid, t[-1] + (t[-1] - mid[-1])]
-            else:
-                tx = np.array([t[0] - 0.5, t[0] + 0.5])
-            frac = counts / counts.sum(axis=0, keepdims=True)
-            pos = frac[frac > 0]
-            mesh = ax.pcolormesh(
-                tx,
-                edges,
-                np.ma.masked_equal(frac, 0),
-                cmap="viridis",
-                norm=mcolors.LogNorm(vmin=max(pos.min(), 1e-5), vmax=pos.max()),
-                shading="flat",
-                rasterized=True,
-            )
-            ax.set_facecolor("white")
-            ax.set_xlabel("training step" if steps is not None else "snapshot")
-            ax.set_ylabel("weight value")
-            ax.set_title(f"{name} ({arr.shape[1]} values)")
-            fig.colorbar(mesh, ax=ax, shrink=0.85, label="fraction of weights (log)")
-        fig.suptitle(title or "Weight histograms over training (each column is one histogram)")
-    return fig
-
-
-def _per_length_arrays(run: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """(lengths, accuracy, n or None) from the accepted per-length formats."""
-    if hasattr(run, "to_dict") and hasattr(run, "columns"):  # a pandas DataFrame
-        run = run.to_dict("list")
-    if isinstance(run, Mapping) and "length" in run and "accuracy" in run:
-        L = np.asarray(run["length"], dtype=float)
-        acc = np.asarray(run["accuracy"], dtype=float)
-        n = run.get("n", run.get("count"))
-        n = None if n is None else np.asarray(n, dtype=float)
-    elif isinstance(run, Mapping):
-        items = sorted(((int(k), v) for k, v in run.items()), key=lambda kv: kv[0])
-        L = np.array([k for k, _ in items], dtype=float)
-        if items and isinstance(items[0][1], Mapping):
-            acc = np.array(
-                [np.nan if v.get("accuracy") is None else v["accuracy"] for _, v in items],
-                dtype=float,
-            )
-            n = np.array([v.get("n", np.nan) for _, v in items], dtype=float)
-        else:
-            acc = np.array([np.nan if v is None else v for _, v in items], dtype=float)
-            n = None
-    elif isinstance(run, Sequence) and run and isinstance(run[0], Mapping):
-        return _per_length_arrays(
-            {
-                "length": [r["length"] for r in run],
-                "accuracy": [r["accuracy"] for r in run],
-                **({"n": [r["n"] for r in run]} if "n" in run[0] else {}),
-            }
-        )
-    else:
-        raise ValueError(
-            "per_length must map length -> accuracy (or -> {'n', 'accuracy'}), or "
-            f"hold 'length' and 'accuracy' columns; got {type(run).__name__}"
-        )
-    order = np.argsort(L)
-    return L[order], acc[order], None if n is None else n[order]
-
-
-def _is_single_run(obj: Any) -> bool:
-    if hasattr(obj, "columns"):
-        return True
-    if isinstance(obj, Mapping):
-        if "length" in obj and "accuracy" in obj:
-            return True
-        keys = list(obj.keys())
-        try:
-            [int(k) for k in keys]
-        except (TypeError, ValueError):
-            return False
-        return True
-    return (
-        isinstance(obj, Sequence)
-        and bool(obj)
-        and isinstance(obj[0], Mapping)
-        and "length" in obj[0]
-    )
-
-
-def plot_accuracy_by_length(
-    per_length: Any,
-    train_max_length: int | None = None,
-    label: str | Sequence[str] | None = None,
-    *,
-    title: str | None = None,
-    show_n: bool = True,
-) -> Figure:
-    """Accuracy against string length, with the training-length boundary marked.
-
-    Args:
-        per_length: one run (``{length: accuracy}``, ``{length: {"n", "accuracy"}}`` as in
-            ``evaluate``'s ``per_length``, a mapping with ``length``/``accuracy`` columns, or
-            records), or several: a mapping label -> run, or a list of runs with ``label`` a
-            list of names.
-        train_max_length: longest training length; a vertical line marks it and the region
-            beyond is shaded "out of distribution".
-        label: name(s) of the run(s) for the legend.
-        show_n: draw a 95% Wilson band when counts are available.
-        title: figure title.
-
-    Returns:
-        The Figure (1 axis).
-    """
-    if _is_single_run(per_length):
-        runs = {(label if isinstance(label, str) else None) or "accuracy": per_length}
-    elif isinstance(per_length, Mapping):
-        runs = dict(per_length)
-    elif isinstance(per_length, Sequence):
-        names = (
-            list(label)
-            if label is not None and not isinstance(label, str)
-            else [f"run {i}" for i in range(len(per_length))]
-        )
-        if len(names) != len(per_length):
-            raise ValueError(f"label has {len(names)} names for {len(per_length)} runs")
-        runs = dict(zip(names, per_length))
-    else:
-        raise ValueError(f"per_length has an unsupported type {type(per_length).__name__}")
-    with style_context():
-        fig, axes = _new_figure(1, 1, figsize=(7.5, 4.0))
-        ax = axes[0, 0]
-        xmax = 0.0
-        for name, run in runs.items():
-            L, acc, n = _per_length_arrays(run)
-            (line,) = ax.plot(
-                L, acc, marker="o" if L.size <= 40 else None, ms=3, lw=1.5, label=name
-            )
-            if show_n and n is not None and np.all(np.isfinite(n)) and np.all(n > 0):
-                z = 1.96
-                centre = (acc + z * z / (2 * n)) / (1 + z * z / n)
-                half = z * np.sqrt(acc * (1 - acc) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-                ax.fill_between(
-                    L, centre - half, centre + half, color=line.get_color(), alpha=0.15, lw=0
-                )
-            xmax = max(xmax, float(np.nanmax(L)) if L.size else 0.0)
-        if train_max_length is not None:
-            ax.axvline(train_max_length, color="0.25", ls="--", lw=1.2)
-            right = max(xmax, train_max_length) * 1.02 + 1
-            ax.axvspan(
-                train_max_length,
-                right,
-                color="0.5",
-                alpha=0.12,
-                lw=0,
-                label=f"out of distribution (> {train_max_length})",
-            )
-            ax.set_xlim(left=min(0, ax.get_xlim()[0]), right=right)
-        ax.axhline(0.5, color="0.6", lw=0.8, ls=":")
-        ax.set_ylim(-0.02, 1.02)
-        ax.set_xlabel("string length")
-        ax.set_ylabel("accuracy")
-        ax.grid(True)
-        ax.legend(loc="lower left")
-        ax.set_title(
-            title
-            or "Accuracy by string length"
-            + (" (dashed line: longest training length)" if train_max_length is not None else "")
-        )
-    return fig
-
-
-def plot_confusion_by_kind(
-    per_kind: Mapping[str, Any],
-    *,
-    confusion: Any | None = None,
-    title: str | None = None,
-) -> Figure:
-    """Accuracy per example kind (positives and each negative kind), with n annotated.
-
-    Args:
-        per_kind: kind -> ``{"n", "accuracy"}`` (``evaluate``'s ``per_kind``), ``(accuracy,
-            n)`` or an accuracy.
-        confusion: optional 2x2 ``[[tn, fp], [fn, tp]]``; adds a confusion heatmap panel.
-        title: figure title.
-
-    Returns:
-        The Figure (1 axis, or 2 with ``confusion`` plus its colour bar).
-    """
-    if not per_kind:
-        raise ValueError("per_kind is empty")
-    kinds, accs, ns = [], [], []
-    for k, v in per_kind.items():
-        if isinstance(v, Mapping):
-            a, n = v.get("accuracy"), v.get("n")
-        elif isinstance(v, (tuple, list)):
-            a, n = v[0], v[1]
-        else:
-            a, n = v, None
-        kinds.append(str(k))
-        accs.append(np.nan if a is None else float(a))
-        ns.append(n)
-    order = sorted(range(len(kinds)), key=lambda i: (kinds[i] != "positive", accs[i]))
-    kinds = [kinds[i] for i in order]
-    accs = [accs[i] for i in order]
-    ns = [ns[i] for i in order]
-    h = 0.38 * len(kinds) + 1.3
-    with style_context():
-        if confusion is None:
-            fig, axes = _new_figure(1, 1, figsize=(7.0, h))
-        else:
-            fig, axes = _new_figure(1, 2, figsize=(10.5, max(h, 3.4)), width_ratios=[2.2, 1])
-        ax = axes[0, 0]
-        y = np.arange(len(kinds))
-        colors = ["#009E73" if k == "positive" else "#D55E00" for k in kinds]
-        ax.barh(y, np.nan_to_num(accs), color=colors, height=0.7)
-        for yi, a, n in zip(y, accs, ns):
-            txt = ("n/a" if np.isnan(a) else f"{a:.1%}") + ("" if n is None else f"  (n={n})")
-            inside = not np.isnan(a) and a > 0.55
-            ax.text(
-                a - 0.01 if inside else (0 if np.isnan(a) else a) + 0.01,
-                yi,
-                txt,
-                va="center",
-                ha="right" if inside else "left",
-                fontsize=8,
-                color="white" if inside else "black",
-            )
-        ax.set_yticks(y)
-        ax.set_yticklabels([k.replace("_", " ") for k in kinds])
-        ax.invert_yaxis()
-        ax.set_xlim(0, 1.0)
-        ax.axvline(0.5, color="0.6", lw=0.8, ls=":")
-        ax.set_xlabel("accuracy")
-        ax.set_title("Accuracy by kind (green: members, orange: negative kinds)")
-        if confusion is not None:
-            _draw_confusion(fig, axes[0, 1], confusion)
-        fig.suptitle(title or "Which kinds of strings does the model get right?")
-    return fig
-
-
-def _draw_confusion(
-    fig: Figure, ax: Any, confusion: Any, labels: Sequence[str] = ("non-member", "member")
-) -> None:
-    c = np.asarray(E._as_numpy(confusion), dtype=float)
-    if c.shape != (2, 2):
-        raise ValueError(f"confusion must be 2x2 [[tn, fp], [fn, tp]], got shape {c.shape}")
-    rows = c.sum(1, keepdims=True)
-    frac = np.divide(c, rows, out=np.zeros_like(c), where=rows > 0)
-    im = ax.imshow(frac, cmap="Blues", vmin=0, vmax=1)
-    for i in range(2):
-        for j in range(2):
-            ax.text(
-                j,
-                i,
-                f"{int(c[i, j])}\n{frac[i, j]:.1%}",
-                ha="center",
-                va="center",
-                color="white" if frac[i, j] > 0.6 else "black",
-                fontsize=9,
-            )
-    ax.set_xticks([0, 1])
-    ax.set_xticklabels(labels)
-    ax.set_yticks([0, 1])
-    ax.set_yticklabels(labels)
-    ax.set_xlabel("predicted")
-    ax.set_ylabel("true")
-    ax.set_title("Confusion (row-normalised)")
-    fig.colorbar(im, ax=ax, shrink=0.8)
-
-
-def plot_confusion_matrix(
-    confusion: Any, *, labels: Sequence[str] = ("non-member", "member"), title: str | None = None
-) -> Figure:
-    """A 2x2 confusion heatmap ``[[tn, fp], [fn, tp]]`` with counts and row fractions.
-
-    Returns:
-        The Figure (1 axis plus the colour bar).
-    """
-    with style_context():
-        fig, axes = _new_figure(1, 1, figsize=(4.2, 3.6))
-        _draw_confusion(fig, axes[0, 0], confusion, labels)
+        fig, axes = _figure(n_layers, n_heads, (panel * n_heads + 1.0, panel * n_layers + 0.6))
+        for (l, h), ax in np.ndenumerate(axes):
+            ax.patch.set(facecolor=HIDDEN, hatch="////", edgecolor="0.65")
+            image = ax.imshow(data[l, h], cmap=cmap, vmin=vmin, vmax=1.0)
+            ticks = np.arange(0, n, step)
+            ax.set_xticks(ticks, [labels[i] for i in ticks])
+            for text in ax.get_xticklabels():
+                text.set_rotation(90 if len(text.get_text()) > 1 else 0)  # brackets upright
+            ax.set_yticks(ticks, [labels[i] for i in ticks])
+            ax.tick_params(length=0, labelsize=float(np.clip(panel * 72 / n * 0.7, 5, 9)))
+            ax.spines[:].set_visible(False)
+            ax.set_title(f"layer {l}, head {h}")
+            if n <= ANNOTATE_MAX:
+                _annotate(ax, data[l, h], panel * 72 / n * 0.33, scale == "minmax")
+            if marks is not None:
+                for q in np.flatnonzero(np.asarray(marks)[:n] >= 0):
+                    if not hidden[q, marks[q]]:
+                        ax.add_patch(Rectangle((marks[q] - 0.5, q - 0.5), 1, 1, fill=False,
+                                               edgecolor=PALETTE[3], lw=1.6))
+        axes[-1, 0].set_xlabel("key")
+        for ax in axes[:, 0]:
+            ax.set_ylabel("query")
+        fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8, label=label)
         if title:
             fig.suptitle(title)
     return fig
 
 
-# --------------------------------------------------------------------------------------------
-# Figures for the Dyck-languages chapter
-# --------------------------------------------------------------------------------------------
+def _annotate(ax: Axes, values: np.ma.MaskedArray, size: float, minmax: bool) -> None:
+    """Print every visible cell's value (leading zero dropped so it fits)."""
+    for (q, k), v in np.ndenumerate(values.filled(np.nan)):
+        if not np.isnan(v):
+            dark = abs(v) > 0.5 if minmax else v < 0.6  # where the colour map is dark
+            text = ax.text(k, q, f"{v:.1f}" if minmax else f"{v:.2f}".replace("0.", ".", 1),
+                           ha="center", va="center", fontsize=float(np.clip(size, 4, 8)),
+                           color="white" if dark else "black")
+            text.set_in_layout(False)  # hundreds of texts: keep them out of the layout pass
 
 
-def plot_word_counts(
-    counts_by_k: Mapping[int, Mapping[int, int]], *, title: str | None = None
-) -> Figure:
-    """Number of Dyck-k words by length, on a log scale (exact integers of any size).
+def plot_attention_summary(summary: explain.LongInputSummary, title: str | None = None) -> Figure:
+    """One head on one long string (hundreds to thousands of tokens), in four panels.
 
-    Args:
-        counts_by_k: ``{k: {length: count}}``; counts may exceed float range (they are plotted
-            as log10 then).
+    (a) the pattern downsampled by block maximum (log colours), where thin diagonals such as
+    partner attention survive; (b) mean mass by signed offset key - query in log2 bins, beside
+    uniform attention; (c) every closer's mass on its partner along the string, beside
+    uniform attention; (d) the same by nesting level.
 
     Returns:
-        The Figure (1 axis).
+        A Figure with 4 panels and a colour bar.
     """
-    if not counts_by_k:
-        raise ValueError("counts_by_k is empty")
-    logs = {
-        k: sorted((int(n), math.log10(c) if c > 0 else np.nan) for n, c in d.items())
-        for k, d in counts_by_k.items()
-    }
-    top = max(v for d in logs.values() for _, v in d if not np.isnan(v))
-    as_log10 = top > 300  # beyond float64: plot exponents on a linear axis
+    s = summary
+    nb = len(s.offset_edges) - 1
+    positive = s.block_max[s.block_max > 0]
+    low = max(float(positive.min()) if positive.size else 1e-6, 1e-6)
     with style_context():
-        fig, axes = _new_figure(1, 1, figsize=(7.0, 4.2))
+        fig, axes = _figure(2, 2, (10.5, 8.0))
         ax = axes[0, 0]
-        for k in sorted(logs):
-            n = np.array([p[0] for p in logs[k]], dtype=float)
-            v = np.array([p[1] for p in logs[k]], dtype=float)
-            ok = ~np.isnan(v)
-            y = v[ok] if as_log10 else 10.0 ** v[ok]
-            ax.plot(
-                n[ok], y, marker="o" if ok.sum() <= 40 else None, ms=3, lw=1.5, label=f"Dyck-{k}"
-            )
-        if as_log10:
-            ax.set_ylabel("log10(number of words)")
-        else:
-            ax.set_yscale("log")
-            ax.set_ylabel("number of words (log scale)")
-        ax.set_xlabel("string length")
-        ax.grid(True, which="major")
+        image = ax.imshow(s.block_max, cmap="magma", extent=(0, s.n, s.n, 0),
+                          norm=mcolors.LogNorm(low, max(float(s.block_max.max()), low * 10)))
+        fig.colorbar(image, ax=ax, shrink=0.85, label="largest weight in the block")
+        ax.set(xlabel="key position", ylabel="query position",
+               title=f"(a) pattern, {len(s.block_edges) - 1}² blocks (block maximum)")
+        ax = axes[0, 1]
+        x = np.arange(2 * nb + 1)
+        ax.bar(x, s.offset_mass, color=[PALETTE[0]] * nb + ["0.2"] + [PALETTE[3]] * nb,
+               label="this head")
+        ax.step(x, s.uniform_mass, where="mid", color="0.4", ls="--", label="uniform attention")
+        names = [f"-{e}" for e in s.offset_edges[:-1][::-1]] + ["0"] + [
+            f"+{e}" for e in s.offset_edges[:-1]]
+        ticks = np.unique(np.r_[np.arange(0, 2 * nb + 1, max(1, (2 * nb + 1) // 12)), nb])
+        ax.set_xticks(ticks, [names[i] for i in ticks], rotation=90)
+        ax.set(xlabel="offset key − query (bin ±e: |offset| in [e, 2e))",
+               ylabel="mean attention mass", title="(b) where attention goes, by offset")
         ax.legend()
-        ax.set_title(title or "How many balanced strings exist of each length")
+        ax = axes[1, 0]
+        q = np.flatnonzero(~np.isnan(s.partner_mass))
+        ax.scatter(q, s.partner_mass[q], s=5, color=PALETTE[3], rasterized=True,
+                   label="mass on the partner")
+        ax.plot(np.arange(s.n), 1.0 / s.visible, color="0.4", ls="--", label="uniform attention")
+        # log scale: at thousands of tokens uniform attention gives each key ~1e-3
+        floor = 0.5 * min(1.0 / s.n, float(np.nanmin(s.partner_mass, initial=1.0)))
+        ax.set(xlabel="closer position", ylabel="attention on the partner", yscale="log",
+               ylim=(max(floor, 1e-6), 1.5), title="(c) closers' attention on their partner")
+        ax.legend(loc="upper right")
+        ax = axes[1, 1]
+        level = np.arange(1, len(s.partner_by_level) + 1)
+        ax.plot(level, s.partner_by_level, marker="o", ms=3, color=PALETTE[3])
+        ax.set(xlabel="nesting level of the pair (1 = outermost)", yscale="log",
+               ylim=(max(floor, 1e-6), 1.5), ylabel="mean attention on the partner",
+               title="(d) by nesting level")
+        fig.suptitle(title or f"One head on a {s.n - 2}-symbol string")
     return fig
 
 
-def plot_depth_profile(
-    string: str,
-    language: Any | None = None,
-    *,
-    arcs: bool = True,
-    title: str | None = None,
-) -> Figure:
-    """The string's depth as a mountain (Dyck-path) plot with matching pairs as arcs.
+def plot_matching(scores: explain.MatchingScores | Mapping[str, explain.MatchingScores],
+                  title: str | None = None) -> Figure:
+    """Per head: does a closer attend to its partner where no cheap heuristic finds it?
+
+    Bars per head: mean attention of closers on their partner (all closers), on the partner
+    at the closers where both heuristics miss ("hard"), on the previous token and on the most
+    recent opener of the same type; lines: uniform attention over all and over hard closers.
+    A head that only looks structured has a tall "all" bar and a "hard" bar near the line.
 
     Args:
-        string: a bracket string.
-        language: a ``Dyck``/``ShuffleDyck`` (its ``alphabet`` is used) or an alphabet string;
-            default: the default pairs ``()[]{}<>...``.
-        arcs: draw an arc under the axis joining each matched pair (coloured by type);
-            unmatched brackets (non-members) are marked in red.
-        title: figure title.
+        scores: one ``explain.MatchingScores`` or ``{label: MatchingScores}`` (a panel each).
 
     Returns:
-        The Figure (1 axis).
+        A Figure with one panel per entry.
     """
-    if language is None:
-        from dyckbook.languages import DEFAULT_PAIRS
-
-        alphabet = "".join(DEFAULT_PAIRS)
-    elif isinstance(language, str):
-        alphabet = language
-    else:
-        alphabet = language.alphabet
-    bad = sorted({ch for ch in string if ch not in alphabet})
-    if bad:
-        raise ValueError(f"string holds characters not in alphabet {alphabet!r}: {bad}")
-    n = len(string)
-    codes = np.array([[alphabet.index(ch) for ch in string]], dtype=np.int64)
-    shuffle = type(language).__name__ == "ShuffleDyck"
-    matching, _ = E.bracket_matching(codes, np.array([n]), shuffle=shuffle)
-    steps = np.where(codes[0] % 2 == 0, 1, -1)
-    depth = np.r_[0, np.cumsum(steps)]
-    palette = [
-        "#0072B2",
-        "#D55E00",
-        "#009E73",
-        "#CC79A7",
-        "#E69F00",
-        "#56B4E9",
-        "#000000",
-        "#F0E442",
-    ]
-    top = max(int(depth.max()), 1)
-    bottom = min(int(depth.min()), 0)
-    arc_h = top * 0.45 if arcs else 0
-    width = float(np.clip(0.32 * n + 1.5, 6, 16))
+    items = dict(scores) if isinstance(scores, Mapping) else {"": scores}
+    bars = (("partner", "partner (all closers)", PALETTE[0]),
+            ("partner_hard", "partner (heuristics miss)", PALETTE[3]),
+            ("previous", "previous token", "0.6"),
+            ("recent_opener", "recent same-type opener", PALETTE[5]))
+    n_heads = max(s.partner.size for s in items.values())
     with style_context():
-        fig, axes = _new_figure(1, 1, figsize=(width, 3.2 + 0.12 * top))
+        fig, axes = _figure(1, len(items), (max(3.6, 0.9 * n_heads + 2) * len(items) + 2.4, 4.0),
+                            sharey=True)  # + 2.4 inches for the legend
+        for ax, (label, s) in zip(axes[0], items.items()):
+            heads = np.arange(s.partner.size)
+            for j, (field, name, color) in enumerate(bars):
+                ax.bar(heads + (j - 1.5) * 0.2, getattr(s, field).ravel(), 0.19, color=color,
+                       label=name)
+            ax.axhline(s.uniform, color="0.3", ls=":", lw=1, label="uniform (all closers)")
+            ax.axhline(s.uniform_hard, color="0.3", ls="--", lw=1, label="uniform (hard)")
+            ax.set_xticks(heads, [f"L{l}H{h}" for l, h in np.ndindex(s.partner.shape)])
+            ax.set_ylim(0, 1)
+            ax.set_title(f"{label + ': ' if label else ''}{s.n_closers} closers, "
+                         f"{s.n_hard / s.n_closers:.0%} hard\nright: previous "
+                         f"{s.previous_share:.0%}, recent opener {s.recent_share:.0%}")
+        axes[0, 0].set_ylabel("mean attention of closers")
+        axes[0, -1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        if title:
+            fig.suptitle(title)
+    return fig
+
+
+def plot_preview_roc(scores: np.ndarray | Mapping[str, np.ndarray], labels: np.ndarray,
+                     title: str | None = None) -> Figure:
+    """The ``[end]`` token's self-attention as a membership score: ROC curves, and its
+    distribution by class for every model.
+
+    Args:
+        scores: (batch,) from ``explain.preview_scores``, or ``{label: (batch,)}`` on the
+            same strings.
+        labels: (batch,) 0/1.
+
+    Returns:
+        A Figure with the ROC panel and one histogram panel per model.
+    """
+    items = dict(scores) if isinstance(scores, Mapping) else {"model": scores}
+    y = np.asarray(labels).astype(bool)
+    with style_context():
+        fig, axes = _figure(1, 1 + len(items), (3.9 * (1 + len(items)), 3.8))
         ax = axes[0, 0]
-        ax.plot(np.arange(n + 1), depth, color="0.2", lw=1.8, marker="o", ms=3, zorder=3)
-        ax.fill_between(np.arange(n + 1), depth, 0, color="#56B4E9", alpha=0.15, lw=0)
+        for name, s in items.items():
+            fpr, tpr = explain.roc_curve(s, y)
+            ax.plot(fpr, tpr, lw=1.5, label=f"{name}: AUC {explain.roc_auc(s, y):.2f}")
+        ax.plot([0, 1], [0, 1], color="0.5", ls="--", lw=1, label="no information")
+        ax.set(xlim=(0, 1), ylim=(0, 1.01), aspect="equal", xlabel="false-positive rate",
+               ylabel="true-positive rate", title="ROC: score = [end] self-attention")
+        ax.legend(loc="lower right")
+        for ax, (name, s) in zip(axes[0, 1:], items.items()):
+            s = np.asarray(s, dtype=np.float64)
+            bins = np.histogram_bin_edges(s, bins=min(40, max(5, s.size // 10)))
+            for cls, color, what in ((y, PALETTE[0], "members"), (~y, PALETTE[3], "non-members")):
+                ax.hist(s[cls], bins=bins, alpha=0.6, color=color, label=f"{what} ({cls.sum()})")
+            ax.set(xlabel="[end] self-attention, last layer", ylabel="strings", title=name)
+            ax.xaxis.set_major_locator(MaxNLocator(5))
+            ax.legend()
+        if title:
+            fig.suptitle(title)
+    return fig
+
+
+# -------------------------------------------------------------------------------------------
+# training and evaluation
+# -------------------------------------------------------------------------------------------
+
+
+def plot_training_curves(history: Sequence[Mapping[str, Any]] | Mapping[str, Sequence],
+                         title: str | None = None) -> Figure:
+    """Training loss and validation accuracy against the optimiser step.
+
+    Args:
+        history: a run's history (``RunRecord.history``: dicts with ``step``, ``train_loss``
+            and, when validated, ``val_accuracy``) or ``{label: history}``, a line each
+            (e.g. one per seed).
+
+    Returns:
+        A Figure with the loss panel and, when any history has validation, the accuracy panel.
+    """
+    items = dict(history) if isinstance(history, Mapping) else {"": history}
+    if not items or not all(items.values()):
+        raise ValueError(f"history must hold at least one record per run, got {history!r:.80}")
+    validated = any("val_accuracy" in h[0] for h in items.values())
+    with style_context():
+        fig, axes = _figure(1, 1 + validated, (4.6 * (1 + validated), 3.5))
+        for i, (label, h) in enumerate(items.items()):
+            step = [r["step"] for r in h]
+            color = PALETTE[i % len(PALETTE)]
+            axes[0, 0].plot(step, [r["train_loss"] for r in h], color=color, label=label or None)
+            if validated and "val_accuracy" in h[0]:
+                axes[0, 1].plot(step, [r["val_accuracy"] for r in h], color=color, marker="o",
+                                ms=2.5, label=label or None)
+        axes[0, 0].set(xlabel="step", ylabel="cross-entropy (log scale)", yscale="log",
+                       title="Training loss")
+        axes[0, 0].yaxis.set_major_formatter(ScalarFormatter())
+        axes[0, 0].yaxis.set_minor_formatter(FormatStrFormatter("%.2g"))
+        if validated:
+            axes[0, 1].set(xlabel="step", ylabel="validation accuracy", ylim=(0.4, 1.01),
+                           title="Validation accuracy")
+        if len(items) > 1:
+            axes[0, -1].legend(loc="lower right" if validated else "upper right")
+        if title:
+            fig.suptitle(title)
+    return fig
+
+
+def _cells(table: Score | Mapping[int, Sequence[int]], by: str) -> tuple[np.ndarray, ...]:
+    """(keys, n, correct) sorted by key, from a Score's table or ``{key: [n, correct]}``."""
+    if isinstance(table, Score):
+        table = table.per_length if by == "length" else table.per_depth
+    keys = np.array(sorted(table), dtype=np.int64)
+    n, correct = (np.array([table[k][i] for k in keys], dtype=np.int64) for i in (0, 1))
+    return keys, n, correct
+
+
+def plot_accuracy_by_length(series: Mapping[str, Score | Mapping[int, Sequence[int]]],
+                            train_max_length: int | None = None, *, by: str = "length",
+                            title: str | None = None) -> Figure:
+    """Accuracy against string length (or maximum depth), with 95% Wilson bands, and the
+    longest training length marked and the region beyond it shaded.
+
+    Args:
+        series: ``{label: Score or {length: [n, correct]}}``, a line each.
+        train_max_length: the longest (or deepest) training string, or None.
+        by: ``length`` (``Score.per_length``) or ``depth`` (``Score.per_depth``).
+
+    Returns:
+        A Figure with one panel.
+    """
+    if by not in ("length", "depth"):
+        raise ValueError(f"by must be 'length' or 'depth', got {by!r}")
+    with style_context():
+        fig, axes = _figure(1, 1, (7.0, 3.8))
+        ax = axes[0, 0]
+        right = 0
+        for i, (label, table) in enumerate(series.items()):
+            keys, n, correct = _cells(table, by)
+            keep = n > 0
+            keys, n, correct = keys[keep], n[keep], correct[keep]
+            band = np.array([wilson(int(c), int(m)) for c, m in zip(correct, n)]).reshape(-1, 2)
+            color = PALETTE[i % len(PALETTE)]
+            ax.plot(keys, correct / n, marker="o", ms=3, color=color, label=label)
+            ax.fill_between(keys, band[:, 0], band[:, 1], color=color, alpha=0.18, lw=0)
+            right = max(right, int(keys.max(initial=0)))
+        if train_max_length is not None:
+            edge = train_max_length + 0.5
+            ax.axvline(edge, color="0.25", ls="--", lw=1.2)
+            ax.axvspan(edge, max(right, edge) + 1, color="0.5", alpha=0.1, lw=0,
+                       label=f"{'longer' if by == 'length' else 'deeper'} than training "
+                             f"(> {train_max_length})")
+        ax.axhline(0.5, color="0.6", lw=0.8, ls=":")
+        ax.set(ylim=(-0.02, 1.02), ylabel="accuracy (95% Wilson band)",
+               xlabel="string length" if by == "length" else "maximum nesting depth")
+        ax.grid(True)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        if title:
+            ax.set_title(title)
+    return fig
+
+
+def plot_kinds(model_scores: Score | Sequence[Score],
+               baseline_scores: Mapping[str, Score | Sequence[Score]],
+               title: str | None = None) -> Figure:
+    """Accuracy per kind of string: the model's seeds beside every baseline.
+
+    A baseline (a local pattern matcher, a counter) that reaches the model's accuracy on a
+    kind shows that the kind needs no more than that baseline's view of the string.
+
+    Args:
+        model_scores: the model's Score of every seed on one test set.
+        baseline_scores: ``{baseline: Score or one Score per seed}`` on the same set.
+
+    Returns:
+        A Figure with one panel: a row per kind, members first.
+    """
+    model_scores = _as_list(model_scores)
+    baselines = {name: _as_list(s) for name, s in baseline_scores.items()}
+    kinds = sorted({k for s in model_scores for k in s.per_kind}, key=lambda k: (k != MEMBER, k))
+    markers = "sD^vP<>X"
+    colors = [PALETTE[i] for i in (1, 2, 3, 4, 7)] + ["0.5"]  # never the model's blue
+    with style_context():
+        fig, axes = _figure(1, 1, (7.0, 0.45 * len(kinds) + 1.6))
+        ax = axes[0, 0]
+        rows = np.arange(len(kinds))
+        for j, (name, scores) in enumerate(baselines.items()):
+            acc = [np.nanmean([s.accuracy_of("per_kind", k) for s in scores]) for k in kinds]
+            ax.scatter(acc, rows, marker=markers[j % len(markers)], s=42, facecolor="none",
+                       edgecolor=colors[j % len(colors)], lw=1.4, label=name, zorder=3)
+        acc = np.array([[s.accuracy_of("per_kind", k) for k in kinds] for s in model_scores])
+        jitter = np.linspace(-0.15, 0.15, len(model_scores)) if len(model_scores) > 1 else [0.0]
+        for seed_acc, dy in zip(acc, jitter):
+            ax.scatter(seed_acc, rows + dy, s=14, color=PALETTE[0], alpha=0.7, zorder=4,
+                       label="model (one dot per seed)" if dy == jitter[0] else None)
+        ax.scatter(np.nanmean(acc, 0), rows, marker="|", s=260, lw=2.2, color=PALETTE[0],
+                   label="model, mean of seeds", zorder=5)
+        ax.axvline(0.5, color="0.6", lw=0.8, ls=":")
+        ax.set_yticks(rows, [k.replace("_", " ") for k in kinds])
+        ax.invert_yaxis()
+        ax.set(xlim=(-0.02, 1.02), xlabel="accuracy on the strings of this kind")
+        ax.grid(True, axis="x")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        if title:
+            ax.set_title(title)
+    return fig
+
+
+def plot_seeds(rows: Sequence[Mapping[str, Any]], value: str = "accuracy",
+               title: str | None = None) -> Figure:
+    """Per-seed results of several configurations: a dot per seed, the mean with its 95%
+    bootstrap interval over the seeds that trained; failed seeds are grey crosses, outside
+    the mean.
+
+    Args:
+        rows: one dict per seed with ``config`` (its label), ``value``'s key and optionally
+            ``status`` (``ok`` | ``failed``, as in ``RunRecord``).
+        value: the key plotted, e.g. ``accuracy``.
+
+    Returns:
+        A Figure with one panel, a row per configuration in order of appearance.
+    """
+    configs = list(dict.fromkeys(r["config"] for r in rows))
+    ok = [r for r in rows if r.get("status", "ok") == "ok"]
+    failed = [r for r in rows if r.get("status", "ok") != "ok"]
+    with style_context():
+        fig, axes = _figure(1, 1, (6.5, 0.5 * len(configs) + 1.4))
+        ax = axes[0, 0]
+        sns.stripplot(x=[r[value] for r in ok], y=[r["config"] for r in ok], order=configs,
+                      orient="h", ax=ax, color=PALETTE[0], alpha=0.6, size=4, jitter=0.15,
+                      label="seed")
+        if failed:
+            ax.scatter([r[value] for r in failed], [configs.index(r["config"]) for r in failed],
+                       marker="x", color="0.5", s=20, label="failed seed")
+        for i, config in enumerate(configs):
+            values = [r[value] for r in ok if r["config"] == config]
+            if values:
+                lo, hi = bootstrap(values)
+                mean = float(np.mean(values))
+                ax.errorbar(mean, i, xerr=[[mean - lo], [hi - mean]], fmt="D", ms=5, capsize=3,
+                            color=PALETTE[3], label="mean, 95% interval" if i == 0 else None,
+                            zorder=5)
+        ax.set(xlabel=value.replace("_", " "), ylabel="")
+        ax.grid(True, axis="x")
+        handles, labels = ax.get_legend_handles_labels()
+        unique = dict(zip(labels, handles))
+        ax.legend(unique.values(), unique.keys(), loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        if title:
+            ax.set_title(title)
+    return fig
+
+
+def plot_grid(rows: Sequence[Mapping[str, Any]], value: str = "solved_share",
+              title: str | None = None) -> Figure:
+    """The ablation grid as annotated heatmaps: a panel per (k, layers), rows = mask and
+    positional encoding, columns = readout; empty cells were not run.
+
+    Args:
+        rows: one dict per cell (``grid.summarise``): ``k``, ``n_layers``, ``mask``,
+            ``pos_encoding``, ``readout``, ``value``, ``seeds`` and ``failed`` and, for
+            ``solved_share``, ``solved`` (annotated as solved / trained seeds).
+        value: ``solved_share`` (share of seeds that solved the language) or ``accuracy``
+            (mean hard-test accuracy over trained seeds).
+
+    Returns:
+        A Figure with k x layers panels and a colour bar.
+    """
+    if value not in ("solved_share", "accuracy"):
+        raise ValueError(f"value must be 'solved_share' or 'accuracy', got {value!r}")
+    ks = sorted({r["k"] for r in rows})
+    layers = sorted({r["n_layers"] for r in rows})
+    lines = sorted({(r["mask"], r["pos_encoding"]) for r in rows},
+                   key=lambda m_pe: (MASKS.index(m_pe[0]), POS_ENCODINGS.index(m_pe[1])))
+    readouts = sorted({r["readout"] for r in rows}, key=READOUTS.index)
+    vmin = 0.0 if value == "solved_share" else 0.5
+    with style_context():
+        fig, axes = _figure(len(ks), len(layers), (2.2 * len(layers) * max(1, len(readouts)) / 3
+                                                   + 2.6, 0.32 * len(lines) * len(ks) + 1.2),
+                            sharex=True, sharey=True)
+        for (i, k), (j, n_layers) in ((a, b) for a in enumerate(ks) for b in enumerate(layers)):
+            grid = np.full((len(lines), len(readouts)), np.nan)
+            text = np.full(grid.shape, "", dtype=object)
+            for r in rows:
+                if (r["k"], r["n_layers"]) == (k, n_layers):
+                    cell = lines.index((r["mask"], r["pos_encoding"])), readouts.index(r["readout"])
+                    grid[cell] = r[value]
+                    text[cell] = ("all failed" if r["seeds"] == r["failed"] else
+                                  f"{r['solved']}/{r['seeds'] - r['failed']}"
+                                  if value == "solved_share" else f"{r[value]:.2f}")
+            ax = axes[i, j]
+            ax.set_facecolor(HIDDEN)
+            sns.heatmap(grid, ax=ax, vmin=vmin, vmax=1.0, cmap="viridis", annot=text, fmt="",
+                        annot_kws={"fontsize": 7}, cbar=False, linewidths=0.5,
+                        linecolor="white", xticklabels=readouts,
+                        yticklabels=[f"{m}, {pe}" for m, pe in lines])
+            ax.set_title(f"Dyck-{k}, {n_layers} layer{'s' * (n_layers > 1)}")
+            ax.tick_params(length=0)
+            ax.set(xlabel="readout" if i == len(ks) - 1 else "", ylabel="")
+        fig.colorbar(axes[0, 0].collections[0], ax=axes.ravel().tolist(), shrink=0.8,
+                     label=value.replace("_", " "))
+        if title:
+            fig.suptitle(title)
+    return fig
+
+
+# -------------------------------------------------------------------------------------------
+# mechanism: probes and ablations
+# -------------------------------------------------------------------------------------------
+
+
+def _hook_name(hook: str) -> str:
+    """``blocks.0.hook_resid_pre`` -> ``embed``, ``blocks.1.hook_resid_mid`` -> ``L1 attn``."""
+    if hook == "blocks.0.hook_resid_pre":
+        return "embed"
+    parts = hook.split(".")
+    names = {"hook_resid_mid": "attn", "hook_resid_post": "mlp"}
+    return f"L{parts[1]} {names[parts[2]]}" if len(parts) == 3 and parts[2] in names else hook
+
+
+def plot_probes(results: Mapping[str, Mapping[str, ProbeResult]]
+                | Sequence[Mapping[str, Mapping[str, ProbeResult]]],
+                title: str | None = None) -> Figure:
+    """Held-out score of linear probes along the residual stream, a panel per target.
+
+    Args:
+        results: ``probes.probe_all``'s ``{target: {hook: ProbeResult}}``, or one per seed
+            (dots per seed, a line through their mean; dashed: the trivial predictor).
+
+    Returns:
+        A Figure with one panel per target present.
+    """
+    runs = _as_list(results)
+    targets = [t for t in PROBE_TARGETS if any(t in r for r in runs)]
+    units = {"regression": "held-out R²", "classification": "held-out accuracy"}
+    names = {"depth": "depth after the symbol", "balanced": "prefix balanced so far",
+             "membership": "membership, at the readout"}
+    with style_context():
+        fig, axes = _figure(1, len(targets), (4.0 * len(targets), 3.6))
+        for ax, target in zip(axes[0], targets):
+            hooks = list(next(r[target] for r in runs if target in r))
+            x = np.arange(len(hooks))
+            score = np.array([[r[target][h].test_score for h in hooks]
+                              for r in runs if target in r])
+            base = np.array([[r[target][h].baseline for h in hooks] for r in runs if target in r])
+            for row in score:
+                ax.scatter(x, row, s=10, color=PALETTE[0], alpha=0.5)
+            ax.plot(x, score.mean(0), color=PALETTE[0], marker="o", ms=4, label="probe")
+            ax.plot(x, base.mean(0), color="0.4", ls="--", label="mean / majority")
+            ax.set_xticks(x, [_hook_name(h) for h in hooks], rotation=30, ha="right",
+                          rotation_mode="anchor")
+            ax.set(ylim=(min(-0.05, float(np.nanmin(score)) - 0.05), 1.05),
+                   ylabel=units[PROBE_TARGETS[target][1]], title=names[target])
+            ax.grid(True, axis="y")
+        fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside upper right", ncols=2)
+        if title:
+            fig.suptitle(title)
+    return fig
+
+
+def plot_ablation(drops: np.ndarray | Sequence[np.ndarray], title: str | None = None) -> Figure:
+    """Accuracy drop when each head is removed (``probes.head_ablation_effects``), mean over
+    seeds, as an annotated layer x head heatmap (red: the model needs the head).
+
+    Args:
+        drops: (layer, head), or one per seed.
+
+    Returns:
+        A Figure with the heatmap and its colour bar.
+    """
+    stack = np.asarray(drops, dtype=np.float64)
+    stack = stack[None] if stack.ndim == 2 else stack
+    if stack.ndim != 3:
+        raise ValueError(f"drops must be (layer, head) or (seed, layer, head), got {stack.shape}")
+    mean = stack.mean(0)
+    limit = max(0.05, float(np.abs(mean).max()))
+    n_layers, n_heads = mean.shape
+    with style_context():
+        fig, axes = _figure(1, 1, (max(4.8, 1.1 * n_heads + 2.4), 0.7 * n_layers + 1.4))
+        text = [[f"{m:+.3f}" + (f"\n±{s:.3f}" if len(stack) > 1 else "") for m, s in zip(*r)]
+                for r in zip(mean, stack.std(0))]
+        sns.heatmap(mean, ax=axes[0, 0], cmap="RdBu_r", vmin=-limit, vmax=limit, annot=text,
+                    fmt="", annot_kws={"fontsize": 8}, linewidths=0.5, linecolor="white",
+                    xticklabels=[f"head {h}" for h in range(n_heads)],
+                    yticklabels=[f"layer {l}" for l in range(n_layers)],
+                    cbar_kws={"label": "accuracy drop"})
+        axes[0, 0].tick_params(length=0, rotation=0)
+        fig.suptitle(title or ("Accuracy drop per removed head"
+                               + (f"\n(mean ± sd of {len(stack)} seeds)" if len(stack) > 1
+                                  else "")))
+    return fig
+
+
+# -------------------------------------------------------------------------------------------
+# the Dyck-languages chapter
+# -------------------------------------------------------------------------------------------
+
+
+def plot_word_counts(counts_by_k: Mapping[int, Mapping[int, int]],
+                     title: str | None = None) -> Figure:
+    """Number of Dyck-k words of every length, log scale (integers of any size).
+
+    Args:
+        counts_by_k: ``{k: {length: count}}``, e.g. from ``Dyck(k).count``.
+
+    Returns:
+        A Figure with one panel.
+    """
+    if not counts_by_k:
+        raise ValueError("counts_by_k must hold at least one k, got none")
+    # log10 of Python ints: exact for counts far beyond float range
+    logs = {k: sorted((n, math.log10(c)) for n, c in d.items() if c > 0)
+            for k, d in counts_by_k.items()}
+    exponent = max(v for d in logs.values() for _, v in d) > 300  # beyond float64
+    with style_context():
+        fig, axes = _figure(1, 1, (6.5, 3.8))
+        ax = axes[0, 0]
+        for k in sorted(logs):
+            n, v = np.array(logs[k]).T
+            ax.plot(n, v if exponent else 10.0 ** v, marker="o" if n.size <= 40 else None,
+                    ms=3, label=f"Dyck-{k}")
+        ax.set(xlabel="string length", ylabel="log10(number of words)" if exponent
+               else "number of words (log scale)", yscale="linear" if exponent else "log")
+        ax.grid(True)
+        ax.legend()
+        if title:
+            ax.set_title(title)
+    return fig
+
+
+def plot_depth_profile(string: str, language: Dyck, title: str | None = None) -> Figure:
+    """A string's height after every symbol as a mountain, each matched pair as an arc below
+    (coloured by type); in a non-member, a red cross marks the first symbol after which no
+    completion is a member.
+
+    Returns:
+        A Figure with one panel.
+    """
+    one = Dataset.from_strings(language, [string])
+    n = len(string)
+    height = np.r_[0, language.heights(one.codes, one.lengths)[0]].astype(int)
+    partner = language.matching(one.codes, one.lengths)[0]
+    _, balanced = prefix_targets(one)
+    top, bottom = max(int(height.max()), 1), min(int(height.min()), 0)
+    arc = 0.45 * top if (partner >= 0).any() else 0.0
+    with style_context():
+        fig, axes = _figure(1, 1, (float(np.clip(0.3 * n + 1.5, 6, 16)), 3.0 + 0.1 * top))
+        ax = axes[0, 0]
+        ax.plot(np.arange(n + 1), height, color="0.2", marker="o", ms=3, zorder=3)
+        ax.fill_between(np.arange(n + 1), height, 0, color=PALETTE[5], alpha=0.15, lw=0)
         ax.axhline(0, color="0.4", lw=0.8)
-        if arcs:
-            span_max = max((abs(int(j) - i) for i, j in enumerate(matching[0]) if j > i), default=1)
-            for i, j in enumerate(matching[0]):
-                if j > i:
-                    t = int(codes[0, i]) // 2
-                    w = float(j - i)
-                    hgt = arc_h * (0.25 + 0.75 * w / span_max)
-                    ax.add_patch(
-                        Arc(
-                            ((i + j) / 2 + 0.5, 0),
-                            w,
-                            2 * hgt,
-                            theta1=180,
-                            theta2=360,
-                            color=palette[t % len(palette)],
-                            lw=1.3,
-                        )
-                    )
-        for i in np.nonzero(matching[0] < 0)[0]:  # unmatched brackets, on their step
-            ax.plot(
-                i + 0.5,
-                (depth[i] + depth[i + 1]) / 2,
-                marker="x",
-                color="red",
-                ms=9,
-                mew=2.2,
-                zorder=4,
-            )
-        ax.set_xticks(np.arange(n) + 0.5)
-        ax.set_xticklabels(
-            list(string),
-            fontsize=float(np.clip(260 / max(n, 1), 7, 12)),
-            fontfamily="DejaVu Sans Mono",
-        )
+        widest = max(int((partner - np.arange(n)).max(initial=1)), 1)
+        for i in np.flatnonzero(partner > np.arange(n)):
+            width = float(partner[i] - i)
+            ax.add_patch(Arc(((i + partner[i]) / 2 + 0.5, 0), width,
+                             2 * arc * (0.25 + 0.75 * width / widest), theta1=180, theta2=360,
+                             color=PALETTE[(one.codes[0, i] >> 1) % len(PALETTE)], lw=1.3))
+        if not balanced.all():
+            i = int(np.argmin(balanced[0]))
+            ax.plot(i + 0.5, (height[i] + height[i + 1]) / 2, marker="x", color="red", ms=9,
+                    mew=2.2, zorder=4)
+        ax.set_xticks(np.arange(n) + 0.5, list(string), fontfamily="DejaVu Sans Mono",
+                      fontsize=float(np.clip(260 / max(n, 1), 7, 12)))
         ax.tick_params(axis="x", length=0)
-        ax.set_xlim(-0.3, n + 0.3)
-        ax.set_ylim(min(bottom - 0.15, -arc_h - 0.15), top + 0.4)
-        ax.set_yticks(np.arange(bottom, top + 1, max(1, (top - bottom) // 8)))
-        ax.set_ylabel("depth")
-        ax.grid(axis="y")
+        ax.set(xlim=(-0.3, n + 0.3), ylim=(min(bottom, -arc) - 0.2, top + 0.4), ylabel="height",
+               yticks=np.arange(bottom, top + 1, max(1, (top - bottom) // 6)))
         ax.spines["bottom"].set_visible(False)
-        is_member = bool(np.all(matching[0] >= 0)) and depth[-1] == 0 and depth.min() >= 0
-        ax.set_title(
-            title
-            or (
-                f"Depth profile of a {n}-symbol string"
-                if is_member
-                else f"Depth profile of a non-member ({n} symbols; x = unmatched)"
-            )
-        )
+        ax.set_title(title or (f"A {n}-symbol member of {language.name}"
+                               if one.labels[0] else f"A non-member of {language.name}"))
     return fig

@@ -1,263 +1,253 @@
-"""Where runs live on disk: executed-notebook and result paths, run records, and result loading.
+"""Every file dyckbook writes or reads: result folders, run records, datasets and models.
 
-Layout, relative to the output root (the repository root unless ``DYCKBOOK_ROOT`` says otherwise)::
+Layout, relative to the output root (the repository, or ``$DYCKBOOK_ROOT``)::
 
-    book/runs/<group>/<run>.ipynb          executed notebook, published only after success
-    book/results/<group>/<run>/            everything the run wrote:
-        metrics.json, per_length.csv, config.json, fig_*.png   (written by the notebook)
-        run.json                            the run record (written by the runner)
-        failed.ipynb, partial/              only after a failure (never read as results)
+    book/runs/<group>/<run>.ipynb     executed notebook, published only after success
+    book/results/<group>/<run>/       what the run wrote (records.jsonl, summary.json, fig_*.png)
+        run.json                      the runner's record of the run (hashes, status, times)
+    scratch/<notebook>/               where a notebook run by hand writes (never published)
 
-``<group>`` is the notebook's stem (``01_dyck1``) for experiments and ``chapters`` for chapter
-notebooks. Notebooks receive ``results_dir`` as a path *relative to the output root* (readable in
-the published page, independent of the machine) and resolve it with :func:`resolve`, which also
-works when the notebook is opened by hand from ``notebooks/`` in JupyterLab.
-
-This module imports only the standard library, so notebooks and the summary can use it cheaply.
+Writes are atomic (a temporary file in the same folder, then a rename), refuse to replace
+anything but a regular file, and leave files with the permissions the umask gives (0644 as a
+rule).
 """
 
 from __future__ import annotations
 
-import csv
+import io
 import json
+import math
 import os
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-#: Environment variable naming the output root (where ``book/runs`` and ``book/results`` go).
+import numpy as np
+import torch
+
+from dyckbook.dataset import Dataset
+from dyckbook.languages import Dyck
+from dyckbook.run import MODEL_CONFIGS, RunRecord, build_model
+
+__all__ = ["RESULTS_DIR", "ROOT_ENV", "RUNS_DIR", "SCRATCH_DIR", "append_records", "load_model",
+           "read_dataset", "read_json", "read_records", "repo_root", "resolve",
+           "run_notebook_path", "run_results_dir", "save_model", "write_bytes",
+           "write_dataset", "write_json", "write_text"]
+
 ROOT_ENV = "DYCKBOOK_ROOT"
 RUNS_DIR = Path("book") / "runs"
 RESULTS_DIR = Path("book") / "results"
-RUN_RECORD = "run.json"
-FAILED_NOTEBOOK = "failed.ipynb"
-PARTIAL_DIR = "partial"
-#: Group name under which chapter notebooks are published (book/runs/chapters/<name>.ipynb).
-CHAPTERS_GROUP = "chapters"
-#: Run-record statuses. Only "ok" runs count as results.
-STATUSES = ("ok", "failed", "blocked")
-
-
-def repo_root() -> Path:
-    """The output root: ``$DYCKBOOK_ROOT`` if set, else :func:`source_root`."""
-    env = os.environ.get(ROOT_ENV)
-    if env:
-        return Path(env).resolve()
-    return source_root()
+SCRATCH_DIR = Path("scratch")
+_DATASET_FORMAT = "dyckbook.dataset/2"
+_MODEL_FORMAT = "dyckbook.model/2"
 
 
 def source_root() -> Path:
-    """The repository holding the manifest (ignores ``$DYCKBOOK_ROOT``).
-
-    Searches upward from the current directory for ``notebooks/experiments.yml``, so a notebook
-    opened from ``notebooks/`` in JupyterLab finds the repository; falls back to the directory
-    above the installed package (an editable install) and finally to the current directory.
-    """
+    """The repository: the first folder upward from here holding ``notebooks/experiments.yml``
+    (so a notebook opened from ``notebooks/`` finds it), else the package's parent folder."""
     here = Path.cwd().resolve()
     for candidate in (here, *here.parents):
         if (candidate / "notebooks" / "experiments.yml").is_file():
             return candidate
-    package_parent = Path(__file__).resolve().parent.parent
-    if (package_parent / "notebooks" / "experiments.yml").is_file():
-        return package_parent
-    return here
+    return Path(__file__).resolve().parent.parent
+
+
+def repo_root() -> Path:
+    """The output root: ``$DYCKBOOK_ROOT`` if set, else the repository."""
+    env = os.environ.get(ROOT_ENV)
+    return Path(env).resolve() if env else source_root()
 
 
 def resolve(path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None) -> Path:
-    """Resolve a (usually repository-relative) path such as a notebook's ``results_dir``.
-
-    Args:
-        path: absolute, or relative to the output root.
-        root: the output root; default :func:`repo_root`.
-
-    Returns:
-        The absolute path.
-    """
+    """An absolute path for ``path`` (relative paths are relative to the output root)."""
     p = Path(path)
-    if p.is_absolute():
-        return p
-    return (Path(root) if root is not None else repo_root()).resolve() / p
+    return p if p.is_absolute() else (Path(root) if root else repo_root()).resolve() / p
+
+
+def _check_name(what: str, name: str) -> None:
+    if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
+        raise ValueError(f"{what} must be a plain file name, got {name!r}")
 
 
 def run_notebook_path(group: str, run: str, root: str | os.PathLike[str] | None = None) -> Path:
-    """Absolute path of the published, executed notebook ``book/runs/<group>/<run>.ipynb``."""
+    """``book/runs/<group>/<run>.ipynb`` under the output root."""
     _check_name("group", group)
     _check_name("run", run)
     return resolve(RUNS_DIR / group / f"{run}.ipynb", root)
 
 
-def run_results_rel(group: str, run: str) -> Path:
-    """Root-relative results directory ``book/results/<group>/<run>`` (what notebooks receive)."""
+def run_results_dir(group: str, run: str, root: str | os.PathLike[str] | None = None) -> Path:
+    """``book/results/<group>/<run>/`` under the output root."""
     _check_name("group", group)
     _check_name("run", run)
-    return RESULTS_DIR / group / run
+    return resolve(RESULTS_DIR / group / run, root)
 
 
-def run_results_dir(group: str, run: str, root: str | os.PathLike[str] | None = None) -> Path:
-    """Absolute results directory ``book/results/<group>/<run>/`` of one run."""
-    return resolve(run_results_rel(group, run), root)
+# ------------------------------------------------------------------------------ safe writes
+def write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically; only a regular file (or nothing) may be replaced.
 
-
-def read_run_record(group: str, run: str,
-                    root: str | os.PathLike[str] | None = None) -> dict[str, Any] | None:
-    """The run record (``run.json``) of a run, or None if it was never run (or the file is bad)."""
-    path = run_results_dir(group, run, root) / RUN_RECORD
+    Raises:
+        ValueError: ``path`` is a directory, a device, a socket, a link to one, or its folder
+            is a file.
+        OSError: the folder cannot be written (the message names the path).
+    """
+    path = Path(path)
+    if path.exists() and not path.is_file():
+        raise ValueError(f"refusing to replace {path}: it is not a regular file")
+    if path.parent.exists() and not path.parent.is_dir():
+        raise ValueError(f"cannot write {path}: {path.parent} is not a folder")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    umask = os.umask(0)
+    os.umask(umask)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
-    return record if isinstance(record, dict) else None
-
-
-def write_run_record(group: str, run: str, record: dict[str, Any],
-                     root: str | os.PathLike[str] | None = None) -> Path:
-    """Write ``run.json`` atomically (write a temporary file, then rename over the old one)."""
-    status = record.get("status")
-    if status not in STATUSES:
-        raise ValueError(f"record['status'] must be one of {STATUSES}, got {status!r}")
-    directory = run_results_dir(group, run, root)
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / RUN_RECORD
-    tmp = directory / f".{RUN_RECORD}.tmp"
-    tmp.write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n",
-                   encoding="utf-8")
-    os.replace(tmp, path)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return path
 
 
-def is_ok(group: str, run: str, root: str | os.PathLike[str] | None = None) -> bool:
-    """Whether the run's last completion succeeded and its notebook is published."""
-    record = read_run_record(group, run, root)
-    return (record is not None and record.get("status") == "ok"
-            and run_notebook_path(group, run, root).is_file())
+def write_text(path: str | os.PathLike[str], text: str) -> Path:
+    return write_bytes(path, text.encode("utf-8"))
 
 
-def load_run_metrics(group: str, run: str,
-                     root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    """The ``metrics.json`` of a successful run.
-
-    Raises:
-        FileNotFoundError: the run has no successful record (never run, failed, or blocked), or
-            it succeeded without writing ``metrics.json``. A failed run's partial files are never
-            returned.
-    """
-    record = read_run_record(group, run, root)
-    if record is None or record.get("status") != "ok":
-        status = "never run" if record is None else record.get("status")
-        raise FileNotFoundError(f"run {group}/{run} has no successful result ({status})")
-    path = run_results_dir(group, run, root) / "metrics.json"
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
-def load_per_length(group: str, run: str,
-                    root: str | os.PathLike[str] | None = None) -> list[dict[str, str]]:
-    """The rows of a successful run's ``per_length.csv`` as dicts of strings (no pandas needed)."""
-    if not is_ok(group, run, root):
-        raise FileNotFoundError(f"run {group}/{run} has no successful result")
-    path = run_results_dir(group, run, root) / "per_length.csv"
-    with path.open(newline="", encoding="utf-8") as handle:
-        return list(csv.DictReader(handle))
-
-
-def iter_ok_runs(group: str, root: str | os.PathLike[str] | None = None) -> Iterator[str]:
-    """Names of the runs of ``group`` whose last completion succeeded, sorted."""
-    base = resolve(RESULTS_DIR / group, root)
-    if not base.is_dir():
-        return
-    for entry in sorted(base.iterdir()):
-        if entry.is_dir() and not entry.name.startswith(".") and is_ok(group, entry.name, root):
-            yield entry.name
-
-
-def read_index(root: str | os.PathLike[str] | None = None) -> dict[str, Any] | None:
-    """The profile index the runner writes (``book/results/index.json``), or None.
-
-    ``{"profile": name, "runs": {run: {"group", "notebook", "stage", "hash", "title"}}}`` for
-    every run of the profile last passed to ``python -m dyckbook run``.
-    """
-    path = resolve(RESULTS_DIR / "index.json", root)
-    try:
-        index = json.loads(path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
+def _plain(obj: Any) -> Any:
+    """JSON-ready values: numpy scalars and arrays become Python ones, non-finite floats null."""
+    if isinstance(obj, Mapping):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return _plain(obj.tolist())
+    if isinstance(obj, np.generic):
+        return _plain(obj.item())
+    if isinstance(obj, float) and not math.isfinite(obj):
         return None
-    return index if isinstance(index, dict) else None
+    return obj
 
 
-def published_runs(group: str | None = None,
-                   root: str | os.PathLike[str] | None = None) -> list[tuple[str, str]]:
-    """``(group, run)`` of every current, successful run of the indexed profile, in manifest order.
+def write_json(path: str | os.PathLike[str], obj: Any) -> Path:
+    """Write ``obj`` as indented, key-sorted JSON (atomically, see :func:`write_bytes`)."""
+    return write_text(path, json.dumps(_plain(obj), indent=1, sort_keys=True) + "\n")
 
-    What a table of contents or the summary should show: runs of the last profile run whose
-    record is ok and whose hash matches the index (results left over from another profile or
-    older parameters are excluded).
-    """
-    index = read_index(root)
-    if index is None:
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    """Parse a JSON file; errors name the file."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no such file: {path}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path} is not a UTF-8 JSON file: {error}") from None
+
+
+# ------------------------------------------------------------------------------ records
+def append_records(path: str | os.PathLike[str], records: Iterable[RunRecord | dict]) -> Path:
+    """Append run records to a JSONL file, one per line (the file is rewritten atomically)."""
+    path = Path(path)
+    old = path.read_bytes() if path.is_file() else b""
+    lines = [json.dumps(_plain(r.to_dict() if isinstance(r, RunRecord) else r), sort_keys=True)
+             for r in records]
+    return write_bytes(path, old + "".join(line + "\n" for line in lines).encode())
+
+
+def read_records(path: str | os.PathLike[str]) -> list[RunRecord]:
+    """Run records of a JSONL file (a missing file holds none)."""
+    path = Path(path)
+    if not path.is_file():
         return []
     out = []
-    for run, entry in index.get("runs", {}).items():
-        g = entry.get("group")
-        if group is not None and g != group:
-            continue
-        record = read_run_record(g, run, root)
-        if (record is not None and record.get("status") == "ok"
-                and record.get("hash") == entry.get("hash")
-                and run_notebook_path(g, run, root).is_file()):
-            out.append((g, run))
+    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                out.append(RunRecord.from_dict(json.loads(line)))
+            except (json.JSONDecodeError, KeyError, TypeError) as error:
+                raise ValueError(f"{path}:{i} is not a run record: {error}") from None
     return out
 
 
-def collect_results(group: str,
-                    root: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
-    """One record per successful run of a notebook, for the summary.
+# ------------------------------------------------------------------------------ datasets
+def write_dataset(path: str | os.PathLike[str], dataset: Dataset) -> Path:
+    """JSONL: a header line (format, language), then ``{"s", "member", "kind"}`` per string."""
+    lang = dataset.language
+    header = {"format": _DATASET_FORMAT, "k": lang.k, "max_depth": lang.max_depth,
+              "pairs": list(lang.pairs), "n": len(dataset)}
+    lines = [json.dumps(header, ensure_ascii=False)]
+    lines += [json.dumps({"s": s, "member": bool(m), "kind": str(k)}, ensure_ascii=False)
+              for s, m, k in zip(dataset.strings(), dataset.labels, dataset.kinds)]
+    return write_text(path, "\n".join(lines) + "\n")
 
-    Args:
-        group: notebook stem, e.g. ``"01_dyck1"``.
-        root: the output root; default :func:`repo_root`.
 
-    Returns:
-        A list (sorted by run name) of ``{"run": name, "params": the run's resolved papermill
-        parameters, "metrics": metrics.json (or None if the run wrote none), "duration_s": ...}``.
-        Failed, blocked and never-run runs are left out: the summary reads only results that were
-        published. When the runner's index exists, only runs of the indexed profile with a
-        matching hash count (see :func:`published_runs`); without it, every ok run of the group.
+def read_dataset(path: str | os.PathLike[str]) -> Dataset:
+    """Read a file written by :func:`write_dataset`; labels are checked against the language."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        header = json.loads(lines[0]) if lines else {}
+        if header.get("format") != _DATASET_FORMAT:
+            raise ValueError(f"first line is not a {_DATASET_FORMAT} header")
+        rows = [json.loads(line) for line in lines[1:] if line.strip()]
+        language = Dyck(header["k"], header["max_depth"], header["pairs"])
+        data = Dataset.from_strings(language, [r["s"] for r in rows], [r["kind"] for r in rows])
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no such file: {path}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
+        raise ValueError(f"{path} is not a dyckbook dataset: {error}") from None
+    stated = np.array([bool(r["member"]) for r in rows])
+    if (stated != data.labels.astype(bool)).any():
+        bad = int(np.flatnonzero(stated != data.labels.astype(bool))[0])
+        raise ValueError(f"{path}: line {bad + 2} says member={stated[bad]} for "
+                         f"{rows[bad]['s']!r}, which is wrong for {language.name}")
+    return data
+
+
+# ------------------------------------------------------------------------------ models
+def save_model(path: str | os.PathLike[str], model: torch.nn.Module) -> Path:
+    """Write a single model's config, seed and weights (tensors and plain containers only, so
+    :func:`load_model` reads it with ``weights_only=True``: nothing in the file is executed)."""
+    seeds = list(model.seeds)
+    if len(seeds) != 1:
+        raise ValueError(f"save_model takes a single model, got one holding {len(seeds)}")
+    payload = {"format": _MODEL_FORMAT, "config": model.config.to_dict(), "seed": seeds[0],
+               "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()}}
+    path = Path(path)
+    if path.exists() and not path.is_file():
+        raise ValueError(f"refusing to replace {path}: it is not a regular file")
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    return write_bytes(path, buffer.getvalue())
+
+
+def load_model(path: str | os.PathLike[str]) -> torch.nn.Module:
+    """Rebuild a model saved by :func:`save_model` (eval mode).
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: the file is not a dyckbook model, or its weights do not fit its config.
     """
-    out: list[dict[str, Any]] = []
-    if read_index(root) is not None:
-        runs = sorted(run for _, run in published_runs(group, root))
-    else:
-        runs = list(iter_ok_runs(group, root))
-    for run in runs:
-        record = read_run_record(group, run, root) or {}
-        metrics_path = run_results_dir(group, run, root) / "metrics.json"
-        metrics = (json.loads(metrics_path.read_text(encoding="utf-8"))
-                   if metrics_path.is_file() else None)
-        out.append({"run": run, "params": record.get("params", {}), "metrics": metrics,
-                    "duration_s": record.get("duration_s")})
-    return out
-
-
-def runs_with_metrics(group: str,
-                      root: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
-    """The :func:`collect_results` records of ``group`` that wrote a ``metrics.json``.
-
-    [] when the group was not run in the indexed profile. (The ablation grid writes records and
-    summaries instead; read it with :func:`dyckbook.grid.published_grid`.)
-    """
-    return [r for r in collect_results(group, root) if r["metrics"] is not None]
-
-
-def write_json(path: str | os.PathLike[str], obj: Any, sort_keys: bool = True) -> Path:
-    """Write JSON (indented, trailing newline; keys sorted unless told) atomically, e.g. metrics."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=sort_keys) + "\n", encoding="utf-8")
-    os.replace(tmp, p)
-    return p
-
-
-def _check_name(what: str, name: str) -> None:
-    # Names become path components: refuse anything that could escape the layout.
-    if not name or "/" in name or "\\" in name or name in (".", "..") or name.startswith("."):
-        raise ValueError(f"{what} must be a plain file name, got {name!r}")
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such model file: {path}")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # torch raises many types for foreign or corrupt files
+        raise ValueError(f"{path} is not a dyckbook model file ({type(error).__name__})") from None
+    if not isinstance(payload, dict) or payload.get("format") != _MODEL_FORMAT:
+        raise ValueError(f"{path} is not a dyckbook model file (format {_MODEL_FORMAT})")
+    config = dict(payload["config"])
+    kind = config.get("kind")
+    if kind not in MODEL_CONFIGS:
+        raise ValueError(f"{path} holds an unknown model kind {kind!r}")
+    model = build_model(MODEL_CONFIGS[kind].from_dict(config), [int(payload["seed"])])
+    try:
+        model.load_state_dict(payload["state_dict"])
+    except RuntimeError as error:
+        raise ValueError(f"the weights in {path} do not fit its config: {error}") from None
+    return model.eval()

@@ -1,39 +1,21 @@
-"""The papermill runner: resolve the run manifest, execute runs in parallel, publish only successes.
-
-Contract (see ``notebooks/experiments.yml`` for the manifest format):
-
-- Each run executes with papermill (kernel ``python3``, working directory = the output root, i.e.
-  the repository root) into a temporary file; only on success is the executed notebook moved to
-  ``book/runs/<group>/<run>.ipynb`` and ``run.json`` written with status ``"ok"``.
-- A run is skipped when its hash (resolved parameters, notebook source, dyckbook version, and for
-  later stages the hashes of all earlier-stage runs of the profile) equals the hash of its last
-  successful completion and its notebook is still published. ``force=True`` reruns.
-- Starting a run first unpublishes its old notebook and clears its results directory, so an
-  interrupted or failed run can never leave stale results that look current. A failure records
-  ``run.json`` with status ``"failed"`` and the failing cell, keeps the executed notebook as
-  ``failed.ipynb`` and moves whatever the run wrote into ``partial/`` (never read as results):
-  the book build then fails loudly on the missing page instead of showing old numbers.
-- Stages run in order (chapters and experiments, then the summary). If a run fails, later stages
-  are not executed; their runs are unpublished and recorded as ``"blocked"``.
-- The output root is ``out_root`` if given, else ``$DYCKBOOK_ROOT``, else the repository root
-  (:func:`dyckbook.results.repo_root`). The kernel sees ``DYCKBOOK_ROOT`` set to it.
-"""
+"""The papermill runner: a manifest's runs executed on any executor, published only when whole."""
 
 from __future__ import annotations
 
+import ast
 import concurrent.futures as cf
 import fnmatch
 import hashlib
 import json
-import multiprocessing
+import logging
 import os
 import re
 import shutil
-import sys
-import textwrap
+import socket
+import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -42,767 +24,663 @@ import yaml
 
 from dyckbook import __version__
 from dyckbook import results as R
+from dyckbook.executors import Progress, cores, make_executor
 
-#: Parameters the runner injects into every run (notebooks declare them; the manifest must not).
-INJECTED = ("run_name", "results_dir", "num_threads")
-#: Injected parameters that do not change results, hence are left out of the skip hash.
-UNHASHED = frozenset({"num_threads"})
-#: Where the profile index is written, relative to the output root.
-INDEX_FILE = R.RESULTS_DIR / "index.json"
+__all__ = ["INJECTED", "Manifest", "Notebook", "Run", "Task", "describe_error", "execute",
+           "load_manifest", "prepare_for_book", "resolve_profile", "run", "run_hash",
+           "run_status", "select_runs", "statuses"]
+
+log = logging.getLogger(__name__)
+
+INJECTED = ("run_name", "results_dir", "num_threads")  # set by the runner, declared by notebooks
+UNHASHED = frozenset({"num_threads"})  # injected values that cannot change results
 KERNEL = "python3"
+CHAPTERS_GROUP = "chapters"
+RECORD = "run.json"
+FAILED_NOTEBOOK = "failed.ipynb"
+INDEX = R.RESULTS_DIR / "index.json"
+MANIFEST_VERSION = 2
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _SCALARS = (str, int, float, bool, type(None))
-_EXECUTING = ".executing.ipynb"
+_TYPES = {bool: "bool", int: "int", float: "float", str: "str", type(None): "None"}
 
 
-# ----------------------------------------------------------------------------------- manifest
+# ------------------------------------------------------------------------------ manifest
 
 
 @dataclass(frozen=True)
-class NotebookEntry:
-    """One notebook of the manifest (an experiment, the summary, or a chapter)."""
+class Notebook:
+    """A notebook (or chapter) of the manifest and the parameters its ``parameters`` cell declares."""
 
-    key: str  # manifest key, e.g. "01_dyck1" or "dyck_languages"
+    key: str  # manifest key: a notebook stem or a chapter name
     path: Path  # absolute path of the source notebook
-    title: str
-    group: str  # book/runs/<group>/...: the key, or "chapters" for chapters
-    stage: int  # execution order: all runs of a stage finish before the next stage starts
+    title: str  # title in listings
+    group: str  # book/runs/<group>/: the key, or "chapters" for chapters
+    stage: int  # every run of a stage finishes before the next stage starts
     outputs: tuple[str, ...]  # files a successful run must have written into results_dir
-    params: dict[str, Any]  # declared parameters with defaults (the parameters-cell contract)
-    # files of results_dir kept when the run is redone (a resume cache the notebook validates
-    # itself, e.g. the grid's records, each tagged with the hash of the settings that made it)
-    keep: tuple[str, ...] = ()
+    keep: tuple[str, ...]  # files of results_dir that survive a rerun (resume caches)
+    defaults: dict[str, Any]  # declared parameter -> default (a literal of the parameters cell)
+    types: dict[str, str]  # declared parameter -> its annotation ("None" when it has none)
 
 
 @dataclass(frozen=True)
-class RunSpec:
-    """One fully resolved run of a profile."""
+class Run:
+    """One run of a profile with its resolved parameters."""
 
-    name: str  # e.g. "dyck1-exp1-s0"
-    base: str  # the manifest run it expands, e.g. "dyck1-exp1"
-    notebook: NotebookEntry
-    params: dict[str, Any]  # resolved papermill parameters, including run_name and results_dir
+    name: str  # page and folder name, unique in the manifest
+    notebook: Notebook
+    params: dict[str, Any]  # every declared parameter, run_name and results_dir included
 
     @property
     def group(self) -> str:
-        """The output group (``book/runs/<group>``)."""
+        """``book/runs/<group>`` and ``book/results/<group>``."""
         return self.notebook.group
 
     @property
     def stage(self) -> int:
-        """Execution stage of the run's notebook."""
+        """The stage of its notebook."""
         return self.notebook.stage
 
 
-@dataclass
+@dataclass(frozen=True)
 class Manifest:
-    """A loaded, validated manifest."""
+    """A loaded, validated manifest (``notebooks/experiments.yml``, version 2)."""
 
     path: Path
-    notebooks: dict[str, NotebookEntry]
-    runs: dict[str, dict[str, Any]]  # name -> {"notebook", "seeded", "params"}
-    profiles: dict[str, dict[str, Any]]
-    raw: dict[str, Any] = field(repr=False, default_factory=dict)
-
-
-def default_manifest() -> Path:
-    """``notebooks/experiments.yml`` of the source repository (:func:`dyckbook.results.source_root`).
-
-    Independent of the output root, so ``DYCKBOOK_ROOT=/elsewhere python -m dyckbook run`` runs
-    this repository's manifest into ``/elsewhere``.
-    """
-    return R.source_root() / "notebooks" / "experiments.yml"
+    notebooks: dict[str, Notebook]
+    runs: dict[str, tuple[str, dict[str, Any]]]  # run -> (notebook key, its params)
+    profiles: dict[str, dict[str, Any]]  # profile -> its validated entry
 
 
 def load_manifest(path: str | os.PathLike[str] | None = None) -> Manifest:
-    """Load and validate a manifest file.
+    """Load a manifest and check it against the notebooks' parameters cells.
+
+    Args:
+        path: the manifest; default ``notebooks/experiments.yml`` of the source repository.
 
     Raises:
-        FileNotFoundError: the manifest does not exist.
-        ValueError: the manifest is malformed; the message names the offending entry.
+        FileNotFoundError: no manifest, or a notebook it names is missing.
+        ValueError: the file is not UTF-8 YAML or breaks the format; the message names the
+            file and the entry (an override of an undeclared parameter is an error).
     """
-    mpath = Path(path) if path is not None else default_manifest()
+    mpath = Path(path) if path is not None else R.source_root() / "notebooks" / "experiments.yml"
     if not mpath.is_file():
-        raise FileNotFoundError(f"manifest not found: {mpath}")
-    raw = yaml.safe_load(mpath.read_text(encoding="utf-8")) or {}
-    if not isinstance(raw, dict):
-        raise ValueError(f"manifest {mpath} must be a mapping, got {type(raw).__name__}")  # noqa: TRY004
-    if raw.get("version", 1) != 1:
-        raise ValueError(f"manifest version must be 1, got {raw.get('version')!r}")
-    base = mpath.resolve().parent
+        raise FileNotFoundError(f"manifest not found: {mpath}" + (
+            " (a folder)" if mpath.is_dir() else ""))
+    try:
+        raw = yaml.safe_load(mpath.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{mpath} is not UTF-8 text (byte {error.object[error.start]:#x} at "
+                         f"offset {error.start})") from None
+    except yaml.YAMLError as error:
+        raise ValueError(f"{mpath} is not valid YAML: {' '.join(str(error).split())}") from None
+    try:
+        return _parse(raw, mpath.resolve())
+    except ValueError as error:
+        raise ValueError(f"{mpath}: {error}") from None
 
-    notebooks: dict[str, NotebookEntry] = {}
-    runs: dict[str, dict[str, Any]] = {}
-    for section, is_chapter in (("chapters", True), ("notebooks", False)):
-        for key, entry in (_mapping(raw.get(section), section) or {}).items():
+
+def _parse(raw: Any, mpath: Path) -> Manifest:
+    raw = _entry(raw, "the manifest", {"version", "chapters", "notebooks", "runs", "profiles"})
+    if raw.get("version") != MANIFEST_VERSION:
+        raise ValueError(f"version must be {MANIFEST_VERSION}, got {raw.get('version')!r}")
+    notebooks: dict[str, Notebook] = {}
+    runs: dict[str, tuple[str, dict[str, Any]]] = {}
+    for section, chapter in (("chapters", True), ("notebooks", False)):
+        for key, entry in _entry(raw.get(section), section).items():
             where = f"{section}.{key}"
-            entry = _mapping(entry, where)
-            if key in notebooks:
-                raise ValueError(f"{where}: notebook key {key!r} is defined twice")
-            if "path" not in entry:
-                raise ValueError(f"{where}: missing 'path'")
-            params = dict(_params(entry.get("params"), f"{where}.params"))
-            for name in INJECTED:
-                if name in params:
-                    raise ValueError(f"{where}.params: {name!r} is injected by the runner; "
-                                     "remove it from the manifest")
-            stage = entry.get("stage", 1)
-            if not isinstance(stage, int) or isinstance(stage, bool):
-                raise ValueError(f"{where}.stage must be an integer, got {stage!r}")  # noqa: TRY004
-            outputs = entry.get("outputs", [])
-            if not isinstance(outputs, list) or not all(isinstance(o, str) for o in outputs):
-                raise ValueError(f"{where}.outputs must be a list of file names, got {outputs!r}")
-            keep = entry.get("keep", [])
-            if (not isinstance(keep, list) or not all(isinstance(k, str) for k in keep)
-                    or any("/" in k or k.startswith(".") or not k for k in keep)):
-                raise ValueError(f"{where}.keep must be a list of plain file names, got {keep!r}")
-            notebooks[key] = NotebookEntry(
-                key=key, path=(base / entry["path"]).resolve(), title=str(entry.get("title", key)),
-                group=R.CHAPTERS_GROUP if is_chapter else key, stage=stage,
-                outputs=tuple(outputs), params=params, keep=tuple(keep))
-            if is_chapter:
-                # A chapter is one unseeded run named after its key.
-                runs[key] = {"notebook": key, "seeded": False, "params": {}}
-
-    for name, entry in (_mapping(raw.get("runs"), "runs") or {}).items():
+            entry = _entry(entry, where, {"path", "title", "stage", "outputs", "keep"}, {"path"})
+            if not isinstance(key, str) or not _NAME.fullmatch(key) or key in notebooks:
+                raise ValueError(f"{where}: keys must be unique plain names, got {key!r}")
+            stage = entry.get("stage", 0 if chapter else 1)
+            if isinstance(stage, bool) or not isinstance(stage, int) or stage < 0:
+                raise ValueError(f"{where}.stage must be an int >= 0, got {stage!r}")
+            outputs, keep = (_names(entry.get(f, []), f"{where}.{f}") for f in ("outputs", "keep"))
+            path = (mpath.parent / str(entry["path"])).resolve()
+            notebooks[key] = Notebook(key, path, str(entry.get("title", key)),
+                                      CHAPTERS_GROUP if chapter else key, stage, outputs, keep,
+                                      *_declared(path, where))
+            if chapter:
+                runs[key] = (key, {})  # a chapter is one run named after it
+    for name, entry in _entry(raw.get("runs"), "runs").items():
         where = f"runs.{name}"
-        entry = _mapping(entry, where)
-        if name in runs:
-            raise ValueError(f"{where}: run name {name!r} is defined twice (chapters are runs too)")
-        nb = entry.get("notebook")
-        if nb not in notebooks:
-            raise ValueError(f"{where}.notebook must name a notebook of the manifest, got {nb!r}")
-        seeded = entry.get("seeded", True)
-        if not isinstance(seeded, bool):
-            raise ValueError(f"{where}.seeded must be true or false, got {seeded!r}")  # noqa: TRY004
-        params = _params(entry.get("params"), f"{where}.params")
-        _check_declared(params, notebooks[nb], f"{where}.params")
-        if seeded and "seed" not in notebooks[nb].params:
-            raise ValueError(f"{where}: a seeded run's notebook must declare a 'seed' parameter")
-        if seeded and "seed" in params:
-            raise ValueError(f"{where}.params: 'seed' of a seeded run comes from the profile")
-        runs[name] = {"notebook": nb, "seeded": seeded, "params": params}
-
-    profiles = _mapping(raw.get("profiles"), "profiles") or {}
+        entry = _entry(entry, where, {"notebook", "params"}, {"notebook"})
+        if not isinstance(name, str) or not _NAME.fullmatch(name) or name in runs:
+            raise ValueError(f"{where}: run names must be unique plain names (chapters are runs "
+                             f"too), got {name!r}")
+        if entry["notebook"] not in notebooks:
+            raise ValueError(f"{where}.notebook must name a notebook of the manifest, "
+                             f"got {entry['notebook']!r}")
+        runs[name] = (entry["notebook"], _params(entry.get("params"), f"{where}.params",
+                                                 [notebooks[entry["notebook"]]]))
+    profiles = _entry(raw.get("profiles"), "profiles")
     if not profiles:
-        raise ValueError(f"manifest {mpath} defines no profiles")
-    declared_anywhere = set().union(*(nb.params for nb in notebooks.values()))
+        raise ValueError("profiles: the manifest defines none")
+    used = [notebooks[key] for key in {key for key, _ in runs.values()}]
     for pname, prof in profiles.items():
         where = f"profiles.{pname}"
-        prof = _mapping(prof, where) or {}
-        profiles[pname] = prof
-        unknown_keys = set(prof) - {"description", "seeds", "params", "notebooks", "runs",
-                                    "include", "exclude"}
-        if unknown_keys:
-            raise ValueError(f"{where}: unknown keys {sorted(unknown_keys)}")
-        gparams = _params(prof.get("params"), f"{where}.params")
-        stray = set(gparams) - declared_anywhere
-        if stray:
-            raise ValueError(f"{where}.params: no notebook declares {sorted(stray)}")
-        for nb, over in (_mapping(prof.get("notebooks"), f"{where}.notebooks") or {}).items():
-            if nb not in notebooks:
-                raise ValueError(f"{where}.notebooks: unknown notebook {nb!r}")
-            _check_declared(_params(over, f"{where}.notebooks.{nb}"), notebooks[nb],
-                            f"{where}.notebooks.{nb}")
-        for run, over in (_mapping(prof.get("runs"), f"{where}.runs") or {}).items():
-            if run not in runs:
-                raise ValueError(f"{where}.runs: unknown run {run!r}")
-            _check_declared(_params(over, f"{where}.runs.{run}"),
-                            notebooks[runs[run]["notebook"]], f"{where}.runs.{run}")
-        _seeds_for(prof, "default", where)  # validates the seeds entry
-    return Manifest(path=mpath.resolve(), notebooks=notebooks, runs=runs, profiles=profiles,
-                    raw=raw)
+        prof = profiles[pname] = _entry(prof, where, {"description", "params", "notebooks", "runs",
+                                                      "include", "exclude"})
+        _params(prof.get("params"), f"{where}.params", used, any_of=True)
+        for key, over in _entry(prof.get("notebooks"), f"{where}.notebooks").items():
+            if key not in notebooks:
+                raise ValueError(f"{where}.notebooks: unknown notebook {key!r}")
+            _params(over, f"{where}.notebooks.{key}", [notebooks[key]])
+        for name, over in _entry(prof.get("runs"), f"{where}.runs").items():
+            if name not in runs:
+                raise ValueError(f"{where}.runs: unknown run {name!r}")
+            _params(over, f"{where}.runs.{name}", [notebooks[runs[name][0]]])
+        for field in ("include", "exclude"):
+            for pattern in _names(prof.get(field, []), f"{where}.{field}", "patterns"):
+                if not fnmatch.filter(runs, pattern):
+                    raise ValueError(f"{where}.{field}: {pattern!r} matches no run")
+    return Manifest(mpath, notebooks, runs, profiles)
 
 
-def resolve_profile(manifest: Manifest, profile: str) -> list[RunSpec]:
-    """Every run of a profile with its fully resolved parameters, in manifest order.
+def _declared(path: Path, where: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """Defaults and annotations of a notebook's parameters cell (papermill's inspection)."""
+    import papermill
+
+    if not path.is_file():
+        raise FileNotFoundError(f"{where}.path: no notebook {path}")
+    try:
+        found = papermill.inspect_notebook(str(path))
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{where}: cannot read {path}: {error}") from None
+    missing = [name for name in INJECTED if name not in found]
+    if missing:
+        raise ValueError(f"{where}: the parameters cell of {path} must declare {missing}")
+    defaults = {}
+    for name, info in found.items():
+        try:
+            defaults[name] = ast.literal_eval(info["default"])
+        except (ValueError, SyntaxError):
+            raise ValueError(f"{where}: {path} sets {name} = {info['default']}, which is not a "
+                             "literal") from None
+    return defaults, {name: info["inferred_type_name"] for name, info in found.items()}
+
+
+def _entry(value: Any, where: str, allowed: Iterable[str] | None = None,
+           required: Iterable[str] = ()) -> dict[str, Any]:
+    if value is None:
+        value = {}
+    if not isinstance(value, dict):
+        raise ValueError(f"{where} must be a mapping, got {type(value).__name__}")  # noqa: TRY004
+    unknown = sorted(map(str, set(value) - set(allowed))) if allowed is not None else []
+    missing = [key for key in required if key not in value]
+    if unknown or missing:
+        raise ValueError(f"{where}: " + (f"unknown keys {unknown}" if unknown else
+                                         f"missing {missing}"))
+    return value
+
+
+def _names(value: Any, where: str, kind: str = "paths") -> tuple[str, ...]:
+    """A list of relative paths without ``..`` ("paths"), or of glob patterns ("patterns")."""
+    ok = isinstance(value, list) and all(isinstance(v, str) and v for v in value)
+    if not ok or (kind == "paths" and not all(_NAME.fullmatch(part) for v in value
+                                              for part in v.split("/"))):
+        raise ValueError(f"{where} must be a list of {kind} (relative, no '..'), got {value!r}")
+    return tuple(value)
+
+
+def _params(value: Any, where: str, notebooks: Sequence[Notebook],
+            any_of: bool = False) -> dict[str, Any]:
+    """Overrides checked against the declaring notebooks: declared, not injected, and of the
+    annotated type (``any_of``: profile-wide values need only one notebook declaring them)."""
+    params = _entry(value, where)
+    for name, v in params.items():
+        if name in INJECTED:
+            raise ValueError(f"{where}: {name!r} is injected by the runner, never set here")
+        declaring = [nb for nb in notebooks if name in nb.defaults]
+        if not declaring or (not any_of and len(declaring) < len(notebooks)):
+            keys = sorted(nb.key for nb in notebooks)
+            raise ValueError(f"{where}: {'no notebook of' if any_of else 'notebook'} "
+                             f"{keys[0] if len(keys) == 1 else keys} declares {name!r}")
+        if not isinstance(v, _SCALARS):
+            raise ValueError(f"{where}.{name} must be a flat scalar, got {type(v).__name__}")  # noqa: TRY004
+        for nb in declaring:
+            allowed = set(re.findall(r"\w+", nb.types[name])) & set(_TYPES.values())
+            if allowed and _TYPES[type(v)] not in allowed | ({"int"} if "float" in allowed
+                                                              else set()):
+                raise ValueError(f"{where}.{name} must be {nb.types[name]} (as {nb.key} "
+                                 f"declares it), got {v!r}")
+    return params
+
+
+def resolve_profile(manifest: Manifest, profile: str) -> list[Run]:
+    """The runs of a profile, in manifest order, with resolved parameters.
+
+    Later wins: notebook defaults, run params, profile params (to every notebook declaring the
+    name), profile ``notebooks.<key>``, profile ``runs.<run>``, then ``run_name`` and
+    ``results_dir`` (``num_threads`` is set when a run is executed).
 
     Raises:
-        ValueError: ``profile`` is not defined in the manifest.
+        ValueError: ``profile`` is not in the manifest.
     """
     if profile not in manifest.profiles:
         raise ValueError(f"profile must be one of {sorted(manifest.profiles)}, got {profile!r}")
     prof = manifest.profiles[profile]
-    where = f"profiles.{profile}"
-    gparams = prof.get("params") or {}
-    nb_over = prof.get("notebooks") or {}
-    run_over = prof.get("runs") or {}
-    include = prof.get("include")
-    exclude = prof.get("exclude") or []
-    specs: list[RunSpec] = []
-    for base, entry in manifest.runs.items():
-        if include is not None and not any(fnmatch.fnmatchcase(base, p) for p in include):
+    out = []
+    for name, (key, params) in manifest.runs.items():
+        if not _chosen(name, prof):
             continue
-        if any(fnmatch.fnmatchcase(base, p) for p in exclude):
-            continue
-        nb = manifest.notebooks[entry["notebook"]]
-        params = dict(nb.params)
-        params.update(entry["params"])
-        params.update({k: v for k, v in gparams.items() if k in nb.params})
-        params.update(nb_over.get(nb.key) or {})
-        params.update(run_over.get(base) or {})
-        seeds = _seeds_for(prof, base, where) if entry["seeded"] else [None]
-        for seed in seeds:
-            name = base if seed is None else f"{base}-s{seed}"
-            resolved = dict(params)
-            if seed is not None:
-                resolved["seed"] = seed
-            resolved["run_name"] = name
-            resolved["results_dir"] = R.run_results_rel(nb.group, name).as_posix()
-            specs.append(RunSpec(name=name, base=base, notebook=nb, params=resolved))
-    names = [s.name for s in specs]
-    dupes = {n for n in names if names.count(n) > 1}
-    if dupes:
-        raise ValueError(f"{where}: run names collide after seed expansion: {sorted(dupes)}")
-    return specs
+        nb = manifest.notebooks[key]
+        resolved = {**nb.defaults, **params}
+        resolved.update({k: v for k, v in (prof.get("params") or {}).items() if k in nb.defaults})
+        resolved.update((prof.get("notebooks") or {}).get(key) or {})
+        resolved.update((prof.get("runs") or {}).get(name) or {})
+        resolved.update(run_name=name, results_dir=(R.RESULTS_DIR / nb.group / name).as_posix())
+        out.append(Run(name, nb, resolved))
+    return out
 
 
-def select_runs(specs: Sequence[RunSpec], only: Iterable[str] | None,
-                profile: str = "?") -> list[RunSpec]:
-    """The runs matching ``only`` (run names, base names, notebook keys, or glob patterns).
+def _chosen(name: str, prof: Mapping[str, Any]) -> bool:
+    include, exclude = prof.get("include"), prof.get("exclude") or []
+    return ((include is None or any(fnmatch.fnmatchcase(name, p) for p in include))
+            and not any(fnmatch.fnmatchcase(name, p) for p in exclude))
+
+
+def select_runs(runs: Sequence[Run], only: Iterable[str] | None, profile: str) -> list[Run]:
+    """The runs matching ``only`` (run names, notebook keys or glob patterns; None: all).
 
     Raises:
-        ValueError: a name or pattern matches no run of the profile (one line, for the CLI).
+        ValueError: a pattern matches no run of the profile.
     """
     if not only:
-        return list(specs)
+        return list(runs)
     chosen: set[str] = set()
     for pattern in only:
-        hits = {s.name for s in specs
-                if any(fnmatch.fnmatchcase(candidate, pattern)
-                       for candidate in (s.name, s.base, s.notebook.key))}
+        hits = {r.name for r in runs if any(fnmatch.fnmatchcase(c, pattern)
+                                            for c in (r.name, r.notebook.key))}
         if not hits:
             raise ValueError(f"--only {pattern!r} matches no run of profile {profile!r} "
-                             f"(see: python -m dyckbook list --profile {profile})")
+                             f"(see: dyckbook list --profile {profile})")
         chosen |= hits
-    return [s for s in specs if s.name in chosen]
+    return [r for r in runs if r.name in chosen]
 
 
-# ----------------------------------------------------------------------------------- hashing
+def external_runs(manifest: Manifest, profile: str, root: Path) -> list[Run]:
+    """Runs the profile excludes by name that another profile published (say, the full grid):
+    the book lists them and later stages read them."""
+    prof, out = manifest.profiles[profile], []
+    for name, (key, _) in manifest.runs.items():
+        excluded = any(fnmatch.fnmatchcase(name, p) for p in prof.get("exclude") or [])
+        nb = manifest.notebooks[key]
+        record = _record(nb.group, name, root)
+        if excluded and record.get("status") == "ok" and R.run_notebook_path(
+                nb.group, name, root).is_file():
+            out.append(Run(name, nb, record.get("params", {})))
+    return out
 
 
-def notebook_source_hash(path: str | os.PathLike[str]) -> str:
+# ------------------------------------------------------------------------------ hashes, status
+
+
+def notebook_hash(path: str | os.PathLike[str]) -> str:
     """SHA-256 of a notebook's cell types and sources (outputs and metadata do not count)."""
-    try:
-        nb = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    cells = json.loads(Path(path).read_text(encoding="utf-8"))["cells"]
+    return _digest([(c["cell_type"], "".join(c["source"]) if isinstance(c["source"], list)
+                     else c["source"]) for c in cells])
+
+
+def file_hashes(folder: Path) -> dict[str, str]:
+    """``{relative path: SHA-256}`` of every file of a results folder but ``run.json``."""
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != RECORD}
+
+
+def run_hash(run: Run, inputs: Mapping[str, str]) -> str:
+    """What a run's results depend on: parameters (not ``num_threads``), notebook source,
+    package version, and ``inputs`` (earlier-stage run -> digest of its result files)."""
+    return _digest({"params": {k: v for k, v in run.params.items() if k not in UNHASHED},
+                    "notebook": notebook_hash(run.notebook.path), "dyckbook": __version__,
+                    "inputs": dict(inputs)})
+
+
+def _inputs(runs: Iterable[Run], stage: int, root: Path) -> dict[str, str]:
+    return {r.name: _digest(_record(r.group, r.name, root).get("files"))
+            for r in runs if r.stage < stage}
+
+
+def run_status(run: Run, hash_: str, root: Path) -> str:
+    """``ok``, ``stale`` (its hash changed), ``edited`` (a result file changed since it ran),
+    ``missing``, ``failed`` or ``blocked``."""
+    record = _record(run.group, run.name, root)
+    if record.get("status", "missing") != "ok":
+        return str(record.get("status", "missing"))
+    if not R.run_notebook_path(run.group, run.name, root).is_file():
         return "missing"
-    cells = [(c.get("cell_type"), "".join(c.get("source", "")) if isinstance(c.get("source"), list)
-              else c.get("source", "")) for c in nb.get("cells", [])]
-    return hashlib.sha256(json.dumps(cells, sort_keys=True).encode()).hexdigest()
+    if record.get("hash") != hash_:
+        return "stale"
+    rdir = R.run_results_dir(run.group, run.name, root)
+    return "ok" if file_hashes(rdir) == record.get("files") else "edited"
 
 
-def compute_hashes(specs: Sequence[RunSpec],
-                   external: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, str]:
-    """The skip hash of every run of a (whole) profile, keyed by run name.
-
-    A run's hash covers its resolved parameters (minus ``num_threads``), its notebook's source
-    hash, the dyckbook version, and the hashes of every run of an earlier stage, so the summary
-    reruns whenever an experiment it reads changes. ``external`` (see :func:`external_runs`):
-    published runs of other profiles that this profile reads but does not run; they count as
-    inputs of every later stage too, so the chapters rerun when, say, the full grid appears.
-    """
-    nb_hash: dict[Path, str] = {}
-    own: dict[str, str] = {}
-    for spec in specs:
-        if spec.notebook.path not in nb_hash:
-            nb_hash[spec.notebook.path] = notebook_source_hash(spec.notebook.path)
-        own[spec.name] = _digest({
-            "params": {k: v for k, v in spec.params.items() if k not in UNHASHED},
-            "notebook": nb_hash[spec.notebook.path],
-            "dyckbook": __version__,
-        })
-    out: dict[str, str] = {}
-    for spec in specs:
-        inputs = {s.name: own[s.name] for s in specs if s.stage < spec.stage}
-        inputs.update({name: e["hash"] for name, e in (external or {}).items()
-                       if e["stage"] < spec.stage})
-        out[spec.name] = own[spec.name] if not inputs else _digest(
-            {"own": own[spec.name], "inputs": inputs})
-    return out
+def statuses(profile: str, manifest: str | os.PathLike[str] | None = None,
+             out_root: str | os.PathLike[str] | None = None) -> list[tuple[Run, str, dict]]:
+    """``(run, status, run.json)`` for every run of a profile (for ``dyckbook list``)."""
+    root = _root(out_root)
+    man = load_manifest(manifest)
+    runs = resolve_profile(man, profile)
+    every = runs + external_runs(man, profile, root)
+    return [(r, run_status(r, run_hash(r, _inputs(every, r.stage, root)), root),
+             _record(r.group, r.name, root)) for r in runs]
 
 
-def external_runs(manifest: Manifest, profile: str,
-                  root: str | os.PathLike[str] | None = None) -> dict[str, dict[str, Any]]:
-    """Published runs that ``profile`` excludes by name but its chapters may read.
-
-    A profile's ``exclude`` list names runs it never runs (the full ablation grid, hours on a
-    CPU, has its own profile). When such a run has been published by another profile (its
-    record ok, its notebook present), it is listed in this profile's index and its hash feeds
-    the later stages; runs the profile merely does not list (other profiles' extra seeds) are
-    not carried over.
-
-    Returns:
-        ``{run name: {"group", "notebook", "stage", "hash", "title", "profile"}}``.
-    """
-    prof = manifest.profiles[profile]
-    include = prof.get("include")
-    out: dict[str, dict[str, Any]] = {}
-    for base, entry in manifest.runs.items():
-        if include is not None and not any(fnmatch.fnmatchcase(base, p) for p in include):
-            continue
-        if not any(fnmatch.fnmatchcase(base, p) for p in prof.get("exclude") or []):
-            continue
-        nb = manifest.notebooks[entry["notebook"]]
-        pattern = re.compile(rf"{re.escape(base)}(-s\d+)?" if entry["seeded"] else re.escape(base))
-        for name in R.iter_ok_runs(nb.group, root):
-            record = R.read_run_record(nb.group, name, root) or {}
-            if pattern.fullmatch(name) and record.get("hash"):
-                out[name] = {"group": nb.group, "notebook": nb.key, "stage": nb.stage,
-                             "hash": record["hash"], "title": nb.title,
-                             "profile": record.get("profile")}
-    return out
+def _record(group: str, name: str, root: Path) -> dict[str, Any]:
+    path = R.run_results_dir(group, name, root) / RECORD
+    try:
+        return R.read_json(path) if path.is_file() else {}
+    except ValueError:
+        return {}  # unreadable: the run counts as missing and is redone
 
 
 def _digest(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
 
 
-# ----------------------------------------------------------------------------------- status
+# ------------------------------------------------------------------------------ the worker
 
 
-def run_status(spec: RunSpec, expected_hash: str, root: Path) -> str:
-    """``ok``, ``stale`` (parameters/notebook/version changed), ``failed``, ``blocked`` or ``missing``."""
-    record = R.read_run_record(spec.group, spec.name, root)
-    if record is None:
-        return "missing"
-    status = record.get("status")
-    if status != "ok":
-        return str(status)
-    if not R.run_notebook_path(spec.group, spec.name, root).is_file():
-        return "missing"
-    return "ok" if record.get("hash") == expected_hash else "stale"
+@dataclass(frozen=True)
+class Task:
+    """Everything a worker needs to execute one run; nothing refers to the client's disk."""
+
+    name: str  # the run
+    source: str  # the notebook (JSON text)
+    params: dict[str, Any]  # resolved parameters, num_threads included
+    outputs: tuple[str, ...]  # files the run must write into results_dir
+    files: dict[str, bytes]  # kept files of the run's results folder (relative to it)
+    inputs: dict[str, bytes]  # earlier stages' result files and the index (relative to the root)
+    kernel: str = KERNEL
 
 
-def list_runs(profile: str = "cpu", manifest: str | os.PathLike[str] | None = None,
-              out_root: str | os.PathLike[str] | None = None,
-              echo: Callable[[str], None] = print) -> int:
-    """Print the runs of a profile: status, last duration, and every resolved parameter.
+def execute(task: Task) -> dict[str, Any]:
+    """Execute one run with papermill in a private temporary folder (on any worker).
+
+    The kernel's working directory and ``DYCKBOOK_ROOT`` are that folder, so the notebook
+    reads its inputs and writes ``results_dir`` there; ``OMP_NUM_THREADS`` and friends equal
+    ``num_threads``. It talks to this process over IPC sockets (no TCP port, no warning).
 
     Returns:
-        0 (listing is not a check; statuses are for reading).
+        ``{"status": "ok"|"failed", "error", "notebook": executed notebook bytes or None,
+        "files": {relative path: bytes} of results_dir, "started", "finished", "duration_s",
+        "host"}``.
     """
-    root = _root(out_root)
-    man = load_manifest(manifest if manifest is not None else default_manifest())
-    specs = resolve_profile(man, profile)
-    hashes = compute_hashes(specs, external_runs(man, profile, root))
-    desc = " ".join(str(man.profiles[profile].get("description", "")).split())
-    echo(f"profile {profile}: {len(specs)} runs" + (f" - {desc}" if desc else ""))
-    echo(f"output root: {root}")
-    width = max([len(s.name) for s in specs] + [3])
-    nbw = max([len(s.notebook.key) for s in specs] + [8])
-    echo(f"{'run':<{width}}  {'notebook':<{nbw}}  {'status':<7}  {'last':>8}  finished")
-    counts: dict[str, int] = {}
-    for spec in specs:
-        status = run_status(spec, hashes[spec.name], root)
-        if not spec.notebook.path.is_file():
-            status = "missing"
-        counts[status] = counts.get(status, 0) + 1
-        record = R.read_run_record(spec.group, spec.name, root) or {}
-        dur = record.get("duration_s")
-        last = f"{dur:.1f}s" if isinstance(dur, (int, float)) else "-"
-        finished = str(record.get("finished", "-"))[:19]
-        echo(f"{spec.name:<{width}}  {spec.notebook.key:<{nbw}}  {status:<7}  {last:>8}  "
-             f"{finished}")
-        if not spec.notebook.path.is_file():
-            echo(f"    (notebook source not found: {_rel(spec.notebook.path, root)})")
-        shown = " ".join(f"{k}={_fmt(v)}" for k, v in spec.params.items())
-        echo(textwrap.fill(shown, width=100, initial_indent="    ", subsequent_indent="    ",
-                           break_on_hyphens=False))
-    echo("totals: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())))
-    return 0
+    import nbformat
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    started, t0 = _now(), time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="dyckbook-run-") as tmp:
+        root, executed = Path(tmp) / "root", Path(tmp) / "executed.ipynb"
+        out = root / task.params["results_dir"]
+        for base, files in ((root, task.inputs), (out, task.files)):
+            for rel, data in files.items():
+                (base / rel).parent.mkdir(parents=True, exist_ok=True)
+                (base / rel).write_bytes(data)
+        out.mkdir(parents=True, exist_ok=True)
+        threads = str(task.params["num_threads"])
+        env = {**os.environ, R.ROOT_ENV: str(root), "MPLBACKEND": "Agg", "DYCKBOOK_QUIET": "1",
+               "PYDEVD_DISABLE_FILE_VALIDATION": "1", "OMP_NUM_THREADS": threads,
+               "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads}
+        error = None
+        try:
+            papermill.execute_notebook(
+                nbformat.reads(task.source, as_version=4), str(executed), parameters=task.params,
+                kernel_name=task.kernel, progress_bar=False,
+                kernel_manager_class=_kernel_manager(env, root, Path(tmp) / "kernel"))
+        except PapermillExecutionError as exc:
+            error = {"kind": "cell", "cell_index": _source_index(executed, exc.cell_index),
+                     "source_line": next((s.strip()[:80] for s in exc.source.splitlines()
+                                          if s.strip()), ""), "ename": exc.ename,
+                     "evalue": exc.evalue}
+        except Exception as exc:  # noqa: BLE001 - a kernel that will not start fails this run only
+            error = {"kind": "runner", "ename": type(exc).__name__, "evalue": str(exc)}
+        missing = [o for o in task.outputs if not (out / o).is_file()]
+        if error is None and missing:
+            error = {"kind": "outputs", "ename": "MissingOutputs",
+                     "evalue": f"the run wrote no {missing} into results_dir"}
+        return {"status": "failed" if error else "ok", "error": error,
+                "notebook": executed.read_bytes() if executed.is_file() else None,
+                "files": {p.relative_to(out).as_posix(): p.read_bytes()
+                          for p in sorted(out.rglob("*")) if p.is_file()},
+                "started": started, "finished": _now(),
+                "duration_s": round(time.perf_counter() - t0, 3), "host": socket.gethostname()}
 
 
-# ----------------------------------------------------------------------------------- running
+def _kernel_manager(env: dict[str, str], cwd: Path, sockets: Path) -> type:
+    from jupyter_client.manager import AsyncKernelManager
+
+    sockets.mkdir()
+
+    class _Manager(AsyncKernelManager):
+        def __init__(self, **kw: Any) -> None:
+            super().__init__(**kw, transport="ipc", ip=str(sockets / "ipc"))
+
+        async def start_kernel(self, **kw: Any) -> None:
+            # per-run environment and folder without touching this (maybe threaded) process's
+            kw.update(env=env, cwd=str(cwd))
+            await super().start_kernel(**kw)
+
+    return _Manager
 
 
-def run(profile: str = "cpu", only: Sequence[str] | None = None, jobs: int = 1,
-        force: bool = False, manifest: str | os.PathLike[str] | None = None,
-        out_root: str | os.PathLike[str] | None = None,
-        echo: Callable[[str], None] | None = None) -> int:
-    """Execute the runs of a profile with papermill and publish the successful ones.
+def _source_index(executed: Path, index: int) -> int:
+    # papermill counts the injected-parameters cell; the reader opens the source notebook
+    cells = json.loads(executed.read_text(encoding="utf-8"))["cells"] if executed.is_file() else []
+    tags = [c.get("metadata", {}).get("tags", []) for c in cells[:index]]
+    return index - sum("injected-parameters" in t for t in tags)
+
+
+# ------------------------------------------------------------------------------ the client
+
+
+def run(profile: str = "cpu", only: Sequence[str] | None = None, *, force: bool = False,
+        jobs: int = 1, scheduler: str | None = None, executor: cf.Executor | None = None,
+        manifest: str | os.PathLike[str] | None = None,
+        out_root: str | os.PathLike[str] | None = None) -> int:
+    """Execute the runs of a profile that are not up to date, stage by stage, and publish them.
 
     Args:
-        profile: manifest profile (``smoke``, ``cpu``, ``thesis``, ...).
-        only: run names, base run names (all seeds), notebook keys, or glob patterns; None = all.
-        jobs: parallel processes; 0 means one per CPU core. Each run gets
-            ``num_threads = max(1, cores // jobs)`` (also as OMP/MKL/OpenBLAS thread limits).
-        force: rerun even runs whose hash is unchanged.
-        manifest: manifest path; default: the source repository's ``notebooks/experiments.yml``.
-        out_root: output root (``book/runs``, ``book/results`` go below it); default
-            ``$DYCKBOOK_ROOT`` or the repository root. It is also the kernels' working directory.
-        echo: where progress lines go; default: stdout (through tqdm when stdout is a TTY).
+        profile: a profile of the manifest.
+        only: run names, notebook keys or glob patterns (None: every run of the profile).
+        force: rerun runs that are up to date.
+        jobs: workers of the pool or LocalCluster (0: one per core); each kernel gets
+            ``num_threads = cores // jobs`` (one on an existing cluster).
+        scheduler: see :func:`dyckbook.executors.make_executor` (None: the process pool).
+        executor: an executor to use instead (the caller shuts it down).
+        manifest: default ``notebooks/experiments.yml``.
+        out_root: default ``$DYCKBOOK_ROOT`` or the repository.
 
     Returns:
-        0 if every selected run succeeded or was up to date, 1 if any failed or was blocked.
+        0 if every selected run is up to date or succeeded, 1 if one failed or was blocked
+        (a failure blocks every later stage). Failures are logged at ERROR level (stderr).
 
     Raises:
-        ValueError: unknown profile, an ``only`` pattern that matches nothing, or bad ``jobs``.
+        ValueError: a bad manifest, profile, ``only`` pattern, ``jobs`` or ``scheduler``.
+        KeyboardInterrupt: after cancelling outstanding runs (none of them is published).
     """
-    if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 0:
-        raise ValueError(f"jobs must be an integer >= 0, got {jobs!r}")
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 0:
+        raise ValueError(f"jobs must be an int >= 0, got {jobs!r}")
     root = _root(out_root)
-    man = load_manifest(manifest if manifest is not None else default_manifest())
-    specs = resolve_profile(man, profile)
+    man = load_manifest(manifest)
+    runs = resolve_profile(man, profile)
+    chosen = select_runs(runs, only, profile)
     external = external_runs(man, profile, root)
-    hashes = compute_hashes(specs, external)
-    selected = select_runs(specs, only, profile)
-    cores = _cores()
-    jobs = jobs or cores
-    threads = max(1, cores // jobs)
-    _write_index(root, profile, man, specs, hashes, external)
+    every = runs + external
+    several = {key for key in man.notebooks if sum(k == key for k, _ in man.runs.values()) > 1}
+    remote = isinstance(scheduler, str) and scheduler.startswith("tcp://")
+    threads = 1 if remote else max(1, cores() // (jobs or cores()))
+    _write_index(root, profile, man, runs, external)
+    pool, futures, counts, failures = executor, {}, dict.fromkeys(
+        ("ok", "skipped", "failed", "blocked"), 0), []
+    t0, interrupted = time.perf_counter(), False
+    try:
+        with Progress(len(chosen), f"profile {profile}", "run") as bar:
+            for stage in sorted({r.stage for r in chosen}):
+                batch = [r for r in chosen if r.stage == stage]
+                if failures:
+                    for r in batch:
+                        _publish(r, None, {"status": "blocked", "error": None}, root, profile)
+                        log.error("[block] %s: not run, an earlier stage failed", r.name)
+                    counts["blocked"] += len(batch)
+                    bar.skip(len(batch))
+                    continue
+                inputs = _inputs(every, stage, root)
+                hashes = {r.name: run_hash(r, inputs) for r in batch}
+                todo = [r for r in batch if force or run_status(r, hashes[r.name], root) != "ok"]
+                for r in batch:
+                    if r not in todo:
+                        log.info("[skip] %s (up to date)", r.name)
+                counts["skipped"] += len(batch) - len(todo)
+                bar.skip(len(batch) - len(todo))
+                if not todo:
+                    continue
+                pool = pool or make_executor(scheduler, jobs)
+                files = _input_files(root, [r for r in every if r.stage < stage])
+                for r in todo:
+                    log.info("[run] %s (%s)", r.name, r.notebook.key)
+                    futures[pool.submit(execute, _task(r, threads, root, files))] = r
+                for future in cf.as_completed(list(futures)):
+                    r = futures.pop(future)
+                    try:
+                        result = future.result()
+                    except Exception as exc:  # noqa: BLE001 - a lost worker fails its run only
+                        result = {"status": "failed", "notebook": None, "files": {}, "error": {
+                            "kind": "worker", "ename": type(exc).__name__, "evalue": str(exc)}}
+                    _publish(r, result, {**result, "hash": hashes[r.name]}, root, profile,
+                             r.notebook.key in several)
+                    counts["ok" if result["status"] == "ok" else "failed"] += 1
+                    if result["status"] == "ok":
+                        log.info("[ok] %s %.1f s on %s", r.name, result["duration_s"],
+                                 result["host"])
+                    else:
+                        failures.append(f"FAILED {r.name}: {describe_error(result['error'])}")
+                        log.error("[FAIL] %s", failures[-1].removeprefix("FAILED "))
+                    bar.update()
+    except KeyboardInterrupt:
+        interrupted = True
+        log.error("interrupted: %d outstanding run(s) cancelled, none published", len(futures))
+        raise
+    finally:
+        for future in futures:
+            future.cancel()
+        if pool is not None and executor is None:
+            pool.shutdown(wait=not interrupted, cancel_futures=interrupted)
+    log.info("done in %.1f s: %s", time.perf_counter() - t0,
+             ", ".join(f"{v} {k}" for k, v in counts.items()))
+    for line in failures:
+        log.error("%s", line)
+    return 1 if failures or counts["blocked"] else 0
 
-    todo: list[RunSpec] = []
-    skipped: list[str] = []
-    for spec in selected:
-        if not force and run_status(spec, hashes[spec.name], root) == "ok":
-            skipped.append(spec.name)
-        else:
-            todo.append(spec)
 
-    bar = None
-    if echo is None:
-        if sys.stdout.isatty() and todo:
-            from tqdm.auto import tqdm
+def _task(run: Run, threads: int, root: Path, inputs: dict[str, bytes]) -> Task:
+    rdir = R.run_results_dir(run.group, run.name, root)
+    kept = {k: (rdir / k).read_bytes() for k in run.notebook.keep if (rdir / k).is_file()}
+    return Task(run.name, run.notebook.path.read_text(encoding="utf-8"),
+                {**run.params, "num_threads": threads}, run.notebook.outputs, kept, inputs)
 
-            bar = tqdm(total=len(todo), unit="run", desc=f"{profile}", leave=True)
-            echo = bar.write
-        else:
-            echo = _print_flush
-    echo(f"profile {profile}: {len(selected)} selected, {len(skipped)} up to date, "
-         f"{len(todo)} to run with {jobs} job(s) x {threads} thread(s); output root {root}")
-    for name in skipped:
-        echo(f"[skip] {name} (up to date)")
 
-    t0 = time.perf_counter()
-    outcomes: list[dict[str, Any]] = []
-    blocked: list[RunSpec] = []
-    done = 0
-    for stage in sorted({s.stage for s in todo}):
-        batch = [s for s in todo if s.stage == stage]
-        if any(o["status"] != "ok" for o in outcomes):
-            blocked.extend(batch)
-            continue
-        tasks = [_task(s, hashes[s.name], root, threads, profile) for s in batch]
-        for outcome in _execute_all(
-                tasks, jobs, lambda t: echo(f"[start] {t['name']} ({t['notebook_key']})")):
-            done += 1
-            outcomes.append(outcome)
-            tag = "ok" if outcome["status"] == "ok" else "FAIL"
-            echo(f"[{tag}] {outcome['name']} {outcome['duration_s']:.1f} s "
-                 f"({done}/{len(todo)})")
-            if bar is not None:
-                bar.update(1)
-    for spec in blocked:
-        _unpublish(spec.group, spec.name, root, keep=spec.notebook.keep)
-        R.write_run_record(spec.group, spec.name, {
-            "status": "blocked", "run": spec.name, "notebook": spec.notebook.key,
-            "profile": profile, "hash": None, "params": spec.params,
-            "finished": _now(), "reason": "an earlier stage failed"}, root)
-        echo(f"[block] {spec.name} (not run: an earlier stage failed)")
-    if bar is not None:
-        bar.close()
+def _input_files(root: Path, earlier: Sequence[Run]) -> dict[str, bytes]:
+    """The index and every file of the published earlier-stage runs, keyed relative to root."""
+    paths = [root / INDEX] if earlier else []
+    for r in earlier:
+        if _record(r.group, r.name, root).get("status") == "ok":
+            paths += [p for p in R.run_results_dir(r.group, r.name, root).rglob("*") if p.is_file()]
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in paths}
 
-    failed = [o for o in outcomes if o["status"] != "ok"]
-    n_ok = len(outcomes) - len(failed)
-    echo(f"done in {time.perf_counter() - t0:.1f} s: {n_ok} ok, {len(skipped)} skipped, "
-         f"{len(failed)} failed, {len(blocked)} blocked")
-    for o in failed:
-        echo(f"FAILED {o['name']}: {describe_error(o['error'])}")
-        echo(f"    failed notebook: {o['failed_notebook']}")
-    if failed or blocked:
-        return 1
-    return 0
+
+def _publish(run: Run, result: Mapping[str, Any] | None, record: Mapping[str, Any], root: Path,
+             profile: str, several: bool = False) -> None:
+    """Swap in a run's results folder whole, then its page (only when it succeeded)."""
+    rdir = R.run_results_dir(run.group, run.name, root)
+    page = R.run_notebook_path(run.group, run.name, root)
+    ok = record["status"] == "ok"
+    files = {k: (rdir / k).read_bytes() for k in run.notebook.keep if (rdir / k).is_file()}
+    returned = dict((result or {}).get("files", {}))
+    files.update(returned if ok else {k: v for k, v in returned.items() if k in run.notebook.keep})
+    notebook = (result or {}).get("notebook")
+    if not ok and notebook:
+        files[FAILED_NOTEBOOK] = notebook
+    new, old = rdir.with_name(f".{run.name}.new"), rdir.with_name(f".{run.name}.old")
+    for folder in (new, old):
+        shutil.rmtree(folder, ignore_errors=True)
+    for rel, data in files.items():
+        if rel != RECORD:
+            R.write_bytes(new / rel, data)
+    R.write_json(new / RECORD, {
+        "run": run.name, "notebook": run.notebook.key, "profile": profile, "params": run.params,
+        "dyckbook": __version__, "hash": record.get("hash") if ok else None,
+        "files": file_hashes(new), **{k: record.get(k) for k in (
+            "status", "error", "started", "finished", "duration_s", "host")}})
+    page.unlink(missing_ok=True)  # first: an interruption from here on leaves no page at all
+    if rdir.exists():
+        os.replace(rdir, old)
+    os.replace(new, rdir)
+    shutil.rmtree(old, ignore_errors=True)
+    if ok:
+        R.write_bytes(page, prepare_for_book(notebook, run, profile, several))
 
 
 def describe_error(error: Mapping[str, Any]) -> str:
-    """One line naming the failing cell (index, first source line) and the exception."""
-    exc = f"{error.get('ename')}: {error.get('evalue')}"
+    """One line: the failing cell (index and first line) and the exception."""
+    exc = " ".join(f"{error.get('ename')}: {error.get('evalue')}".split())
     if error.get("kind") == "cell":
-        return (f"cell {error.get('cell_index')} of {error.get('source_notebook')} "
-                f"[{error.get('source_line')}] raised {exc}")
+        return f"cell {error['cell_index']} [{error['source_line']}] raised {exc}"
     return exc
 
 
-def _task(spec: RunSpec, hash_: str, root: Path, threads: int, profile: str) -> dict[str, Any]:
-    params = dict(spec.params)
-    params["num_threads"] = threads
-    return {"name": spec.name, "group": spec.group, "notebook_key": spec.notebook.key,
-            "source": str(spec.notebook.path), "root": str(root), "params": params,
-            "outputs": list(spec.notebook.outputs), "keep": list(spec.notebook.keep),
-            "hash": hash_, "threads": threads,
-            "profile": profile, "source_rel": _rel(spec.notebook.path, root)}
-
-
-def _execute_all(tasks: list[dict[str, Any]], jobs: int,
-                 on_start: Callable[[dict[str, Any]], None]) -> Iterable[dict[str, Any]]:
-    if jobs == 1 or len(tasks) <= 1:
-        for task in tasks:
-            on_start(task)
-            yield execute_task(task)
-        return
-    # spawn: a clean interpreter per worker (no inherited threads or event loops). At most
-    # `jobs` tasks are submitted at a time, so a "[start]" line means the run really started.
-    ctx = multiprocessing.get_context("spawn")
-    pending = list(tasks)
-    with cf.ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=ctx) as pool:
-        running: set[cf.Future[dict[str, Any]]] = set()
-        while pending or running:
-            while pending and len(running) < jobs:
-                task = pending.pop(0)
-                on_start(task)
-                running.add(pool.submit(execute_task, task))
-            finished, running = cf.wait(running, return_when=cf.FIRST_COMPLETED)
-            for future in finished:
-                yield future.result()
-
-
-def execute_task(task: dict[str, Any]) -> dict[str, Any]:
-    """Execute one run (in this process) and publish it or record its failure.
-
-    Args:
-        task: as built by the runner: name, group, source, root, params, outputs, hash, threads,
-            profile, source_rel.
-
-    Returns:
-        ``{"name", "status": "ok"|"failed", "duration_s", "error", "failed_notebook"}``.
-    """
-    import papermill as pm
-    from papermill.exceptions import PapermillExecutionError
-
-    root = Path(task["root"])
-    group, name = task["group"], task["name"]
-    published = R.run_notebook_path(group, name, root)
-    rdir = R.run_results_dir(group, name, root)
-    # Unpublish first: from here on, an interruption leaves "missing", never stale-but-ok.
-    _unpublish(group, name, root, keep=task.get("keep", ()))
-    rdir.mkdir(parents=True, exist_ok=True)
-    tmp = rdir / _EXECUTING
-    threads = str(task["threads"])
-    env_over = {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
-                "OPENBLAS_NUM_THREADS": threads, R.ROOT_ENV: str(root), "MPLBACKEND": "Agg",
-                "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
-    saved = {k: os.environ.get(k) for k in env_over}
-    os.environ.update(env_over)  # the kernel inherits this environment
-    started = _now()
-    t0 = time.perf_counter()
-    error: dict[str, Any] | None = None
-    try:
-        pm.execute_notebook(task["source"], str(tmp), parameters=task["params"],
-                            kernel_name=KERNEL, progress_bar=False, log_output=False,
-                            cwd=str(root))
-    except PapermillExecutionError as exc:
-        error = {"kind": "cell", "cell_index": exc.cell_index, "exec_count": exc.exec_count,
-                 "ename": exc.ename, "evalue": exc.evalue,
-                 "source_line": _first_line(exc.source)}
-        error["cell_index"] = _source_cell_index(tmp, exc.cell_index)
-        error["source_notebook"] = task["source_rel"]
-    except Exception as exc:  # noqa: BLE001 - any other failure is this run's failure
-        error = {"kind": "runner", "ename": type(exc).__name__, "evalue": str(exc)}
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    duration = time.perf_counter() - t0
-    if error is None:
-        missing = [o for o in task["outputs"] if not (rdir / o).is_file()]
-        if missing:
-            error = {"kind": "outputs", "ename": "MissingOutputs",
-                     "evalue": f"the run finished without writing {missing} to {rdir}"}
-    record = {"run": name, "notebook": task["notebook_key"], "source": task["source_rel"],
-              "profile": task["profile"], "params": task["params"], "hash": task["hash"],
-              "dyckbook": __version__, "started": started, "finished": _now(),
-              "duration_s": round(duration, 3), "num_threads": task["threads"]}
-    failed_nb = None
-    if error is None:
-        prepare_for_book(tmp, name=name, group=group, params=task["params"],
-                         profile=task["profile"], source=task["source_rel"])
-        published.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(tmp, published)
-        R.write_run_record(group, name, {**record, "status": "ok"}, root)
-    else:
-        partial = rdir / R.PARTIAL_DIR
-        partial.mkdir(exist_ok=True)
-        for entry in list(rdir.iterdir()):
-            if entry.name not in (R.PARTIAL_DIR, _EXECUTING, *task.get("keep", ())):
-                os.replace(entry, partial / entry.name)
-        if not any(partial.iterdir()):
-            partial.rmdir()
-        if tmp.exists():
-            failed_nb = rdir / R.FAILED_NOTEBOOK
-            os.replace(tmp, failed_nb)
-        R.write_run_record(group, name, {**record, "status": "failed", "hash": None,
-                                         "error": error}, root)
-    return {"name": name, "status": "ok" if error is None else "failed",
-            "duration_s": duration, "error": error,
-            "failed_notebook": _rel(failed_nb, root) if failed_nb else None}
-
-
-def prepare_for_book(path: str | os.PathLike[str], *, name: str, group: str,
-                     params: Mapping[str, Any], profile: str, source: str) -> None:
-    """Make an executed notebook read well as a book page: parameters visible, plumbing hidden.
-
-    - Both parameter cells (the notebook's defaults and papermill's injected values) are removed
-      from the page (tag ``remove-cell``); the resolved parameters of the run appear instead as a
-      table in a collapsible block under the title, with the run name, profile and source.
-    - A seeded run's title gets the run name (``...-s3``), so the pages of its seeds are told apart.
-    - An experiment run's code cells are collapsed (tag ``hide-input``): outputs stay visible and
-      the code is one click away. Chapter notebooks keep their code visible (it is part of the
-      argument).
-    The notebook file itself is rewritten in place (still a valid, executed notebook).
-    """
+def prepare_for_book(notebook: bytes, run: Run, profile: str, several: bool) -> bytes:
+    """An executed notebook made into a page: parameter cells removed, the run's parameters in a
+    dropdown under the title (and the run name in the title when its notebook has several
+    runs), an experiment's code collapsed (a chapter's stays visible: it is the argument)."""
     import nbformat
 
-    nb = nbformat.read(str(path), as_version=4)
-    is_chapter = group == R.CHAPTERS_GROUP
+    nb = nbformat.reads(notebook.decode("utf-8"), as_version=4)
+    chapter = run.group == CHAPTERS_GROUP
     for cell in nb.cells:
         tags = list(cell.metadata.get("tags", []))
-        if "parameters" in tags or "injected-parameters" in tags:
+        if {"parameters", "injected-parameters"} & set(tags):
             tags.append("remove-cell")
-        elif cell.cell_type == "code" and not is_chapter and not any(
+        elif cell.cell_type == "code" and not chapter and not any(
                 t.startswith(("remove-", "hide-")) for t in tags):
             tags.append("hide-input")
         if tags:
             cell.metadata["tags"] = tags
-    if not is_chapter:
-        rows = "\n".join(f"| `{key}` | `{_fmt(value)}` |" for key, value in params.items()
-                         if key != "num_threads")
-        block = (f":::{{dropdown}} Parameters of run `{name}` (profile `{profile}`)\n"
-                 f"Executed from `{source}` by `python -m dyckbook run --profile {profile}`.\n\n"
-                 f"| parameter | value |\n|---|---|\n{rows}\n:::\n")
+    source = run.notebook.path.as_posix().rsplit("/", 2)
+    nb.metadata.get("papermill", {}).update(input_path="/".join(source[-2:]),
+                                            output_path=f"{run.name}.ipynb")
+    if not chapter:
+        rows = "\n".join(f"| `{k}` | `{v!r}` |" for k, v in run.params.items() if k not in UNHASHED)
+        block = (f":::{{dropdown}} Parameters of run `{run.name}` (profile `{profile}`)\n"
+                 f"Executed from `{'/'.join(source[-2:])}` by `dyckbook run --profile "
+                 f"{profile}`.\n\n| parameter | value |\n|---|---|\n{rows}\n:::\n")
         first = next((i for i, c in enumerate(nb.cells) if c.cell_type == "markdown"), None)
-        if first is not None and re.search(r"-s\d+$", name):  # one page per seed: say which
-            lines = nb.cells[first].source.split("\n")
-            if lines and lines[0].startswith("# "):
-                lines[0] = f"{lines[0]} · `{name}`"
-                nb.cells[first].source = "\n".join(lines)
+        if first is not None and several and nb.cells[first].source.startswith("# "):
+            title, _, rest = nb.cells[first].source.partition("\n")
+            nb.cells[first].source = f"{title} · `{run.name}`\n{rest}".rstrip("\n")
         nb.cells.insert(0 if first is None else first + 1,
                         nbformat.v4.new_markdown_cell(block, metadata={"tags": ["run-parameters"]}))
-    nbformat.write(nb, str(path))
+    return nbformat.writes(nb).encode("utf-8")
 
 
-def _unpublish(group: str, name: str, root: Path, keep: Iterable[str] = ()) -> None:
-    # Remove the published notebook and the results directory, except the ``keep`` files (a
-    # resume cache): those stay where the next execution of the run will look for them.
-    R.run_notebook_path(group, name, root).unlink(missing_ok=True)
-    rdir = R.run_results_dir(group, name, root)
-    keep = set(keep)
-    if not keep:
-        shutil.rmtree(rdir, ignore_errors=True)
-        return
-    if not rdir.is_dir():
-        return
-    for entry in list(rdir.iterdir()):
-        if entry.name in keep and entry.is_file():
-            continue
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry, ignore_errors=True)
-        else:
-            entry.unlink(missing_ok=True)
-
-
-def _source_cell_index(executed: Path, index: int) -> int:
-    # papermill counts cells of the executed notebook, which has the injected-parameters cell
-    # inserted; report the index in the source notebook the reader will open.
-    try:
-        cells = json.loads(executed.read_text(encoding="utf-8"))["cells"]
-    except (OSError, ValueError, KeyError):
-        return index
-    injected = [i for i, cell in enumerate(cells)
-                if "injected-parameters" in cell.get("metadata", {}).get("tags", [])]
-    return index - 1 if injected and injected[0] < index else index
-
-
-def _write_index(root: Path, profile: str, man: Manifest, specs: Sequence[RunSpec],
-                 hashes: Mapping[str, str],
-                 external: Mapping[str, Mapping[str, Any]] | None = None) -> None:
-    # The summary reads only runs listed here with a matching hash, so results left over from
-    # another profile (same run name, other parameters) never leak into it. Runs this profile
-    # excludes by name but another profile published (``external_runs``) are listed with the
-    # profile that made them.
-    runs = {s.name: {"group": s.group, "notebook": s.notebook.key, "stage": s.stage,
-                     "hash": hashes[s.name], "title": s.notebook.title} for s in specs}
-    runs.update({name: dict(e) for name, e in (external or {}).items() if name not in runs})
-    index = {"profile": profile, "manifest": str(man.path), "written": _now(), "runs": runs}
-    R.write_json(root / INDEX_FILE, index, sort_keys=False)  # keep manifest order
-
-
-# ----------------------------------------------------------------------------------- helpers
+def _write_index(root: Path, profile: str, man: Manifest, runs: Sequence[Run],
+                 external: Sequence[Run]) -> None:
+    # what the book and later stages read: the profile, and each run with the profile that made
+    # it (runs of another profile that this one excludes are listed once published)
+    made_by = {r.name: _record(r.group, r.name, root).get("profile") for r in external}
+    R.write_json(root / INDEX, {
+        "profile": profile,
+        "description": " ".join(str(man.profiles[profile].get("description", "")).split()),
+        "runs": {r.name: {"group": r.group, "notebook": r.notebook.key, "stage": r.stage,
+                          "title": r.notebook.title, "profile": made_by.get(r.name, profile)}
+                 for r in [*runs, *external]}})
 
 
 def _root(out_root: str | os.PathLike[str] | None) -> Path:
     return Path(out_root).resolve() if out_root is not None else R.repo_root()
 
 
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - macOS/Windows
-        return os.cpu_count() or 1
-
-
-def _mapping(value: Any, where: str) -> dict[str, Any] | None:
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise ValueError(f"{where} must be a mapping, got {type(value).__name__}")  # noqa: TRY004
-    return value
-
-
-def _params(value: Any, where: str) -> dict[str, Any]:
-    params = _mapping(value, where) or {}
-    for key, v in params.items():
-        if not isinstance(key, str) or not key.isidentifier():
-            raise ValueError(f"{where}: parameter names must be identifiers, got {key!r}")
-        if not isinstance(v, _SCALARS):
-            raise ValueError(f"{where}.{key} must be a flat scalar, got {type(v).__name__}")  # noqa: TRY004
-    return params
-
-
-def _check_declared(params: Mapping[str, Any], nb: NotebookEntry, where: str) -> None:
-    unknown = set(params) - set(nb.params)
-    if unknown:
-        raise ValueError(f"{where}: notebook {nb.key!r} declares no parameter(s) {sorted(unknown)}")
-
-
-def _seeds_for(prof: Mapping[str, Any], base: str, where: str) -> list[int]:
-    seeds = prof.get("seeds", [0])
-    if isinstance(seeds, dict):
-        if "default" not in seeds:
-            raise ValueError(f"{where}.seeds: a mapping needs a 'default' entry")
-        seeds = seeds.get(base, seeds["default"])
-    if (not isinstance(seeds, list) or not seeds
-            or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)
-            or len(set(seeds)) != len(seeds)):
-        raise ValueError(f"{where}.seeds must be a non-empty list of distinct ints >= 0, "
-                         f"got {seeds!r}")
-    return seeds
-
-
-def _first_line(source: str | None) -> str:
-    for line in (source or "").splitlines():
-        if line.strip():
-            return line.strip()[:80]
-    return ""
-
-
-def _fmt(value: Any) -> str:
-    return repr(value) if isinstance(value, str) and (" " in value or not value) else str(value)
-
-
-def _rel(path: Path | None, root: Path) -> str:
-    if path is None:
-        return ""
-    try:
-        return Path(path).resolve().relative_to(root).as_posix()
-    except ValueError:
-        return str(path)
-
-
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def _print_flush(line: str) -> None:
-    print(line, flush=True)

@@ -12,10 +12,14 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
+from dyckbook.vocab import DEFAULT_PAIRS
+
 __all__ = [
+    "THESIS_GENERATORS",
     "THESIS_PAIRS",
     "THESIS_SEED",
     "ThesisLoopError",
+    "thesis_split_sizes",
     "thesis_balanced",
     "thesis_is_dyck_word",
     "thesis_samples",
@@ -23,7 +27,9 @@ __all__ = [
 ]
 
 #: The thesis' bracket pairs, in its order (``BRACKETS`` in its ``constants.py``).
-THESIS_PAIRS: tuple[str, ...] = ("()", "[]", "{}", "<>")
+THESIS_PAIRS: tuple[str, ...] = DEFAULT_PAIRS[:4]
+#: Versions of the library's generator: as released, and as it was before 2024-09-03.
+THESIS_GENERATORS = ("0.1.8", "pre-2024-09-03")
 #: The default seed of both generators.
 THESIS_SEED: int = 42
 
@@ -181,6 +187,7 @@ def thesis_samples(
     balanced: float = 0.5,
     seed: int = THESIS_SEED,
     pairs: Sequence[str] = THESIS_PAIRS,
+    generator: str = "0.1.8",
 ) -> list[str]:
     """The library's ``_generate_samples`` (``transformer-checker`` 0.1.8): a thesis dataset's strings.
 
@@ -201,6 +208,10 @@ def thesis_samples(
         balanced: Share of members (``int(n * balanced)`` of them).
         seed: Seed of the shared generator (the library's default is 42).
         pairs: Bracket pairs in the thesis' order.
+        generator: ``"0.1.8"`` (the released library) or ``"pre-2024-09-03"`` (the version that
+            wrote experiment 6's cached files: a non-member is a uniform random string of the
+            length, drawn after the same re-seeding, instead of Algorithm 5.2's first symbol and
+            shuffle).
 
     Returns:
         The ``n`` strings in the library's shuffled order (labels: :func:`thesis_is_dyck_word`).
@@ -217,6 +228,8 @@ def thesis_samples(
     if isinstance(balanced, bool) or not isinstance(balanced, (int, float)) or not 0 <= balanced <= 1:
         raise ValueError(f"balanced must be a number in [0, 1], got {balanced!r}")
     _pairs_for(k, pairs)
+    if generator not in THESIS_GENERATORS:
+        raise ValueError(f"generator must be one of {THESIS_GENERATORS}, got {generator!r}")
     r = random.Random(seed)
     n_balanced = int(n * balanced)
     members = [thesis_balanced(k, r.randint(min_length, max_length), rng=r, pairs=pairs)
@@ -225,7 +238,11 @@ def thesis_samples(
     for _ in range(n - n_balanced):
         length = r.randint(min_length, max_length)
         r.seed(THESIS_SEED)  # the library calls _generate_unbalanced_string with its default seed
-        word = _unbalanced_draw(k, length, r, pairs)
+        if generator == "0.1.8":
+            word = _unbalanced_draw(k, length, r, pairs)
+        else:
+            symbols = [c for pair in _pairs_for(k, pairs) for c in pair]
+            word = "".join(r.choice(symbols) for _ in range(length))
         if thesis_is_dyck_word(word, k, pairs):
             # the recursion re-seeds with 42 again: the same word forever
             raise ThesisLoopError(
@@ -235,3 +252,17 @@ def thesis_samples(
     samples = members + others
     r.shuffle(samples)
     return samples
+
+
+def thesis_split_sizes(n: int) -> tuple[int, int, int]:
+    """The thesis notebook's split of ``n`` strings: ``(train, validation, test)`` sizes.
+
+    ``train = int(0.8 n)``, ``validation = int(0.15 * train)``, the rest for test: the three
+    sizes the notebook passes to one ``torch.utils.data.random_split`` (so the sets sum to ``n``
+    and the validation set is not carved out of the training set, whatever its name says).
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"n must be an int >= 0, got {n!r}")
+    train = int(0.8 * n)
+    val = int(0.15 * train)
+    return train, val, n - train - val

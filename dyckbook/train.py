@@ -1,109 +1,95 @@
-"""Training loop: Adam + cross-entropy, schedules, early stopping, checkpoints, resume, weight snapshots."""
+"""The training loop: Adam, a learning-rate schedule, clipping, early stopping, for S models at once."""
 
 from __future__ import annotations
 
 import math
-import os
-import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Protocol
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from dyckbook.evaluate import evaluate
+from dyckbook.dataset import Dataset
+from dyckbook.model import seed_for
 
-__all__ = [
-    "Logger",
-    "TensorBoardLogger",
-    "TrainConfig",
-    "TrainResult",
-    "WandbLogger",
-    "load_checkpoint",
-    "save_checkpoint",
-    "select_device",
-    "train",
-]
+__all__ = ["SCHEDULES", "Task", "TrainConfig", "TrainResult", "train"]
 
 SCHEDULES = ("constant", "cosine", "linear")
-CHECKPOINT_NAME = "checkpoint.pt"
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainConfig:
-    """How to train. Batch sizes belong to the loaders, not here."""
+    """How to train. Epoch mode (``max_steps`` None) or step mode (``max_steps`` set)."""
 
-    lr: float = 1e-3  # peak learning rate of Adam (the thesis used 1e-5 to 1e-4)
-    epochs: int = 10  # passes over the training loader
-    max_steps: int | None = None  # stop after this many optimiser steps (None: epochs decide)
-    warmup_steps: int = 0  # linear warm-up from 0 to lr over this many steps
-    schedule: str = "constant"  # after warm-up: "constant" | "cosine" | "linear" decay to 0
-    grad_clip: float | None = None  # clip the global gradient norm to this (None: no clipping)
-    weight_decay: float = 0.0  # Adam's L2 weight decay (the thesis: 0)
-    target_val_accuracy: float | None = None  # stop after the first epoch reaching this val accuracy
-    seed: int = 0  # seeds dropout (and anything else drawn from torch's RNG during training)
-    device: str = "auto"  # "auto" (CUDA, then MPS, then CPU) or a torch device string
-    checkpoint_dir: str | None = None  # where checkpoint.pt is written (None: no checkpoints)
-    checkpoint_every_epochs: int = 1  # checkpoint period in epochs (the last epoch is always saved)
-    resume: bool = False  # continue from checkpoint_dir/checkpoint.pt if it exists
-    snapshot_params: tuple[str, ...] = ("classifier.weight",)  # parameters recorded over training
-    snapshot_every_steps: int | None = None  # snapshot period in steps (None: once per epoch)
-    progress: bool | None = None  # tqdm bars; None: on only for an interactive terminal outside CI
-    num_threads: int | None = None  # torch intra-op threads while training (None: unchanged)
-    eval_train: bool = True  # evaluate the train split in eval mode after each epoch
+    lr: float = 1e-3  # peak learning rate of Adam
+    batch_size: int = 32  # training strings per step and model
+    epochs: int = 10  # epoch mode: passes over the training set
+    max_steps: int | None = None  # step mode: optimiser steps (the data cycle, epochs ignored)
+    warmup_steps: int = 0  # linear warm-up from lr / warmup_steps to lr
+    schedule: str = "constant"  # after warm-up: constant | cosine | linear decay to 0
+    grad_clip: float | None = None  # clip each model's gradient norm to this (None: off)
+    weight_decay: float = 0.0  # Adam's L2 weight decay
+    eval_every: int = 0  # validate every this many steps (0: at the end of every epoch)
+    target_accuracy: float | None = None  # stop a model once its validation accuracy reaches it
+    freeze: tuple[str, ...] = ()  # parameters kept at their initial values (by name)
+    snapshot: tuple[str, ...] = ()  # parameters recorded at step 0 and at every validation
+    bucket: bool = False  # batch strings of similar length together (long inputs: less padding)
+    progress: bool = False  # a progress bar over steps (tqdm.auto)
 
     def __post_init__(self) -> None:
-        self.snapshot_params = tuple(self.snapshot_params)
-        if not (isinstance(self.lr, (int, float)) and self.lr > 0):
+        for name in ("freeze", "snapshot"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        if isinstance(self.lr, bool) or not self.lr > 0:
             raise ValueError(f"TrainConfig.lr must be > 0, got {self.lr!r}")
-        _positive_int("epochs", self.epochs)
+        for name in ("batch_size", "epochs"):
+            _check_int(name, getattr(self, name), 1)
+        for name in ("warmup_steps", "eval_every"):
+            _check_int(name, getattr(self, name), 0)
         if self.max_steps is not None:
-            _positive_int("max_steps", self.max_steps)
-        if not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
-            raise ValueError(f"TrainConfig.warmup_steps must be an int >= 0, got {self.warmup_steps!r}")
+            _check_int("max_steps", self.max_steps, 1)
         if self.schedule not in SCHEDULES:
-            raise ValueError(f"TrainConfig.schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+            raise ValueError(f"TrainConfig.schedule must be one of {SCHEDULES}, "
+                             f"got {self.schedule!r}")
         if self.grad_clip is not None and not self.grad_clip > 0:
             raise ValueError(f"TrainConfig.grad_clip must be > 0 or None, got {self.grad_clip!r}")
         if self.weight_decay < 0:
             raise ValueError(f"TrainConfig.weight_decay must be >= 0, got {self.weight_decay!r}")
-        if self.target_val_accuracy is not None and not 0 < self.target_val_accuracy <= 1:
-            raise ValueError(
-                f"TrainConfig.target_val_accuracy must be in (0, 1], got {self.target_val_accuracy!r}"
-            )
-        _positive_int("checkpoint_every_epochs", self.checkpoint_every_epochs)
-        if self.snapshot_every_steps is not None:
-            _positive_int("snapshot_every_steps", self.snapshot_every_steps)
-        if self.num_threads is not None:
-            _positive_int("num_threads", self.num_threads)
-        if self.resume and self.checkpoint_dir is None:
-            raise ValueError("TrainConfig.resume=True needs a checkpoint_dir, got None")
-        if not isinstance(self.device, str):
-            raise ValueError(f"TrainConfig.device must be a string, got {self.device!r}")
+        if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
+            raise ValueError(f"TrainConfig.target_accuracy must be in (0, 1], "
+                             f"got {self.target_accuracy!r}")
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-serialisable dict (tuples become lists)."""
         data = asdict(self)
-        data["snapshot_params"] = list(self.snapshot_params)
+        data.update(freeze=list(self.freeze), snapshot=list(self.snapshot))
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
-        """Inverse of :meth:`to_dict`; unknown keys raise ``ValueError``."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
+        unknown = sorted(set(data) - {f.name for f in fields(cls)})
         if unknown:
             raise ValueError(f"TrainConfig.from_dict got unknown keys {unknown}")
         return cls(**data)
 
 
-def _positive_int(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"TrainConfig.{name} must be a positive int, got {value!r}")
+def _check_int(name: str, value: Any, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"TrainConfig.{name} must be an int >= {low}, got {value!r}")
+
+
+class Task(Protocol):
+    """What a model learns: how datasets become tensors, the loss, and what counts as correct."""
+
+    def tensors(self, dataset: Dataset, width: int) -> dict[str, torch.Tensor]: ...
+
+    def batch(self, data: Sequence[dict[str, torch.Tensor]],
+              rows: Sequence[torch.Tensor]) -> dict[str, torch.Tensor]: ...
+
+    def loss(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor: ...
+
+    def correct(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor: ...
 
 
 @dataclass
@@ -111,109 +97,33 @@ class TrainResult:
     """What :func:`train` returns.
 
     Attributes:
-        history: one dict per epoch: ``epoch`` (1-based), ``step`` (optimiser steps so far),
-            ``train_loss_running`` (mean loss over the epoch's batches, train mode),
-            ``train_loss``/``train_accuracy`` (eval mode, if ``eval_train``), ``val_loss``,
-            ``val_accuracy``, ``test_loss``/``test_accuracy`` (if a test loader is given), ``lr``,
-            ``seconds`` (wall time of the epoch's training and evaluation).
-        snapshots: ``{param_name: (n_snapshots, n_values)}`` flattened parameter values.
-        snapshot_steps: (n_snapshots,) the optimiser step of each snapshot (0 = before training).
-        stopped_early: the target validation accuracy was reached (or a callback asked to stop).
-        steps: optimiser steps taken in total.
-        seconds: total wall time of this call (a resumed run counts only the resumed part).
+        history: one dict per validation: ``step``, ``epoch`` (fractional), ``lr``,
+            ``train_loss`` (per model: mean over the steps since the last validation),
+            ``val_accuracy`` (per model), ``seconds`` (since the start).
+        stopped_at: per model, the step at which it reached ``target_accuracy`` (its weights
+            are those of that step), or None.
+        steps: optimiser steps taken.
+        seconds: wall time.
+        snapshots: ``{name: (n_snapshots, *parameter shape)}`` values of the snapshot
+            parameters (dyckbook's networks lead with the model dimension S).
+        snapshot_steps: (n_snapshots,) the step of each snapshot (0 = before training).
     """
 
     history: list[dict[str, Any]]
-    snapshots: dict[str, np.ndarray]
-    snapshot_steps: np.ndarray
-    stopped_early: bool = False
-    steps: int = 0
-    seconds: float = 0.0
+    stopped_at: list[int | None]
+    steps: int
+    seconds: float
+    snapshots: dict[str, np.ndarray] = field(default_factory=dict)
+    snapshot_steps: list[int] = field(default_factory=list)
 
 
-class Logger(Protocol):
-    """Anything with ``log(metrics, step)`` can receive per-epoch records."""
-
-    def log(self, metrics: dict[str, Any], step: int) -> None: ...
-
-
-class TensorBoardLogger:
-    """Writes per-epoch scalars to TensorBoard; imports ``torch.utils.tensorboard`` only here."""
-
-    def __init__(self, log_dir: str | os.PathLike[str]) -> None:
-        from torch.utils.tensorboard import SummaryWriter  # needs the optional tensorboard package
-
-        self.writer = SummaryWriter(log_dir=os.fspath(log_dir))
-
-    def log(self, metrics: dict[str, Any], step: int) -> None:
-        for key, value in metrics.items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                self.writer.add_scalar(key, value, step)
-        self.writer.flush()
-
-    def close(self) -> None:
-        self.writer.close()
-
-
-class WandbLogger:
-    """Logs to Weights & Biases; the package is imported and a run started only on construction."""
-
-    def __init__(self, **init_kwargs: Any) -> None:
-        import wandb  # optional dependency
-
-        self.run = wandb.init(**init_kwargs)
-
-    def log(self, metrics: dict[str, Any], step: int) -> None:
-        self.run.log(metrics, step=step)
-
-    def close(self) -> None:
-        self.run.finish()
-
-
-def select_device(spec: str | torch.device = "auto") -> torch.device:
-    """Resolve a device spec.
-
-    ``"auto"`` picks CUDA if available, then Apple MPS, then CPU; anything else is passed to
-    ``torch.device``. Predictions everywhere are ``logits.argmax(dim=-1)``, which agrees across
-    devices: the thesis worked around a wrong MPS argmax in old torch builds, which torch >= 2.3
-    (this package's minimum) no longer has.
-
-    Raises:
-        ValueError: an unknown device string, or a device that is not available here.
-    """
-    if isinstance(spec, torch.device):
-        device = spec
-    elif spec == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        mps = getattr(torch.backends, "mps", None)
-        if mps is not None and mps.is_available():
-            return torch.device("mps")
-        return torch.device("cpu")
-    else:
-        try:
-            device = torch.device(spec)
-        except (RuntimeError, TypeError) as error:
-            raise ValueError(f"device must be 'auto' or a torch device string, got {spec!r}") from error
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {spec!r} requested but CUDA is not available")
-    if device.type == "mps" and not (
-        getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
-    ):
-        raise ValueError(f"device {spec!r} requested but MPS is not available")
-    return device
-
-
-def _lr_lambda(config: TrainConfig, total_steps: int | None) -> Callable[[int], float]:
-    warmup = config.warmup_steps
-
+def _schedule(config: TrainConfig, total: int):
     def factor(step: int) -> float:
-        if warmup and step < warmup:
-            return (step + 1) / warmup
+        if step < config.warmup_steps:
+            return (step + 1) / config.warmup_steps
         if config.schedule == "constant":
             return 1.0
-        span = max(1, (total_steps or 1) - warmup)
-        progress = min(1.0, (step - warmup) / span)
+        progress = min(1.0, (step - config.warmup_steps) / max(1, total - config.warmup_steps))
         if config.schedule == "linear":
             return 1.0 - progress
         return 0.5 * (1.0 + math.cos(math.pi * progress))
@@ -221,287 +131,171 @@ def _lr_lambda(config: TrainConfig, total_steps: int | None) -> Callable[[int], 
     return factor
 
 
-def _atomic_save(obj: Any, path: str) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+def _epoch_order(n: int, g: torch.Generator, lengths: torch.Tensor,
+                 config: TrainConfig) -> torch.Tensor:
+    """The order of one epoch: a random permutation; with ``bucket``, sorted by length within
+    windows of 50 batches, the batches then shuffled (each batch holds similar lengths)."""
+    order = torch.randperm(n, generator=g)
+    if not config.bucket:
+        return order
+    window = 50 * config.batch_size
+    chunks = [c[lengths[c].argsort(stable=True)] for c in order.split(window)]
+    batches = torch.cat(chunks).split(config.batch_size)
+    full = n // config.batch_size  # the partial batch stays last, where the step slices expect it
+    shuffled = [batches[i] for i in torch.randperm(full, generator=g)] + list(batches[full:])
+    return torch.cat(shuffled)
 
 
-def save_checkpoint(path: str | os.PathLike[str], state: dict[str, Any]) -> None:
-    """Write a training checkpoint atomically (tensors and plain containers only)."""
-    _atomic_save(state, os.fspath(path))
+def _clip(params: list[nn.Parameter], max_norm: float, n_models: int) -> None:
+    """Scale each model's gradient to norm at most ``max_norm`` (torch's rule, per model)."""
+    if n_models == 1:
+        nn.utils.clip_grad_norm_(params, max_norm)
+        return
+    grads = [p.grad for p in params if p.grad is not None]
+    norm = torch.stack([g.pow(2).flatten(1).sum(1) for g in grads]).sum(0).sqrt()  # (S,)
+    scale = (max_norm / (norm + 1e-6)).clamp(max=1.0)
+    for g in grads:
+        g.mul_(scale.view(-1, *(1,) * (g.dim() - 1)))
 
 
-def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a checkpoint written by :func:`train` (``weights_only=True``, no code is executed)."""
-    return torch.load(os.fspath(path), map_location="cpu", weights_only=True)
+def _accuracy(model: nn.Module, task: Task, data: list[dict[str, torch.Tensor]],
+              chunk: int = 1024) -> list[float]:
+    """Accuracy of every model on its own set (eval mode); NaN for an empty set."""
+    sizes = [len(d["labels"]) for d in data]
+    hits = torch.zeros(len(data))
+    was = model.training
+    model.eval()
+    with torch.inference_mode():
+        for start in range(0, max(sizes), chunk):
+            real = [torch.arange(start, max(start, min(start + chunk, n))) for n in sizes]
+            width = max(r.numel() for r in real)
+            # models with fewer rows left score repeats of row 0 that are not counted
+            rows = [torch.cat([r, torch.zeros(width - r.numel(), dtype=torch.long)]) for r in real]
+            ok = task.correct(model, task.batch(data, rows))  # (S, batch)
+            for s, r in enumerate(real):
+                hits[s] += ok[s, : r.numel()].sum()
+    model.train(was)
+    return [float(h) / n if n else math.nan for h, n in zip(hits, sizes)]
 
 
-def _rng_state(device: torch.device) -> dict[str, Any]:
-    state: dict[str, Any] = {"cpu": torch.get_rng_state()}
-    if device.type == "cuda":
-        state["cuda"] = torch.cuda.get_rng_state(device)
-    return state
+def train(model: nn.Module, task: Task, train_sets: Sequence[Dataset],
+          val_sets: Sequence[Dataset] | None, config: TrainConfig) -> TrainResult:
+    """Train the ``model.n_models`` models of ``model``, model s on ``train_sets[s]``.
 
-
-def _set_rng_state(state: dict[str, Any], device: torch.device) -> None:
-    torch.set_rng_state(state["cpu"])
-    if device.type == "cuda" and "cuda" in state:
-        torch.cuda.set_rng_state(state["cuda"], device)
-
-
-def _progress_enabled(flag: bool | None) -> bool:
-    if flag is not None:
-        return flag
-    return not os.environ.get("CI") and sys.stdout.isatty()
-
-
-def _batches_in(loader: Any) -> int | None:
-    try:
-        return len(loader)
-    except TypeError:
-        return None
-
-
-def train(
-    model: nn.Module,
-    train_loader: Iterable[dict[str, Any]],
-    val_loader: Iterable[dict[str, Any]] | None,
-    config: TrainConfig | None = None,
-    test_loader: Iterable[dict[str, Any]] | None = None,
-    callbacks: Sequence[Callable[[dict[str, Any], nn.Module], bool | None]] | None = None,
-    loggers: Sequence[Logger] | None = None,
-) -> TrainResult:
-    """Train ``model`` with Adam and cross-entropy.
-
-    Determinism: training runs inside ``torch.random.fork_rng`` seeded with ``config.seed``, so
-    dropout is reproducible and the caller's global RNG is left as it was. Data order is the
-    loaders' business: before each epoch ``train_loader.set_epoch(epoch)`` is called if it exists
-    (``dyckbook.data`` loaders derive their shuffle from (seed, epoch)); a loader without it must
-    itself be deterministic for runs, and resumed runs, to repeat exactly. On CPU the same model
-    initialisation, data and config give an identical history (except ``seconds``).
-
-    Resume: with ``checkpoint_dir`` set, a checkpoint (model, optimiser, scheduler, RNG state,
-    epoch, step, history, snapshots) is written atomically every ``checkpoint_every_epochs``
-    epochs and after the last; with ``resume=True`` training continues from it, giving the same
-    final weights and history as an uninterrupted run.
+    Model s draws its batches from its own generator (seeded from ``model.seeds[s]``), its
+    dropout from its own stream (the model's), clips its own gradient norm and stops on its own
+    validation accuracy; Adam updates each element from that element's gradients only, so
+    training S models at once gives each the weights it would get alone, to floating-point
+    rounding. The caller's global random state is not used.
 
     Args:
-        model: maps tokens (batch, pos) to logits (batch, n_classes); moved to the chosen device.
-        train_loader: iterable of batch dicts (``tokens``, ``labels``, ``lengths``, ``kinds``).
-        val_loader: evaluated after every epoch (None: skipped; then no early stopping).
-        config: training settings (default ``TrainConfig()``).
-        test_loader: also evaluated after every epoch if given.
-        callbacks: called as ``callback(record, model)`` after each epoch; returning True stops.
-        loggers: objects with ``log(record, step)`` receiving each epoch's record.
+        model: a network with ``n_models`` and ``seeds`` (``Classifier``, ``ThesisClassifier``,
+            the sequence models), mapping the task's batches to outputs.
+        task: the :class:`Task` (``model.ClassificationTask``, ``seq2seq.CompletionTask``).
+        train_sets: one training set per model, all of the same size.
+        val_sets: one validation set per model, or None (no validation, no early stop).
+        config: the :class:`TrainConfig`.
 
     Returns:
-        A :class:`TrainResult`.
+        The :class:`TrainResult`; the model is left in eval mode.
     """
-    config = config or TrainConfig()
-    device = select_device(config.device)
+    n_models = model.n_models
+    if len(train_sets) != n_models or (val_sets is not None and len(val_sets) != n_models):
+        raise ValueError(f"train_sets and val_sets must hold one dataset per model "
+                         f"({n_models}), got {len(train_sets)} and "
+                         f"{None if val_sets is None else len(val_sets)}")
+    sizes = {len(ds) for ds in train_sets}
+    if len(sizes) != 1 or 0 in sizes:
+        raise ValueError(f"train_sets must be non-empty and of one size, got sizes {sorted(sizes)}")
+    n = sizes.pop()
     names = dict(model.named_parameters())
-    unknown = [name for name in config.snapshot_params if name not in names]
-    if unknown:
-        raise ValueError(
-            f"TrainConfig.snapshot_params has unknown parameter names {unknown}; "
-            f"available: {sorted(names)}"
-        )
-    n_batches = _batches_in(train_loader)
-    total_steps = config.max_steps
-    if total_steps is None and n_batches is not None:
-        total_steps = n_batches * config.epochs
-    if config.schedule != "constant" and total_steps is None:
-        raise ValueError(
-            f"TrainConfig.schedule={config.schedule!r} needs max_steps or a train_loader with len()"
-        )
-
-    old_threads = torch.get_num_threads()
-    if config.num_threads is not None:
-        torch.set_num_threads(config.num_threads)
-    fork_devices = [device] if device.type == "cuda" else []
-    try:
-        with torch.random.fork_rng(devices=fork_devices, enabled=True):
-            torch.manual_seed(config.seed)
-            return _train(
-                model, train_loader, val_loader, test_loader, config, device, total_steps,
-                n_batches, list(callbacks or ()), list(loggers or ()),
-            )
-    finally:
-        torch.set_num_threads(old_threads)
-
-
-def _adam(model: nn.Module, config: TrainConfig, device: torch.device) -> torch.optim.Adam:
-    """Adam with the fused kernel where torch has one for the device (CPU since torch 2.4, CUDA).
-
-    The fused update is one kernel over all parameters instead of ~10 small ops per tensor; it
-    cut the optimiser's share of an experiment-1 step from ~15% to ~5% on CPU (see
-    benchmarks/bench_training.py). Its arithmetic differs from the loop version only in rounding.
-    """
-    kwargs = {"lr": config.lr, "weight_decay": config.weight_decay}
-    if device.type in ("cpu", "cuda"):
-        try:
-            return torch.optim.Adam(model.parameters(), fused=True, **kwargs)
-        except (RuntimeError, TypeError, ValueError):  # older torch: no fused CPU kernel
-            pass
-    return torch.optim.Adam(model.parameters(), **kwargs)
-
-
-def _train(
-    model: nn.Module,
-    train_loader: Any,
-    val_loader: Any,
-    test_loader: Any,
-    config: TrainConfig,
-    device: torch.device,
-    total_steps: int | None,
-    n_batches: int | None,
-    callbacks: list[Callable[[dict[str, Any], nn.Module], bool | None]],
-    loggers: list[Logger],
-) -> TrainResult:
-    start_time = time.perf_counter()
-    model.to(device)
-    optimizer = _adam(model, config, device)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_lambda(config, total_steps))
-    params = dict(model.named_parameters())
+    for name in config.freeze + config.snapshot:
+        if name not in names:
+            raise ValueError(f"TrainConfig names unknown parameter {name!r}; known: {sorted(names)}")
+    for name in config.freeze:
+        names[name].requires_grad_(False)
+    sets = list(train_sets) + list(val_sets or [])
+    width = max(int(ds.lengths.max(initial=0)) for ds in sets)
+    data = [task.tensors(ds, width) for ds in train_sets]
+    val = [task.tensors(ds, width) for ds in val_sets] if val_sets is not None else None
+    per_epoch = math.ceil(n / config.batch_size)
+    total = config.max_steps or config.epochs * per_epoch
+    eval_every = config.eval_every or per_epoch
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.Adam(params, lr=config.lr, weight_decay=config.weight_decay,
+                                 fused=True)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(config, total))
+    orders = [torch.Generator().manual_seed(seed_for(s, "order")) for s in model.seeds]
+    stopped: list[int | None] = [None] * n_models
+    frozen = [p.detach().clone() for p in params]
+    snaps: dict[str, list[np.ndarray]] = {name: [] for name in config.snapshot}
+    snap_steps: list[int] = []
     history: list[dict[str, Any]] = []
-    snapshots: dict[str, list[torch.Tensor]] = {name: [] for name in config.snapshot_params}
-    snapshot_steps: list[int] = []
+    losses = torch.zeros(n_models)
+    counted = 0
+    start = time.perf_counter()
+
+    def snapshot(step: int) -> None:
+        snap_steps.append(step)
+        for name in config.snapshot:
+            snaps[name].append(names[name].detach().cpu().numpy().copy())
+
+    snapshot(0)
+    bar = None
+    if config.progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=total, desc="training", unit="step", leave=False)
+    model.train()
+    perms: list[torch.Tensor] = []
     step = 0
-    start_epoch = 1
-    stopped = False
-
-    def snapshot() -> None:
-        snapshot_steps.append(step)
-        for name in config.snapshot_params:
-            snapshots[name].append(params[name].detach().flatten().cpu().clone())
-
-    ckpt_path = (
-        os.path.join(config.checkpoint_dir, CHECKPOINT_NAME) if config.checkpoint_dir else None
-    )
-    if ckpt_path is not None:
-        os.makedirs(config.checkpoint_dir, exist_ok=True)
-    if config.resume and ckpt_path is not None and os.path.exists(ckpt_path):
-        state = load_checkpoint(ckpt_path)
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        _set_rng_state(state["rng"], device)
-        history = list(state["history"])
-        step = int(state["step"])
-        start_epoch = int(state["epoch"]) + 1
-        stopped = bool(state["stopped"])
-        snapshot_steps = list(state["snapshot_steps"])
-        snapshots = {name: list(state["snapshots"].get(name, [])) for name in config.snapshot_params}
-    else:
-        snapshot()
-
-    def checkpoint(epoch: int) -> None:
-        if ckpt_path is None:
-            return
-        save_checkpoint(
-            ckpt_path,
-            {
-                "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(),
-                "rng": _rng_state(device),
-                "epoch": epoch,
-                "step": step,
-                "stopped": stopped,
-                "history": history,
-                "snapshot_steps": snapshot_steps,
-                "snapshots": snapshots,
-                "train_config": config.to_dict(),
-            },
-        )
-
-    show = _progress_enabled(config.progress)
-    out_of_steps = config.max_steps is not None and step >= config.max_steps
-    for epoch in range(start_epoch, config.epochs + 1):
-        if stopped or out_of_steps:
-            break
-        epoch_start = time.perf_counter()
-        if hasattr(train_loader, "set_epoch"):
-            train_loader.set_epoch(epoch)
-        model.train()
-        loss_sum = 0.0
-        seen = 0
-        batches: Iterable[dict[str, Any]] = train_loader
-        bar = None
-        if show:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(train_loader, total=n_batches, desc=f"epoch {epoch}", leave=False)
-            batches = bar
-        for batch in batches:
-            tokens = batch["tokens"].to(device, non_blocking=True)
-            labels = batch["labels"].to(device, non_blocking=True)
-            logits = model(tokens)
-            loss = F.cross_entropy(logits, labels)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if config.grad_clip is not None:
-                nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-            optimizer.step()
-            scheduler.step()
-            step += 1
-            # .item() syncs once per step; cheap on CPU and keeps the running loss exact
-            loss_sum += loss.item() * len(labels)
-            seen += len(labels)
-            if config.snapshot_every_steps is not None and step % config.snapshot_every_steps == 0:
-                snapshot()
-            if config.max_steps is not None and step >= config.max_steps:
-                out_of_steps = True
-                break
+    while step < total:
+        if step % per_epoch == 0:
+            perms = [_epoch_order(n, g, d["lengths"], config) for g, d in zip(orders, data)]
+        i = step % per_epoch
+        rows = [p[i * config.batch_size:(i + 1) * config.batch_size] for p in perms]
+        loss = task.loss(model, task.batch(data, rows))  # (S,)
+        optimizer.zero_grad(set_to_none=True)
+        loss.sum().backward()
+        if config.grad_clip is not None:
+            _clip(params, config.grad_clip, n_models)
+        optimizer.step()
+        scheduler.step()
+        step += 1
+        losses += loss.detach()
+        counted += 1
+        done = [s for s in range(n_models) if stopped[s] is not None]
+        if done:  # a model that has stopped keeps the weights of its stopping step
+            with torch.no_grad():
+                for p, f in zip(params, frozen):
+                    p[done] = f[done]
         if bar is not None:
-            bar.close()
-        if config.snapshot_every_steps is None:
-            snapshot()
-        record: dict[str, Any] = {
-            "epoch": epoch,
-            "step": step,
-            "train_loss_running": loss_sum / seen if seen else math.nan,
-        }
-        if config.eval_train:
-            metrics = evaluate(model, train_loader, device)
-            record["train_loss"] = metrics["loss"]
-            record["train_accuracy"] = metrics["accuracy"]
-        if val_loader is not None:
-            metrics = evaluate(model, val_loader, device)
-            record["val_loss"] = metrics["loss"]
-            record["val_accuracy"] = metrics["accuracy"]
-        if test_loader is not None:
-            metrics = evaluate(model, test_loader, device)
-            record["test_loss"] = metrics["loss"]
-            record["test_accuracy"] = metrics["accuracy"]
-        record["lr"] = optimizer.param_groups[0]["lr"]
-        record["seconds"] = time.perf_counter() - epoch_start
-        history.append(record)
-        if (
-            config.target_val_accuracy is not None
-            and val_loader is not None
-            and record["val_accuracy"] >= config.target_val_accuracy
-        ):
-            stopped = True
-        for callback in callbacks:
-            if callback(record, model):
-                stopped = True
-        for logger in loggers:
-            logger.log(record, step)
-        last = epoch == config.epochs or stopped or out_of_steps
-        if last or epoch % config.checkpoint_every_epochs == 0:
-            checkpoint(epoch)
-
+            bar.update(1)
+        if step % eval_every == 0 or step == total:
+            record = {"step": step, "epoch": step / per_epoch, "lr": scheduler.get_last_lr()[0],
+                      "train_loss": (losses / counted).tolist()}
+            losses.zero_()
+            counted = 0
+            if val is not None:
+                accuracy = _accuracy(model, task, val)
+                record["val_accuracy"] = accuracy
+                for s, acc in enumerate(accuracy):
+                    if (stopped[s] is None and config.target_accuracy is not None
+                            and acc >= config.target_accuracy):
+                        stopped[s] = step
+                        with torch.no_grad():
+                            for p, f in zip(params, frozen):
+                                if n_models > 1:
+                                    f[s] = p[s]
+            record["seconds"] = time.perf_counter() - start
+            history.append(record)
+            snapshot(step)
+            if all(s is not None for s in stopped):
+                break
+    if bar is not None:
+        bar.close()
+    for name in config.freeze:
+        names[name].requires_grad_(True)
     model.eval()
-    return TrainResult(
-        history=history,
-        snapshots={
-            name: torch.stack(values).numpy() if values else np.zeros((0, params[name].numel()))
-            for name, values in snapshots.items()
-        },
-        snapshot_steps=np.asarray(snapshot_steps, dtype=np.int64),
-        stopped_early=stopped,
-        steps=step,
-        seconds=time.perf_counter() - start_time,
-    )
+    return TrainResult(history, stopped, step, time.perf_counter() - start,
+                       {k: np.stack(v) for k, v in snaps.items()}, snap_steps)

@@ -1,124 +1,170 @@
-"""Tests for dyckbook.baselines: each baseline gets the accuracy its protocol forces on it."""
+"""Tests for dyckbook.baselines: each shortcut classifier on data where its answer is known."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
+from reference_checker import is_dyck
 
-from dyckbook import baselines as B
-from dyckbook import data as D
-from dyckbook.languages import Dyck
-from dyckbook.negatives import HARD_KINDS
-from tests.reference_checker import is_dyck  # independent stack checker
-
-
-def _data(k: int, negatives: str, n: int = 1200, seed: int = 0, min_length: int = 0):
-    return D.generate_dataset(
-        D.DatasetSpec(
-            k=k, n=n, negatives=negatives, seed=seed, min_length=min_length, max_length=16
-        )
-    )
-
-
-@pytest.mark.parametrize("k", [1, 3])
-def test_first_character_rule_is_perfect_on_thesis_literal_data(k):
-    ds = _data(k, "thesis_literal")
-    result = B.FirstCharacterRule().fit(ds).accuracy(ds)
-    assert result["accuracy"] == 1.0
-    assert set(result["per_kind"]) == {"positive", "thesis_literal"}
+from dyckbook.baselines import (
+    BASELINES,
+    Bigrams,
+    Counts,
+    FirstSymbol,
+    LocalRecogniser,
+    Stack,
+    fit_baselines,
+    make_baseline,
+)
+from dyckbook.languages import Dyck, sample_lengths
+from dyckbook.negatives import sample_negatives
 
 
-@pytest.mark.parametrize("k", [1, 3])
-def test_first_character_rule_says_member_to_every_hard_negative(k):
-    ds = _data(k, "hard")
-    pred = B.first_character_rule(ds)
-    assert (pred == 1).all()  # every hard negative starts with an opener
-    result = B.FirstCharacterRule().fit(ds).accuracy(ds)
-    assert result["accuracy"] == pytest.approx(float(ds.labels.mean()))  # the member share
-    assert all(
-        result["per_kind"][kind]["accuracy"] == 0.0
-        for kind in result["per_kind"]
-        if kind in HARD_KINDS
-    )
+def stack(*blocks):
+    """Concatenate ``(codes, lengths)`` blocks of different widths."""
+    width = max(codes.shape[1] for codes, _ in blocks)
+    codes = [np.pad(c, ((0, 0), (0, width - c.shape[1])), constant_values=255) for c, _ in blocks]
+    return np.vstack(codes), np.concatenate([lengths for _, lengths in blocks])
 
 
-def test_first_character_rule_on_plain_strings():
-    assert B.first_character_rule([")(", "()", "", "]["]).tolist() == [0, 1, 1, 0]
-    lang = Dyck(2, pairs=("ab", "cd"))
-    assert B.first_character_rule(["ba", "ab", "dc"], lang).tolist() == [0, 1, 0]
+def members_and(lang, rng, n, kinds, lo=4, hi=16):
+    """n members and n negatives of ``kinds`` at uniform even lengths, with labels."""
+    members = lang.sample_codes(rng, sample_lengths(rng, n, lo, hi))
+    negatives = sample_negatives(lang, rng, sample_lengths(rng, n, lo, hi), kinds)[:2]
+    return (*stack(members, negatives), np.repeat([1, 0], n))
 
 
-def test_counts_model_is_exactly_at_chance_on_hard_dyck1():
-    # For k = 1 every member and every hard negative of a length have the same counts, so any
-    # counts model predicts one label per length; the lengths are paired, so accuracy is 1/2.
-    train = _data(1, "hard", n=2000, seed=1)
-    test = _data(1, "hard", n=2000, seed=2)
-    for hidden in (0, 16):
-        model = B.CountsClassifier(hidden=hidden, steps=300).fit(train)
-        result = model.accuracy(test)
-        assert result["accuracy"] == pytest.approx(0.5)
-        assert all(cell["accuracy"] == pytest.approx(0.5) for cell in result["per_length"].values())
+def exchange_leaf_closers(lang, rng, words):
+    """Exchange the closers of two leaf pairs of different types: counts kept, clashes made."""
+    out = []
+    for w in words:
+        leaves = [m.start() for m in re.finditer(r"\(\)|\[\]|\{\}", w)]
+        pairs = [(i, j) for i in leaves for j in leaves if i < j and w[i] != w[j]]
+        i, j = pairs[rng.integers(len(pairs))]
+        chars = list(w)
+        chars[i + 1], chars[j + 1] = chars[j + 1], chars[i + 1]
+        out.append("".join(chars))
+    return out
 
 
-def test_counts_model_is_near_chance_on_hard_dyck3_but_not_on_random():
-    # k = 3: the per-type counts of hard negatives match members' (kinds needing two types
-    # shift their distribution slightly), so a counts model stays within a few points of 1/2;
-    # on random negatives counting works.
-    hard = B.CountsClassifier(hidden=16, steps=400).fit(_data(3, "hard", n=3000, seed=1))
-    assert abs(hard.accuracy(_data(3, "hard", n=3000, seed=2))["accuracy"] - 0.5) < 0.06
-    rand = B.CountsClassifier(hidden=16, steps=400).fit(_data(3, "random", n=3000, seed=1))
-    assert rand.accuracy(_data(3, "random", n=3000, seed=2))["accuracy"] > 0.9
+def test_first_symbol():
+    lang = Dyck(2)
+    model = FirstSymbol(lang).fit(*lang.alphabet.encode(["()"]), [1])
+    codes, lengths = lang.alphabet.encode(["", "()", ")(", "][", "[)", "]"])
+    assert model.predict(codes, lengths).tolist() == [1, 1, 0, 0, 1, 0]
+    assert model.predict(*lang.alphabet.encode([])).shape == (0,)
+    hard, hard_lengths, _ = sample_negatives(lang, np.random.default_rng(0), [12] * 200)
+    assert model.predict(hard, hard_lengths).dtype == np.int8
+    assert (model.predict(hard, hard_lengths) == 1).all()  # every hard negative opens first
 
 
-def test_bag_of_tokens_unigrams_at_chance_on_hard_dyck1():
-    model = B.BagOfTokensClassifier(ngram=1, hidden=8, steps=200).fit(_data(1, "hard", n=1000))
-    assert model.accuracy(_data(1, "hard", n=1000, seed=5))["accuracy"] == pytest.approx(0.5)
+def test_counts_learns_balanced_counts():
+    lang = Dyck(3)
+    rng = np.random.default_rng(1)
+    model = Counts(lang).fit(*members_and(lang, rng, 3000, "random"))
+    codes, lengths, _ = members_and(lang, rng, 2000, "random")
+    per_symbol = [np.bincount(row[:n], minlength=6) for row, n in zip(codes, lengths)]
+    balanced = np.array([(c[0::2] == c[1::2]).all() for c in per_symbol])
+    assert 0.3 < balanced.mean() < 0.7  # members, plus a few balanced random strings
+    assert (model.predict(codes, lengths) == balanced).mean() > 0.99
+    hard, hard_lengths, _ = sample_negatives(lang, rng, [12] * 300, ["swap", "crossing"])
+    assert model.predict(hard, hard_lengths).all()  # a member's counts: taken for members
 
 
-def test_bag_of_bigrams_features_count_adjacent_pairs():
+def test_bigrams_see_adjacent_clashes_that_counts_cannot():
+    lang = Dyck(3)
+    rng = np.random.default_rng(2)
+
+    def data(n):
+        words = [
+            w
+            for w in lang.sample(rng, sample_lengths(rng, 3 * n, 8, 20))
+            if len({m.group() for m in re.finditer(r"\(\)|\[\]|\{\}", w)}) > 1
+        ][:n]
+        members = lang.sample(rng, [len(w) for w in words])
+        codes, lengths = lang.alphabet.encode(members + exchange_leaf_closers(lang, rng, words))
+        return codes, lengths, np.repeat([1, 0], n)
+
+    train, test = data(1500), data(1000)
+    assert (Bigrams(lang).fit(*train).predict(*test[:2]) == test[2]).mean() > 0.98
+    assert abs((Counts(lang).fit(*train).predict(*test[:2]) == test[2]).mean() - 0.5) < 0.05
+
+
+def local_reference(train_members, s, window):
+    """Every window of width <= w of '<s>' occurs in '<m>' for some training member m."""
+    seen = {
+        f"<{m}>"[i : i + n]
+        for m in train_members
+        for n in range(1, window + 1)
+        for i in range(len(m) + 3 - n)
+    }
+    b = f"<{s}>"
+    return all(b[i : i + n] in seen for n in range(1, window + 1) for i in range(len(b) + 1 - n))
+
+
+@pytest.mark.parametrize("window", [2, 3, 4, 6])
+def test_local_recogniser_equals_its_definition(window):
+    lang = Dyck(2)
+    rng = np.random.default_rng(window)
+    members = lang.sample(rng, sample_lengths(rng, 60, 0, 10))
+    noise = ["".join(rng.choice(list("()[]"), size=rng.integers(0, 8))) for _ in range(60)]
+    labels = [1] * 60 + [0] * 60
+    model = LocalRecogniser(lang, window).fit(*lang.alphabet.encode(members + noise), labels)
+    tests = lang.sample(rng, sample_lengths(rng, 200, 0, 14)) + noise + ["", "()", ")("]
+    expected = [local_reference(members, s, window) for s in tests]
+    assert model.predict(*lang.alphabet.encode(tests)).tolist() == expected
+    assert 0 < sum(expected) < len(expected)
+
+
+def test_local_recogniser_examples():
     lang = Dyck(1)
-    model = B.BagOfTokensClassifier(ngram=2)
-    model.language = lang
-    codes, lengths = lang.encode(["(())", "()", ""])
-    feats = model.features(codes, lengths)  # [n(, n), (( () )( ))]
-    assert feats.tolist() == [[2, 2, 1, 1, 0, 1], [1, 1, 0, 1, 0, 0], [0, 0, 0, 0, 0, 0]]
+    model = LocalRecogniser(lang, 3).fit(*lang.alphabet.encode(["()()", ")("]), [1, 0])
+    codes, lengths = lang.alphabet.encode(["()()()", "(())", ")(", "", "()"])
+    assert model.predict(codes, lengths).tolist() == [1, 0, 0, 0, 1]
 
 
-@pytest.mark.parametrize("negatives", ["hard", "random", "thesis_literal"])
-@pytest.mark.parametrize("k", [1, 3])
-def test_stack_automaton_is_perfect(k, negatives):
-    ds = _data(k, negatives, n=800)
-    automaton = B.StackAutomaton().fit(ds)
-    assert automaton.accuracy(ds)["accuracy"] == 1.0
-    strings = ds.strings()[:50]
-    expected = [int(is_dyck(s, ds.language.pairs)) for s in strings]
-    assert automaton.predict(strings).tolist() == expected
+def test_stack_is_exact():
+    lang = Dyck(3, max_depth=3)
+    rng = np.random.default_rng(3)
+    codes, lengths, labels = members_and(lang, rng, 500, ["random", *("dip", "swap")])
+    assert (Stack(lang).fit(codes, lengths, labels).predict(codes, lengths) == labels).all()
+    words = lang.alphabet.decode(codes, lengths)
+    assert Stack(lang).predict(codes, lengths).tolist() == [
+        int(is_dyck(w, lang.pairs, 3)) for w in words
+    ]
 
 
-def test_learned_baselines_are_deterministic():
-    ds = _data(3, "random", n=600)
-    a = B.CountsClassifier(hidden=8, steps=50, seed=3).fit(ds).decision_function(ds)
-    b = B.CountsClassifier(hidden=8, steps=50, seed=3).fit(ds).decision_function(ds)
-    assert np.array_equal(a, b)
+def test_fit_baselines_is_deterministic_and_complete():
+    lang = Dyck(2)
+    data = members_and(lang, np.random.default_rng(4), 800, ["random", "swap"])
+    a, b = fit_baselines(lang, *data), fit_baselines(lang, *data, window=4)
+    assert list(a) == list(BASELINES) and [m.name for m in a.values()] == list(BASELINES)
+    for name in BASELINES:
+        assert np.array_equal(a[name].predict(*data[:2]), b[name].predict(*data[:2]))
+    assert a["stack"].predict(*data[:2]).tolist() == data[2].tolist()
+    assert make_baseline("local", lang, window=3).window == 3
 
 
-def test_accuracy_breakdown_is_consistent():
-    ds = _data(1, "random", n=400)
-    result = B.make_baseline("first_character_rule").fit(ds).accuracy(ds)
-    n = sum(cell["n"] for cell in result["per_kind"].values())
-    assert n == result["n"] == len(ds)
-    weighted = sum(c["n"] * c["accuracy"] for c in result["per_length"].values()) / n
-    assert weighted == pytest.approx(result["accuracy"])
-
-
-def test_bad_arguments_raise_naming_the_parameter():
+def test_bad_arguments():
+    lang = Dyck(1)
+    codes, lengths = lang.alphabet.encode(["()", ")("])
     with pytest.raises(ValueError, match="name must be one of"):
-        B.make_baseline("oracle")
-    with pytest.raises(ValueError, match="ngram"):
-        B.BagOfTokensClassifier(ngram=3)
-    with pytest.raises(ValueError, match="hidden"):
-        B.CountsClassifier(hidden=-1)
+        make_baseline("oracle", lang)
+    with pytest.raises(ValueError, match="language"):
+        Counts("Dyck-1")
+    with pytest.raises(ValueError, match="window"):
+        LocalRecogniser(lang, 1)
+    with pytest.raises(ValueError, match="window=30"):
+        LocalRecogniser(Dyck(8), 30)
+    with pytest.raises(ValueError, match="labels"):
+        Counts(lang).fit(codes, lengths, [1, 2])
+    with pytest.raises(ValueError, match="labels"):
+        Counts(lang).fit(codes, lengths, [1])
     with pytest.raises(ValueError, match="not fitted"):
-        B.CountsClassifier().predict(["()"])
-    with pytest.raises(ValueError, match="predictions must have shape"):
-        B.baseline_accuracy(np.zeros(3), _data(1, "hard", n=10))
+        Bigrams(lang).predict(codes, lengths)
+    with pytest.raises(ValueError, match="not fitted"):
+        LocalRecogniser(lang).predict(codes, lengths)
+    with pytest.raises(ValueError, match="codes"):
+        Stack(lang).predict(codes.astype(np.int64), lengths)

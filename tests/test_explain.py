@@ -1,471 +1,389 @@
-"""Tests for dyckbook.explain: oracles on hand-built patterns, brute force, and a tiny real model."""
+"""Tests for dyckbook.explain: hand-built patterns, brute-force loops and tiny real models."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+import torch
+from torch import nn
 
 from dyckbook import explain as E
+from dyckbook import tokenizer
+from dyckbook.dataset import Dataset
+from dyckbook.languages import Dyck
+from dyckbook.model import ClassificationTask, Classifier, ModelConfig
+from dyckbook.train import TrainConfig, train
 
-PAIRS = "()[]{}"
-
-
-# ------------------------------------------------------------------------------------------------
-# helpers (independent of the code under test)
-# ------------------------------------------------------------------------------------------------
-
-
-def random_dyck(rng: np.random.Generator, n: int, k: int = 2) -> str:
-    """A random balanced string of even length n (not uniform; fine for tests)."""
-    out, stack = [], []
-    for i in range(n):
-        remaining = n - i
-        if stack and (remaining == len(stack) or rng.random() < 0.5):
-            out.append(PAIRS[2 * stack.pop() + 1])
-        else:
-            t = int(rng.integers(k))
-            stack.append(t)
-            out.append(PAIRS[2 * t])
-    return "".join(out)
+LANG = Dyck(2)
 
 
-def stack_matching(s: str) -> list[int]:
-    """Dyck matching by an explicit Python stack (greedy on non-members, as documented)."""
-    m, stack = [-1] * len(s), []
+def stack_partners(s: str, symbols: str) -> list[int]:
+    """Partner of every symbol of a member by an explicit Python stack (independent oracle)."""
+    out, stack = [-1] * len(s), []
     for i, ch in enumerate(s):
-        a = PAIRS.index(ch)
-        if a % 2 == 0:
+        if symbols.index(ch) % 2 == 0:
             stack.append(i)
-        elif stack and PAIRS.index(s[stack[-1]]) // 2 == a // 2:
+        else:
             j = stack.pop()
-            m[i], m[j] = j, i
-    return m
+            out[i], out[j] = j, i
+    return out
 
 
-def to_tokens(strings: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    lens = np.array([len(s) for s in strings], dtype=np.int64)
-    tok = np.full((len(strings), int(lens.max()) + 2), E.PAD, dtype=np.int64)
-    for b, s in enumerate(strings):
-        tok[b, 0] = E.START
-        tok[b, 1 : 1 + len(s)] = [3 + PAIRS.index(c) for c in s]
-        tok[b, 1 + len(s)] = E.END
-    return tok, lens
+def make_dataset(seed: int = 0, n_members: int = 12, n_random: int = 8, longest: int = 12,
+                 language: Dyck = LANG) -> Dataset:
+    """Members of varied lengths plus random strings (mostly non-members): pads everywhere."""
+    rng = np.random.default_rng(seed)
+    members = language.sample(rng, 2 * rng.integers(1, longest // 2 + 1, n_members))
+    symbols = list(language.alphabet.symbols)
+    randoms = ["".join(rng.choice(symbols, int(n))) for n in rng.integers(1, longest, n_random)]
+    return Dataset.from_strings(language, members + randoms)
 
 
-def random_patterns(rng, n_layers, batch, n_heads, lens, n_pos, causal=False):
-    """Softmax-like rows over the allowed keys, zeros elsewhere."""
-    masked = E.attention_mask(lens, n_pos, "causal" if causal else "bidirectional")
-    p = rng.random((n_layers, batch, n_heads, n_pos, n_pos)) ** 3
-    p = np.where(masked[None, :, None], 0.0, p)
-    s = p.sum(-1, keepdims=True)
-    return np.where(s > 0, p / np.where(s > 0, s, 1), 0.0)
-
-
-# ------------------------------------------------------------------------------------------------
-# bookkeeping
-# ------------------------------------------------------------------------------------------------
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.text(alphabet=PAIRS, max_size=14), min_size=1, max_size=6))
-def test_bracket_matching_equals_python_stack(strings):
-    strings = [s for s in strings] or [""]
-    if max(len(s) for s in strings) == 0:
-        strings = strings + ["()"]
-    tok, lens = to_tokens(strings)
-    codes, lens2 = E.tokens_to_codes(tok, lens)
-    assert np.array_equal(lens, lens2)
-    m, depth = E.bracket_matching(codes, lens)
-    for b, s in enumerate(strings):
-        assert m[b, : len(s)].tolist() == stack_matching(s)
-        assert np.all(m[b, len(s) :] == -1)
-        # the pair's depth is the stack height after pushing its opener
-        match = stack_matching(s)
-        height, expect = 0, [0] * len(s)
-        for i, ch in enumerate(s):
-            if PAIRS.index(ch) % 2 == 0:
-                height += 1
-                expect[i] = height
-            elif match[i] >= 0:
-                height -= 1
-                expect[i] = expect[match[i]]
-        expect = [e if j >= 0 else 0 for e, j in zip(expect, match)]
-        assert depth[b, : len(s)].tolist() == expect
-
-
-def test_shuffle_matching_uses_one_stack_per_type():
-    tok, lens = to_tokens(["([)]"])
-    codes, _ = E.tokens_to_codes(tok, lens)
-    m_dyck, _ = E.bracket_matching(codes, lens)
-    m_shuf, _ = E.bracket_matching(codes, lens, shuffle=True)
-    assert m_dyck[0].tolist() == [-1, 3, -1, 1]  # ")" cannot close "[" and stays unmatched
-    assert m_shuf[0].tolist() == [2, 3, 0, 1]
-
-
-def test_matching_agrees_with_languages_module():
-    languages = pytest.importorskip("dyckbook.languages")
-    rng = np.random.default_rng(3)
-    lang = languages.Dyck(3)
-    for s in lang.sample(rng, [2, 8, 14, 20]):
-        tok, lens = to_tokens([s])
-        codes, _ = E.tokens_to_codes(tok, lens)
-        m, _ = E.bracket_matching(codes, lens)
-        assert m[0].tolist() == list(lang.matching(s))
-
-
-def test_tokens_to_codes_rejects_specials_inside_the_string():
-    tok = np.array([[0, 3, 2, 4, 2]])
-    with pytest.raises(ValueError, match="special"):
-        E.tokens_to_codes(tok, np.array([3]))
-    with pytest.raises(ValueError, match="tokens must be 2-D"):
-        E.tokens_to_codes(np.array([0, 3, 4, 2]))
-
-
-def test_to_token_positions_shifts_by_start():
-    assert E.to_token_positions(np.array([1, 0, -1])).tolist() == [-1, 2, 1, -1, -1]
-
-
-# ------------------------------------------------------------------------------------------------
-# minmax_scale
-# ------------------------------------------------------------------------------------------------
-
-
-def test_minmax_scale_maps_unmasked_extremes_and_keeps_mask():
-    rng = np.random.default_rng(0)
-    p = rng.random((2, 3, 6, 6))
-    mask = np.triu(np.ones((6, 6), dtype=bool), k=1)
-    p_masked_big = np.where(mask, 10.0, p)  # masked cells must not influence the range
-    out = E.minmax_scale(p_masked_big, mask=mask)
-    assert isinstance(out, np.ma.MaskedArray)
-    assert np.array_equal(np.ma.getmaskarray(out), np.broadcast_to(mask, p.shape))
-    assert np.allclose(out.min(axis=(-2, -1)), -1.0)
-    assert np.allclose(out.max(axis=(-2, -1)), 1.0)
-    # affine per matrix: order of unmasked cells preserved
-    a = p[0, 0][~mask]
-    b = out[0, 0].compressed()
-    assert np.array_equal(np.argsort(a, kind="stable"), np.argsort(b, kind="stable"))
-
-
-def test_minmax_scale_constant_matrix_and_bad_mask():
-    out = E.minmax_scale(np.full((3, 3), 0.2))
-    assert np.all(out == 0.0)
-    with pytest.raises(ValueError, match="mask"):
-        E.minmax_scale(np.ones((3, 3)), mask=np.ones((2, 2), dtype=bool))
-
-
-# ------------------------------------------------------------------------------------------------
-# matching_attention
-# ------------------------------------------------------------------------------------------------
-
-
-def test_all_mass_on_partner_gives_one():
-    strings = ["(())", "()[]", "([{}])"]
-    tok, lens = to_tokens(strings)
-    n_pos = tok.shape[1]
-    p = np.zeros((2, len(strings), 1, n_pos, n_pos))
-    for b, s in enumerate(strings):
-        for i, j in enumerate(stack_matching(s)):
-            p[:, b, :, i + 1, j + 1] = 1.0
-    res = E.matching_attention(p, tok, lens)
-    assert res.count.tolist() == [14, 7, 7]
-    assert np.allclose(res.mean["matching"], 1.0)
-    for c in E.KEY_CATEGORIES:
-        if c != "matching":
-            assert np.allclose(res.mean[c], 0.0)
-
-
-def test_uniform_attention_gives_expected_fractions():
-    s = "(()[])"  # n = 6: 8 real tokens
-    tok, lens = to_tokens([s])
-    p = np.full((1, 1, 1, 8, 8), 1 / 8)
-    res = E.matching_attention(p, tok, lens)
-    assert np.allclose(res.mean["matching"], 1 / 8)
-    assert np.allclose(res.mean["self"], 1 / 8)
-    assert np.allclose(res.mean["start"], 1 / 8)
-    assert np.allclose(res.mean["end"], 1 / 8)
-    assert np.allclose(res.mean["pad"], 0.0)
-    # type 0 has 4 brackets, type 1 has 2: same_type excludes self and partner
-    same = (4 * (4 - 2) + 2 * (2 - 2)) / 6 / 8
-    other = (4 * 2 + 2 * 4) / 6 / 8
-    assert np.allclose(res.mean["same_type"][0], same)
-    assert np.allclose(res.mean["other_type"][0], other)
-    assert np.allclose(res.chance, 1 / 8)
-    total = sum(res.mean[c] for c in E.KEY_CATEGORIES)
-    assert np.allclose(total, 1.0)
-
-
-def test_random_patterns_against_a_loop_oracle():
-    rng = np.random.default_rng(1)
-    strings = [random_dyck(rng, int(n), k=3) for n in rng.choice([2, 4, 6, 8, 10, 12], size=20)]
-    strings += ["))((", "(]"]  # non-members: only greedily matched brackets count
-    tok, lens = to_tokens(strings)
-    p = random_patterns(rng, 2, len(strings), 3, lens, tok.shape[1])
-    res = E.matching_attention(p, tok, lens)
-    got, cnt = np.zeros((3, 2, 3)), np.zeros(3)
-    same_sum = np.zeros((2, 3))
-    for b, s in enumerate(strings):
-        for i, j in enumerate(stack_matching(s)):
-            if j < 0:
-                continue
-            r = 1 if PAIRS.index(s[i]) % 2 == 0 else 2
-            for rr in (0, r):
-                got[rr] += p[:, b, :, i + 1, j + 1]
-                cnt[rr] += 1
-            t = PAIRS.index(s[i]) // 2
-            for kk, ch in enumerate(s):
-                if kk not in (i, j) and PAIRS.index(ch) // 2 == t:
-                    same_sum += p[:, b, :, i + 1, kk + 1]
-    assert np.array_equal(res.count, cnt)
-    assert np.allclose(res.mean["matching"], got / cnt[:, None, None])
-    assert np.allclose(res.mean["same_type"][0], same_sum / cnt[0])
-    total = sum(res.mean[c] for c in E.KEY_CATEGORIES)
-    assert np.allclose(total, 1.0)
-    # groupings are consistent with the overall means
-    for table in (res.by_depth, res.by_distance):
-        c = table["count"]
-        assert np.array_equal(c.sum(axis=1), res.count)
-        w = np.nansum(table["matching"] * c[:, :, None, None], axis=1)
-        assert np.allclose(w / res.count[:, None, None], res.mean["matching"])
-
-
-def test_matching_given_explicitly_and_batched_inputs_agree():
-    rng = np.random.default_rng(2)
-    strings = [random_dyck(rng, 10), random_dyck(rng, 4), random_dyck(rng, 16)]
-    tok, lens = to_tokens(strings)
-    p = random_patterns(rng, 1, 3, 2, lens, tok.shape[1])
-    whole = E.matching_attention(p, tok, lens)
-    m = np.full((3, 16), -1)
-    for b, s in enumerate(strings):
-        m[b, : len(s)] = stack_matching(s)
-    explicit = E.matching_attention(p, tok, lens, m)
-    # the same data split into two batches of different widths
-    t1, l1 = to_tokens(strings[:2])
-    w = t1.shape[1]
-    parts = E.matching_attention([p[:, :2, :, :w, :w], p[:, 2:]], [t1, tok[2:]], [l1, lens[2:]])
-    for other in (explicit, parts):
-        for c in E.KEY_CATEGORIES:
-            assert np.allclose(other.mean[c], whole.mean[c])
-        assert np.array_equal(other.by_depth["depth"], whole.by_depth["depth"])
-        assert np.allclose(other.by_depth["matching"], whole.by_depth["matching"], equal_nan=True)
-
-
-def test_causal_chance_and_distance_bins():
-    s = "(())"
-    tok, lens = to_tokens([s])
-    p = random_patterns(np.random.default_rng(0), 1, 1, 1, lens, 6, causal=True)
-    res = E.matching_attention(p, tok, lens, mask="causal", distance_bins=[1, 2, 4, 8])
-    # openers cannot see their partner under a causal mask
-    assert res.mean["matching"][res.role("opener")] == 0.0
-    assert res.chance[res.role("opener")] == 0.0
-    # closers at token positions 3 and 4 see 4 and 5 keys
-    assert np.isclose(res.chance[res.role("closer")], (1 / 4 + 1 / 5) / 2)
-    assert res.by_distance["edges"].tolist() == [1, 2, 4, 8]
-    assert res.by_distance["count"][0].tolist() == [2, 2, 0]  # distances 1, 1, 3, 3
-    d = res.to_dict()
-    assert d["by_distance"]["matching"][0][2] == [[None]]
-
-
-def test_matching_attention_rejects_bad_input():
-    tok, lens = to_tokens(["()"])
-    with pytest.raises(ValueError, match="patterns must be 5-D"):
-        E.matching_attention(np.zeros((4, 4)), tok, lens)
-    with pytest.raises(ValueError, match="mask"):
-        E.matching_attention(np.zeros((1, 1, 1, 4, 4)), tok, lens, mask="future")
-    with pytest.raises(ValueError, match="tokens shape"):
-        E.matching_attention(np.zeros((1, 1, 1, 5, 5)), tok, lens)
-
-
-# ------------------------------------------------------------------------------------------------
-# end self-attention and ROC-AUC
-# ------------------------------------------------------------------------------------------------
-
-
-def test_end_self_attention_reads_the_end_diagonal():
-    rng = np.random.default_rng(0)
-    lens = np.array([0, 3, 5])
-    p = rng.random((2, 3, 2, 7, 7))
-    out = E.end_self_attention(p, lens)
-    assert out.shape == (2, 3, 2)
-    for b, n in enumerate(lens):
-        assert np.array_equal(out[:, b], p[:, b, :, n + 1, n + 1])
-    with pytest.raises(ValueError, match="beyond pos"):
-        E.end_self_attention(p, np.array([0, 3, 6]))
-
-
-def brute_auc(scores, labels):
-    pos = [s for s, y in zip(scores, labels) if y]
-    neg = [s for s, y in zip(scores, labels) if not y]
-    wins = sum((a > b) + 0.5 * (a == b) for a in pos for b in neg)
-    return wins / (len(pos) * len(neg))
-
-
-@settings(max_examples=80, deadline=None)
-@given(
-    st.lists(st.tuples(st.integers(0, 5), st.booleans()), min_size=2, max_size=40).filter(
-        lambda xs: 0 < sum(y for _, y in xs) < len(xs)
-    )
-)
-def test_roc_auc_equals_pairwise_count_with_ties(pairs):
-    scores = np.array([s / 5 for s, _ in pairs])  # small integer range: many ties
-    labels = np.array([int(y) for _, y in pairs])
-    auc = E.roc_auc(scores, labels)
-    assert auc == pytest.approx(brute_auc(scores, labels))
-    fpr, tpr = E.roc_curve(scores, labels)
-    assert np.trapezoid(tpr, fpr) == pytest.approx(auc)
-    assert E.roc_auc(-scores, labels) == pytest.approx(1 - auc)
-
-
-def test_roc_auc_errors():
-    with pytest.raises(ValueError, match="both classes"):
-        E.roc_auc([0.1, 0.2], [1, 1])
-    with pytest.raises(ValueError, match="0/1"):
-        E.roc_auc([0.1, 0.2], [1, 2])
-    with pytest.raises(ValueError, match="NaN"):
-        E.roc_auc([np.nan, 0.2], [1, 0])
-
-
-def test_preview_auc_and_symmetric_auc():
-    labels = np.array([1, 1, 0, 0, 1, 0])
-    s = np.zeros((2, 6, 1))
-    s[0, :, 0] = labels + 0.1  # perfectly predictive
-    s[1, :, 0] = -labels  # perfectly predictive, reversed direction
-    pv = E.preview_auc(s, labels)
-    assert pv.auc[:, 0].tolist() == [1.0, 0.0]
-    assert pv.auc_sym[:, 0].tolist() == [1.0, 1.0]
-    assert pv.to_dict()["n_pos"] == 3
-
-
-# ------------------------------------------------------------------------------------------------
-# long inputs
-# ------------------------------------------------------------------------------------------------
-
-
-def test_long_input_summary_small_against_brute_force():
-    rng = np.random.default_rng(4)
-    n = 37
-    p = rng.random((n + 3, n + 3))
-    p[:, n:] = 0.0  # pads
-    p = p / p.sum(1, keepdims=True)
-    m = rng.permutation(n)
-    summ = E.long_input_summary(p, length=n, matching=m, top_k=3, max_blocks=8)
-    q_idx, k_idx = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
-    d = k_idx - q_idx
-    pc = p[:n, :n]
-    for j in range(len(summ.offset_edges) - 1):
-        lo, hi = summ.offset_edges[j], summ.offset_edges[j + 1]
-        nb = len(summ.offset_edges) - 1
-        right = ((d >= lo) & (d < hi)).astype(float)
-        left = ((-d >= lo) & (-d < hi)).astype(float)
-        assert np.allclose(summ.offset_mass[:, nb + 1 + j], (pc * right).sum(1))
-        assert np.allclose(summ.offset_mass[:, nb - 1 - j], (pc * left).sum(1))
-    assert np.allclose(summ.offset_mass.sum(1), pc.sum(1))
-    ent = -(pc * np.log(pc)).sum(1)
-    assert np.allclose(summ.entropy, ent)
-    assert np.array_equal(summ.top_keys[:, 0], pc.argmax(1))
-    assert np.allclose(summ.top_weights, -np.sort(-pc, axis=1)[:, :3])
-    assert np.allclose(summ.matching_mass, pc[np.arange(n), m])
-    assert summ.block_mean.shape == (8, 8)
-
-
-@pytest.mark.slow
-def test_long_input_summary_4096_shapes_and_mass():
-    rng = np.random.default_rng(5)
-    n = 4096
-    p = rng.random((n, n), dtype=np.float32)
-    p /= p.sum(1, keepdims=True)
-    summ = E.long_input_summary(p, top_k=4)
-    n_bins = len(summ.offset_edges) - 1
-    assert summ.offset_edges[-1] >= n
-    assert summ.entropy.shape == (n,)
-    assert summ.offset_mass.shape == (n, 2 * n_bins + 1)
-    assert summ.top_keys.shape == (n, 4) and summ.top_weights.shape == (n, 4)
-    assert summ.block_mean.shape == (256, 256) and summ.block_max.shape == (256, 256)
-    widths = np.diff(summ.block_edges)
-    total = (summ.block_mean * np.outer(widths, widths)).sum()
-    assert total == pytest.approx(float(p.astype(np.float64).sum()), rel=1e-9)
-    assert np.allclose(summ.offset_mass.sum(1), p.astype(np.float64).sum(1))
-    assert summ.block_max.max() == pytest.approx(float(p.max()))
-    assert np.all((summ.entropy_norm > 0.9) & (summ.entropy_norm <= 1.0 + 1e-9))
-
-
-# ------------------------------------------------------------------------------------------------
-# weight histograms
-# ------------------------------------------------------------------------------------------------
-
-
-def test_weight_histogram_counts_sum_to_n_values_and_match_numpy():
-    rng = np.random.default_rng(6)
-    snaps = rng.normal(size=(7, 513)) * np.linspace(0.5, 2, 7)[:, None]
-    counts, edges = E.weight_histogram_over_time(snaps, bins=30)
-    assert counts.shape == (30, 7) and edges.shape == (31,)
-    assert np.all(counts.sum(0) == 513)
-    for t in range(7):
-        assert np.array_equal(counts[:, t], np.histogram(snaps[t], bins=edges)[0])
-    counts2, _ = E.weight_histogram_over_time(np.zeros((3, 4)), bins=5)
-    assert np.all(counts2.sum(0) == 4)
-    with pytest.raises(ValueError, match="snapshots must be 2-D"):
-        E.weight_histogram_over_time(np.zeros(4))
-
-
-# ------------------------------------------------------------------------------------------------
-# with a real (tiny) model
-# ------------------------------------------------------------------------------------------------
+def tiny(mask: str = "bidirectional", readout: str = "start", **kw) -> Classifier:
+    config = ModelConfig(k=2, n_ctx=16, d_model=16, d_mlp=32, n_heads=2, n_layers=2, dropout=0.0,
+                         mask=mask, readout=readout, pos_encoding="learned", **kw)
+    return Classifier(config, [3])
 
 
 @pytest.fixture(scope="module")
-def tiny_model():
-    torch = pytest.importorskip("torch")
-    model_mod = pytest.importorskip("dyckbook.model")
-    torch.set_num_threads(1)
-    cfg = model_mod.ModelConfig(
-        d_vocab=9, n_ctx=16, d_model=16, n_heads=2, d_mlp=32, n_layers=2, pos_encoding="learned"
-    )
-    return model_mod.TransformerClassifier(cfg, generator=torch.Generator().manual_seed(0))
+def data() -> Dataset:
+    return make_dataset()
 
 
-def test_attention_patterns_equal_the_cache(tiny_model):
-    import torch
+# -------------------------------------------------------------------------------------------
+# patterns from the model
+# -------------------------------------------------------------------------------------------
 
-    rng = np.random.default_rng(7)
-    strings = [random_dyck(rng, n, k=3) for n in (2, 8, 16, 6)]
-    tok, lens = to_tokens(strings)
-    tiny_model.train()
-    pats = E.attention_patterns(tiny_model, torch.as_tensor(tok))
-    assert tiny_model.training  # mode restored
-    assert pats.shape == (2, 4, 2, 18, 18)
-    tiny_model.eval()
+
+@pytest.mark.parametrize("mask", ["bidirectional", "causal"])
+def test_patterns_are_distributions_over_visible_keys(data: Dataset, mask: str) -> None:
+    p = E.attention_patterns(tiny(mask), data)
+    n_pos = data.codes.shape[1] + 2
+    assert p.shape == (2, len(data), 2, n_pos, n_pos) and p.dtype == np.float32
+    visible = E.visible_keys(data.lengths, n_pos, mask)
+    real = np.arange(n_pos)[None, :] < data.lengths[:, None] + 2  # (batch, query)
+    rows = p.sum(-1)  # (layer, batch, head, query)
+    np.testing.assert_allclose(rows.transpose(0, 2, 1, 3)[:, :, real], 1.0, atol=1e-5)
+    hidden = np.broadcast_to((~visible & real[:, :, None])[None, :, None], p.shape)
+    assert np.all(p[hidden] == 0.0)
+    assert np.all(p[np.broadcast_to(visible[None, :, None], p.shape)] > 0.0)  # softmax: > 0
+    assert mask == "bidirectional" or np.all(np.triu(p, 1) == 0.0)  # no future key, ever
+
+
+def test_patterns_equal_run_with_cache_in_any_chunking(data: Dataset) -> None:
+    model = tiny("causal")
+    tokens = tokenizer.encode(data.codes, data.lengths, data.codes.shape[1])
+    model.eval()
     with torch.no_grad():
-        _, cache = tiny_model.run_with_cache(torch.as_tensor(tok))
-    for layer in range(2):
-        assert np.array_equal(pats[layer], cache[f"blocks.{layer}.attn.hook_pattern"].numpy())
-    masked = E.attention_mask(lens, 18)
-    real_rows = ~masked.all(-1)  # (batch, query)
-    sums = pats.sum(-1)  # (layer, batch, head, query)
-    assert np.allclose(sums.transpose(0, 2, 1, 3)[:, :, real_rows], 1.0, atol=1e-5)
-    assert np.all(np.where(masked[None, :, None] & real_rows[None, :, None, :, None], pats, 0) == 0)
+        _, cache = model.run_with_cache(tokens)
+    want = np.stack([cache[f"blocks.{l}.attn.hook_pattern"].numpy() for l in range(2)])
+    model.train()
+    np.testing.assert_allclose(E.attention_patterns(model, data, batch_size=3), want, atol=1e-6)
+    np.testing.assert_allclose(E.attention_patterns(model, tokens), want, atol=1e-6)
+    assert model.training  # the caller's mode comes back
 
 
-def test_model_level_measures(tiny_model):
-    import torch
+def test_patterns_are_eval_mode_even_with_dropout(data: Dataset) -> None:
+    config = ModelConfig(k=2, n_ctx=16, d_model=16, d_mlp=32, n_heads=2, dropout=0.5)
+    model = Classifier(config, [1]).train()
+    np.testing.assert_array_equal(E.attention_patterns(model, data),
+                                  E.attention_patterns(model, data))
 
-    rng = np.random.default_rng(8)
-    pos = [random_dyck(rng, n, k=3) for n in (4, 8, 12, 16)]
-    neg = ["))((", "(]()", "((((((", ")(" * 8]
-    batches = []
-    for strings, label in ((pos, 1), (neg, 0)):
-        tok, lens = to_tokens(strings)
-        batches.append(
-            {
-                "tokens": torch.as_tensor(tok),
-                "lengths": torch.as_tensor(lens),
-                "labels": torch.full((4,), label),
-            }
-        )
-    pv = E.preview_statistic(tiny_model, batches)
-    assert pv.scores.shape == (2, 8, 2) and pv.auc.shape == (2, 2)
-    assert np.all((pv.auc >= 0) & (pv.auc <= 1)) and np.all(pv.auc_sym >= 0.5)
-    res = E.matching_attention_for_model(tiny_model, batches)
-    assert res.mean["matching"].shape == (3, 2, 2)
-    assert np.allclose(sum(res.mean[c] for c in E.KEY_CATEGORIES), 1.0, atol=1e-5)
+
+def test_pattern_model_protocol_is_read_layer_by_layer(data: Dataset) -> None:
+    class Fake(nn.Module):  # a ThesisClassifier stand-in: returns its own patterns
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = nn.Parameter(torch.zeros(1))
+
+        def attention_patterns(self, tokens: torch.Tensor) -> list[torch.Tensor]:
+            b, n = tokens.shape
+            base = tokens[:, None, :, None].float().expand(b, 1, n, n)
+            return [base + layer for layer in range(3)]
+
+    p = E.attention_patterns(Fake(), data, batch_size=5)
+    tokens = tokenizer.encode(data.codes, data.lengths, data.codes.shape[1]).numpy()
+    assert p.shape == (3, len(data), 1, tokens.shape[1], tokens.shape[1])
+    np.testing.assert_array_equal(p[2, :, 0, :, 0], tokens + 2)
+    with pytest.raises(ValueError, match="model must be"):
+        E.attention_patterns(nn.Linear(2, 2), data)
+    with pytest.raises(ValueError, match="data must be"):
+        E.attention_patterns(tiny(), data.codes)
+
+
+# -------------------------------------------------------------------------------------------
+# structure: partners and heuristics
+# -------------------------------------------------------------------------------------------
+
+
+def test_partner_positions_match_a_python_stack(data: Dataset) -> None:
+    partner = E.partner_positions(data)
+    symbols = LANG.alphabet.symbols
+    assert partner.shape == (len(data), data.codes.shape[1] + 2)
+    for row, (s, label) in enumerate(zip(data.strings(), data.labels)):
+        want = [-1] * partner.shape[1]
+        if label:
+            want[1:len(s) + 1] = [j + 1 for j in stack_partners(s, symbols)]
+        assert partner[row].tolist() == want
+
+
+def test_recent_openers_by_brute_force(data: Dataset) -> None:
+    recent = E.recent_openers(data)
+    symbols = LANG.alphabet.symbols
+    for row, s in enumerate(data.strings()):
+        for i, ch in enumerate(s):
+            want = -1
+            if symbols.index(ch) % 2:
+                earlier = [j for j in range(i) if s[j] == symbols[symbols.index(ch) - 1]]
+                want = earlier[-1] + 1 if earlier else -1
+            assert recent[row, i + 1] == want, (s, i)
+        assert np.all(recent[row, len(s) + 1:] == -1) and recent[row, 0] == -1
+
+
+def hand_pattern(data: Dataset, key: np.ndarray) -> np.ndarray:
+    """(1, batch, 1, pos, pos): every query puts all its mass on ``key[b, q]`` (itself if -1)."""
+    n = key.shape[1]
+    p = np.zeros((1, len(data), 1, n, n))
+    b, q = np.indices(key.shape)
+    p[0, b, 0, q, np.where(key >= 0, key, q)] = 1.0
+    return p
+
+
+def test_all_mass_on_the_partner_or_the_previous_token(data: Dataset) -> None:
+    partner = E.partner_positions(data)
+    ms = E.matching_scores(hand_pattern(data, partner), data)
+    assert ms.partner[0, 0] == 1.0 and ms.partner_hard[0, 0] == 1.0
+    assert ms.previous[0, 0] == pytest.approx(ms.previous_share)  # the previous IS the partner
+    assert ms.recent_opener[0, 0] == pytest.approx(ms.recent_share)
+    previous = np.broadcast_to(np.arange(partner.shape[1]) - 1, partner.shape)
+    ms = E.matching_scores(hand_pattern(data, previous), data)
+    assert ms.previous[0, 0] == 1.0
+    assert ms.partner[0, 0] == pytest.approx(ms.previous_share)
+    assert ms.partner_hard[0, 0] == 0.0
+
+
+@pytest.mark.parametrize("mask", ["bidirectional", "causal"])
+def test_matching_scores_against_loops(mask: str) -> None:
+    data = make_dataset(seed=5, n_members=30, longest=14)
+    rng = np.random.default_rng(0)
+    n = data.codes.shape[1] + 2
+    p = rng.random((2, len(data), 3, n, n)) * E.visible_keys(data.lengths, n, mask)[:, None]
+    p /= np.maximum(p.sum(-1, keepdims=True), 1e-12)
+    ms = E.matching_scores(p, data, mask)
+    symbols = LANG.alphabet.symbols
+    rows = {"partner": [], "previous": [], "recent": [], "hard": [], "uniform": []}
+    for b, (s, label) in enumerate(zip(data.strings(), data.labels)):
+        if not label:
+            continue
+        m = stack_partners(s, symbols)
+        for i, ch in enumerate(s):
+            if symbols.index(ch) % 2 == 0:
+                continue
+            recent = max(j for j in range(i) if s[j] == symbols[symbols.index(ch) - 1])
+            q = i + 1
+            rows["partner"].append(p[:, b, :, q, m[i] + 1])
+            rows["previous"].append((p[:, b, :, q, q - 1], m[i] == i - 1))
+            rows["recent"].append((p[:, b, :, q, recent + 1], m[i] == recent))
+            rows["hard"].append(m[i] != i - 1 and m[i] != recent)
+            rows["uniform"].append(1 / (q + 1 if mask == "causal" else len(s) + 2))
+    hard = np.array(rows["hard"])
+    partner = np.array(rows["partner"])
+    assert ms.n_closers == len(hard) and ms.n_hard == hard.sum() > 0
+    np.testing.assert_allclose(ms.partner, partner.mean(0))
+    np.testing.assert_allclose(ms.partner_hard, partner[hard].mean(0))
+    np.testing.assert_allclose(ms.previous, np.mean([v for v, _ in rows["previous"]], 0))
+    np.testing.assert_allclose(ms.recent_opener, np.mean([v for v, _ in rows["recent"]], 0))
+    assert ms.previous_share == pytest.approx(np.mean([ok for _, ok in rows["previous"]]))
+    assert ms.recent_share == pytest.approx(np.mean([ok for _, ok in rows["recent"]]))
+    assert ms.uniform == pytest.approx(np.mean(rows["uniform"]))
+    assert ms.uniform_hard == pytest.approx(np.mean(np.array(rows["uniform"])[hard]))
+    assert ms.to_dict()["n_closers"] == ms.n_closers
+    assert np.array(ms.to_dict()["partner"]).shape == (2, 3)
+
+
+def test_matching_scores_reject_bad_input(data: Dataset) -> None:
+    p = np.zeros((1, len(data), 1, data.codes.shape[1] + 2, data.codes.shape[1] + 2))
+    with pytest.raises(ValueError, match="mask"):
+        E.matching_scores(p, data, "sideways")
+    with pytest.raises(ValueError, match="patterns must be"):
+        E.matching_scores(p[:, :3], data)
+    non_members = data.subset(data.labels == 0)
+    with pytest.raises(ValueError, match="no member"):
+        E.matching_scores(p[:, data.labels == 0], non_members)
+
+
+def test_a_dyck1_string_with_only_adjacent_pairs_has_no_hard_closer() -> None:
+    data = Dataset.from_strings(Dyck(1), ["()()()", "(())"])
+    ms = E.matching_scores(hand_pattern(data, E.partner_positions(data)), data)
+    assert ms.previous_share == pytest.approx(4 / 5) and ms.n_hard == 1
+    only_adjacent = data.subset([0])
+    ms = E.matching_scores(hand_pattern(only_adjacent, E.partner_positions(only_adjacent)),
+                           only_adjacent)
+    assert ms.n_hard == 0 and np.isnan(ms.partner_hard).all() and np.isnan(ms.uniform_hard)
+
+
+# -------------------------------------------------------------------------------------------
+# scaling, preview, ROC
+# -------------------------------------------------------------------------------------------
+
+
+def test_minmax_scale_maps_visible_extremes_and_keeps_the_mask() -> None:
+    rng = np.random.default_rng(1)
+    p = rng.random((2, 3, 5, 5))
+    hidden = np.triu(np.ones((5, 5), bool), 1)
+    out = E.minmax_scale(p, hidden)
+    assert np.array_equal(out.mask, np.broadcast_to(hidden, p.shape))
+    assert np.allclose(out.min(axis=(-2, -1)), -1) and np.allclose(out.max(axis=(-2, -1)), 1)
+    assert np.all(E.minmax_scale(np.full((4, 4), 0.25)) == 0)
+    with pytest.raises(ValueError, match="pattern"):
+        E.minmax_scale(np.ones(3))
+
+
+def test_end_self_attention_reads_the_end_diagonal(data: Dataset) -> None:
+    rng = np.random.default_rng(2)
+    n = data.codes.shape[1] + 2
+    p = rng.random((2, len(data), 3, n, n))
+    out = E.end_self_attention(p, data.lengths)
+    for b, length in enumerate(data.lengths):
+        np.testing.assert_array_equal(out[:, b], p[:, b, :, length + 1, length + 1])
+
+
+def pairwise_auc(s: np.ndarray, y: np.ndarray) -> float:
+    pos, neg = s[y == 1], s[y == 0]
+    return float(((pos[:, None] > neg[None]).sum() + 0.5 * (pos[:, None] == neg[None]).sum())
+                 / (pos.size * neg.size))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_roc_auc_is_the_pairwise_definition_with_ties(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, 60)
+    y[:2] = [0, 1]
+    s = rng.integers(0, 6, 60).astype(float)  # many ties
+    assert E.roc_auc(s, y) == pytest.approx(pairwise_auc(s, y))
+    fpr, tpr = E.roc_curve(s, y)
+    assert (fpr[0], tpr[0], fpr[-1], tpr[-1]) == (0, 0, 1, 1)
+    assert np.all(np.diff(fpr) >= 0) and np.all(np.diff(tpr) >= 0)
+    # the trapezoids under the tie-step curve count ties one half, as the AUC does
+    assert np.sum(np.diff(fpr) * (tpr[1:] + tpr[:-1]) / 2) == pytest.approx(E.roc_auc(s, y))
+
+
+def test_roc_rejects_bad_input() -> None:
+    with pytest.raises(ValueError, match="both classes"):
+        E.roc_auc([1.0, 2.0], [1, 1])
+    with pytest.raises(ValueError, match="0/1"):
+        E.roc_auc([1.0, 2.0], [0, 2])
+    with pytest.raises(ValueError, match="NaN"):
+        E.roc_curve([np.nan, 2.0], [0, 1])
+
+
+def test_preview_auc_is_the_auc_of_the_last_layers_end_self_attention(data: Dataset) -> None:
+    model = tiny()
+    p = E.attention_patterns(model, data)
+    score = np.array([p[-1, b, :, n + 1, n + 1].mean() for b, n in enumerate(data.lengths)])
+    np.testing.assert_allclose(E.preview_scores(model, data), score, rtol=1e-6)
+    assert E.preview_auc(model, data) == pytest.approx(pairwise_auc(score, data.labels))
+
+
+# -------------------------------------------------------------------------------------------
+# the classifier head
+# -------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def trained() -> tuple[Classifier, Dataset]:
+    data = make_dataset(seed=9, n_members=40, n_random=40)
+    model = tiny("causal", "end")
+    train(model, ClassificationTask(), [data], None, TrainConfig(lr=1e-2, max_steps=30))
+    return model, data
+
+
+def test_head_reset_accuracy_leaves_the_model_and_matches_a_copied_head(trained) -> None:
+    model, data = trained
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    accuracy = E.head_reset_accuracy(model, data)
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    initial = Classifier(model.config, model.seeds)
+    copy = Classifier(model.config, model.seeds)
+    copy.load_state_dict(before)
+    with torch.no_grad():
+        copy.classifier.weight.copy_(initial.classifier.weight)
+        copy.classifier.bias.copy_(initial.classifier.bias)
+    copy.eval()
+    with torch.no_grad():
+        logits = copy(tokenizer.encode(data.codes, data.lengths))
+    want = float(((logits[:, 1] > logits[:, 0]).numpy() == data.labels).mean())
+    assert accuracy == pytest.approx(want)
+    with torch.no_grad():  # a trained bias that says "member" to everything is reset too
+        copy.load_state_dict(before)
+        copy.classifier.bias.copy_(torch.tensor([[-50.0, 50.0]]))
+    assert E.head_reset_accuracy(copy, data) == pytest.approx(accuracy)
+
+
+def test_head_movement_is_the_relative_norm_change(trained) -> None:
+    model, _ = trained
+    assert E.head_movement(tiny("causal", "end")) == 0.0
+    initial = Classifier(model.config, model.seeds)
+    w0, w = (torch.cat([m.classifier.weight.flatten(), m.classifier.bias.flatten()]).detach()
+             for m in (initial, model))
+    want = float((w - w0).norm() / w0.norm())
+    assert want > 0 and E.head_movement(model) == pytest.approx(want, rel=1e-5)
+    with pytest.raises(ValueError, match="single-model Classifier"):
+        E.head_movement(Classifier(model.config, [0, 1]))
+
+
+# -------------------------------------------------------------------------------------------
+# long inputs
+# -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mask", ["bidirectional", "causal"])
+def test_long_input_summary_against_brute_force(mask: str) -> None:
+    data = make_dataset(seed=3, n_members=3, n_random=1, longest=40)
+    i = int(np.argmax(data.lengths * data.labels))
+    n = int(data.lengths[i]) + 2
+    rng = np.random.default_rng(4)
+    full = rng.random((n + 3, n + 3)) * E.visible_keys(data.lengths[[i]], n + 3, mask)[0]
+    full /= np.maximum(full.sum(-1, keepdims=True), 1e-12)
+    s = E.long_input_summary(full, data, i, mask, max_blocks=7)
+    p = full[:n, :n]
+    n_bins = int(np.ceil(np.log2(n)))
+    mass, uniform = np.zeros(2 * n_bins + 1), np.zeros(2 * n_bins + 1)
+    for q in range(n):
+        for k in range(n):
+            d = k - q
+            j = n_bins if d == 0 else n_bins + int(np.sign(d)) * (1 + int(np.log2(abs(d))))
+            mass[j] += p[q, k] / n
+            if mask == "bidirectional" or k <= q:
+                uniform[j] += 1 / (n if mask == "bidirectional" else q + 1) / n
+    np.testing.assert_allclose(s.offset_mass, mass, atol=1e-12)
+    np.testing.assert_allclose(s.uniform_mass, uniform, atol=1e-12)
+    assert s.uniform_mass.sum() == pytest.approx(1.0) and s.offset_mass.sum() == pytest.approx(1)
+    string = data.strings()[i]
+    m = stack_partners(string, LANG.alphabet.symbols)
+    closers = [j for j, ch in enumerate(string) if ch in ")]"]
+    want = np.full(n, np.nan)
+    want[[j + 1 for j in closers]] = [p[j + 1, m[j] + 1] for j in closers]
+    np.testing.assert_array_equal(s.partner_mass, want)
+    levels = [0] + [string[:j + 1].count("(") + string[:j + 1].count("[")
+                    - string[:j].count(")") - string[:j].count("]") for j in range(n - 2)] + [0]
+    assert s.levels.tolist() == levels
+    for level, value in enumerate(s.partner_by_level, start=1):
+        rows = [j + 1 for j in closers if levels[j + 1] == level]
+        assert value == pytest.approx(np.mean([p[q, m[q - 1] + 1] for q in rows]))
+    assert len(s.block_edges) == 8 and s.block_edges[-1] == n
+    e = s.block_edges
+    assert s.block_max[2, 3] == p[e[2]:e[3], e[3]:e[4]].max()
+    np.testing.assert_array_equal(1.0 / s.visible, [1 / n] * n if mask == "bidirectional"
+                                  else 1.0 / np.arange(1, n + 1))
+
+
+def test_long_input_summary_at_a_thousand_tokens_is_cheap() -> None:
+    language = Dyck(1)
+    data = Dataset.from_codes(language, *language.sample_codes(np.random.default_rng(0), [1000]))
+    p = np.tril(np.ones((1002, 1002))) / np.arange(1, 1003)[:, None]  # uniform causal
+    s = E.long_input_summary(p, data, 0, "causal")
+    np.testing.assert_allclose(s.offset_mass, s.uniform_mass, atol=1e-12)
+    assert s.block_max.shape == (256, 256) and s.offset_edges[-1] >= 1002
+    with pytest.raises(ValueError, match="pattern must be"):
+        E.long_input_summary(p[:10], data, 0)

@@ -1,4 +1,4 @@
-"""Tests for dyckbook.languages: membership, structure, counting and exact uniform sampling."""
+"""Tests for dyckbook.languages: membership, structure, counting, sampling, local validity."""
 
 from __future__ import annotations
 
@@ -9,184 +9,136 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reference_checker import is_locally_valid, local_sets
 from reference_checker import is_member as ref_member
 from scipy.stats import chisquare
 
-from dyckbook.languages import (
-    DEFAULT_PAIRS,
-    PAD_CODE,
-    Dyck,
-    ShuffleDyck,
-    iter_length_chunks,
-    sample_lengths,
-)
+from dyckbook.languages import Dyck, local_tables, locally_valid, sample_lengths, window_index
+from dyckbook.vocab import PAD_CODE
 
 LANGUAGES = [
     Dyck(1),
     Dyck(2),
     Dyck(3),
     Dyck(8),
-    Dyck(2, max_depth=2),
     Dyck(1, max_depth=1),
+    Dyck(2, max_depth=2),
     Dyck(3, max_depth=3),
-    ShuffleDyck(1),
-    ShuffleDyck(2),
-    ShuffleDyck(3),
 ]
 IDS = [lang.name for lang in LANGUAGES]
 
 
-def all_strings(alphabet: str, n: int) -> list[str]:
-    return ["".join(w) for w in itertools.product(alphabet, repeat=n)]
+def all_strings(symbols: str, n: int) -> list[str]:
+    return ["".join(w) for w in itertools.product(symbols, repeat=n)]
+
+
+def stack_partners(s: str, lang: Dyck) -> list[int] | None:
+    """Partner of each position by an explicit stack, or None for a non-member."""
+    out, stack = [-1] * len(s), []
+    for j, c in enumerate(s):
+        if lang.alphabet.symbols.index(c) % 2 == 0:
+            stack.append(j)
+        else:
+            if not stack:
+                return None
+            i = stack.pop()
+            out[i], out[j] = j, i
+    return out if not stack and ref_member(lang, s) else None
+
+
+def near_members(lang: Dyck, rng: np.random.Generator, n: int, max_length: int) -> list[str]:
+    """Members, members with one symbol changed or two swapped, rotations, random strings."""
+    words = lang.sample(rng, sample_lengths(rng, n, 0, max_length))
+    out = []
+    for w, how in zip(words, rng.integers(0, 5, size=n)):
+        chars = list(w)
+        if how == 1 and w:
+            chars[rng.integers(len(w))] = lang.alphabet.symbols[rng.integers(2 * lang.k)]
+        elif how == 2 and w:
+            i, j = rng.integers(len(w), size=2)
+            chars[i], chars[j] = chars[j], chars[i]
+        elif how == 3 and w:
+            r = int(rng.integers(len(w)))
+            chars = chars[r:] + chars[:r]
+        elif how == 4:
+            chars = list(rng.choice(list(lang.alphabet.symbols), size=len(w) + rng.integers(2)))
+        out.append("".join(chars))
+    return out
 
 
 # --- membership -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("lang", LANGUAGES[:7] + LANGUAGES[7:], ids=IDS)
-def test_membership_equals_reference_exhaustively(lang):
-    max_n = 8 if lang.k <= 2 else 6
-    if lang.k == 8:
-        max_n = 4
+@pytest.mark.parametrize("lang", LANGUAGES, ids=IDS)
+def test_membership_and_count_equal_brute_force(lang):
+    max_n = {1: 10, 2: 8, 3: 6, 8: 4}[lang.k]
     for n in range(max_n + 1):
-        words = all_strings(lang.alphabet, n)
-        batch = lang.is_member_batch(words)
+        words = all_strings(lang.alphabet.symbols, n)
         ref = np.array([ref_member(lang, w) for w in words])
-        np.testing.assert_array_equal(batch, ref, err_msg=f"{lang.name} length {n}")
+        np.testing.assert_array_equal(lang.is_member(words), ref, err_msg=f"{lang.name} {n}")
         assert int(ref.sum()) == lang.count(n)
 
 
-@st.composite
-def lang_and_strings(draw):
-    lang = draw(st.sampled_from(LANGUAGES))
-    # mostly near-balanced strings: random ones are almost never members
-    words = []
-    for _ in range(draw(st.integers(0, 12))):
-        if draw(st.booleans()):
-            n = draw(st.integers(0, 15))
-            words.append(draw(st.text(alphabet=lang.alphabet, min_size=n, max_size=n)))
-        else:
-            rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-            w = lang.sample(rng, [2 * draw(st.integers(0, 10))])[0]
-            if w and draw(st.booleans()):  # a point mutation
-                i = draw(st.integers(0, len(w) - 1))
-                w = w[:i] + draw(st.sampled_from(lang.alphabet)) + w[i + 1 :]
-            words.append(w)
-    return lang, words
-
-
-@given(lang_and_strings())
-@settings(max_examples=150, deadline=None)
-def test_batch_equals_single_equals_reference(case):
-    lang, words = case
-    batch = lang.is_member_batch(words)
-    assert batch.dtype == bool and batch.shape == (len(words),)
-    single = [lang.is_member(w) for w in words]
+@given(st.sampled_from(LANGUAGES), st.integers(0, 2**32 - 1))
+@settings(max_examples=60, deadline=None)
+def test_strings_codes_and_contains_agree_with_reference(lang, seed):
+    words = near_members(lang, np.random.default_rng(seed), 12, 24)
     ref = [ref_member(lang, w) for w in words]
-    assert batch.tolist() == single == ref
-    codes, lengths = lang.encode(words)
-    assert lang.is_member_batch((codes, lengths)).tolist() == ref
+    assert lang.is_member(words).tolist() == ref
+    assert lang.is_member(lang.alphabet.encode(words)).tolist() == ref
+    assert [w in lang for w in words] == ref
 
 
-def test_membership_of_large_mixed_batch_uses_chunks():
+def test_large_mixed_batch_is_chunked_and_correct():
     lang = Dyck(2)
     rng = np.random.default_rng(0)
-    lengths = sample_lengths(rng, 3000, 0, 3000)
-    words = lang.sample(rng, lengths)
-    words[::3] = [w[1:] + w[:1] for w in words[::3]]  # rotations: members only if length 0
+    words = lang.sample(rng, sample_lengths(rng, 1200, 0, 4000))  # > 4M padded cells
+    words[::3] = [w[1:] + w[:1] for w in words[::3]]  # rotations: members only when empty
     ref = np.array([ref_member(lang, w) for w in words])
-    np.testing.assert_array_equal(lang.is_member_batch(words), ref)
-    np.testing.assert_array_equal(lang.is_member_batch(lang.encode(words)), ref)
-
-
-def test_codes_outside_the_alphabet_are_not_members():
-    lang = Dyck(1)
-    codes = np.array([[2, 3], [0, 1]], dtype=np.uint8)  # "[]" is not Dyck-1
-    assert lang.is_member_batch((codes, np.array([2, 2]))).tolist() == [False, True]
-
-
-# --- encoding ---------------------------------------------------------------------------------
-
-
-@given(
-    st.lists(
-        st.text(alphabet=DEFAULT_PAIRS[0] + DEFAULT_PAIRS[4] + DEFAULT_PAIRS[7], max_size=20),
-        max_size=10,
+    np.testing.assert_array_equal(lang.is_member(words), ref)
+    codes, lengths = lang.alphabet.encode(words)
+    np.testing.assert_array_equal(
+        lang.max_depths(codes, lengths),
+        [max(itertools.accumulate((1 if c in "([" else -1 for c in w), initial=0)) for w in words],
     )
-)
-def test_encode_decode_round_trip(words):
-    lang = Dyck(8)
-    codes, lengths = lang.encode(words)
-    assert codes.dtype == np.uint8 and lengths.dtype == np.int64
-    assert codes.shape == (len(words), max(map(len, words), default=0))
-    assert lengths.tolist() == [len(w) for w in words]
-    for row, w in zip(codes, words):
-        assert row[: len(w)].tolist() == [lang.alphabet.index(c) for c in w]
-        assert (row[len(w) :] == PAD_CODE).all()
-    assert lang.decode(codes, lengths) == words
 
 
-@pytest.mark.parametrize("bad", ["x", "\x00", "é", "\U0001f600", "⟨", " "])
-def test_encode_rejects_foreign_characters_with_position(bad):
-    lang = Dyck(2)
-    with pytest.raises(ValueError) as err:
-        lang.encode(["()", "[]", "(" + bad + ")"])
-    msg = str(err.value)
-    assert "strings[2]" in msg and "position 1" in msg and repr(bad) in msg
-    with pytest.raises(ValueError, match="position 1"):
-        lang.is_member("(" + bad + ")")
-
-
-def test_encode_rejects_bad_containers():
-    lang = Dyck(1)
-    with pytest.raises(ValueError, match="strings"):
-        lang.encode("()")
-    with pytest.raises(ValueError, match=r"strings\[1\]"):
-        lang.encode(["()", 3])
-    with pytest.raises(ValueError, match="strings"):
-        lang.is_member_batch("()")
-    with pytest.raises(ValueError, match="codes"):
-        lang.is_member_batch((np.zeros((2, 2), dtype=np.int64), np.array([2, 2])))
-    with pytest.raises(ValueError, match="lengths"):
-        lang.is_member_batch((np.zeros((2, 2), dtype=np.uint8), np.array([2, 3])))
-
-
-def test_empty_batch():
-    lang = Dyck(2)
-    codes, lengths = lang.encode([])
-    assert codes.shape == (0, 0) and lengths.shape == (0,)
-    assert lang.is_member_batch([]).shape == (0,)
-    assert lang.decode(codes, lengths) == []
-    assert lang.sample(np.random.default_rng(0), []) == []
+def test_codes_outside_the_alphabet_are_refused():
+    with pytest.raises(ValueError, match=r"codes\[0, 1\] = 2"):
+        Dyck(1).is_member((np.array([[0, 2]], dtype=np.uint8), np.array([2])))
+    with pytest.raises(ValueError, match="sequence of str"):
+        Dyck(1).is_member("()")
+    with pytest.raises(ValueError, match="s must be a str"):
+        assert None in Dyck(1)
 
 
 # --- structure --------------------------------------------------------------------------------
 
 
-def test_depth_profile_and_matching():
-    lang = Dyck(2)
-    assert lang.depth_profile("([])").tolist() == [1, 2, 1, 0]
-    assert lang.depth_profile(")(").tolist() == [-1, 0]
-    assert lang.matching("([])()").tolist() == [3, 2, 1, 0, 5, 4]
-    assert lang.matching("([)]").tolist() == [3, 2, 1, 0]  # skeleton matching ignores types
-    assert lang.matching(")(()").tolist() == [-1, -1, 3, 2]
-    sh = ShuffleDyck(2)
-    assert sh.matching("([)]").tolist() == [2, 3, 0, 1]
-    assert sh.depth_profile("([)]").tolist() == [1, 2, 1, 0]
-
-
-@given(st.integers(0, 2**32 - 1), st.integers(0, 30))
+@given(st.sampled_from(LANGUAGES), st.integers(0, 2**32 - 1))
 @settings(max_examples=40, deadline=None)
-def test_matching_pairs_are_consistent(seed, m):
-    lang = Dyck(3)
-    w = lang.sample(np.random.default_rng(seed), [2 * m])[0]
-    partner = lang.matching(w)
-    depth = lang.depth_profile(w)
-    for i, j in enumerate(partner):
-        assert partner[j] == i and j != i
-        if i < j:
-            assert lang.alphabet.index(w[i]) + 1 == lang.alphabet.index(w[j])
-            assert depth[i] == depth[j] + 1
+def test_heights_and_matching_against_a_stack(lang, seed):
+    words = near_members(lang, np.random.default_rng(seed), 10, 30)
+    codes, lengths = lang.alphabet.encode(words)
+    heights, partners = lang.heights(codes, lengths), lang.matching(codes, lengths)
+    depths = lang.max_depths(codes, lengths)
+    for w, h, p, d in zip(words, heights, partners, depths):
+        steps = [1 if lang.alphabet.symbols.index(c) % 2 == 0 else -1 for c in w]
+        expected = list(itertools.accumulate(steps))
+        assert h.tolist() == expected + [expected[-1] if w else 0] * (codes.shape[1] - len(w))
+        assert d == max([0] + expected)
+        ref = stack_partners(w, lang)
+        assert p.tolist() == (ref if ref is not None else [-1] * len(w)) + [-1] * (
+            codes.shape[1] - len(w)
+        )
+
+
+def test_structure_examples():
+    lang = Dyck(2)
+    codes, lengths = lang.alphabet.encode(["([])()", "([)]", ")("])
+    assert lang.matching(codes, lengths).tolist() == [[3, 2, 1, 0, 5, 4], [-1] * 6, [-1] * 6]
+    assert lang.heights(codes, lengths)[2].tolist() == [-1, 0, 0, 0, 0, 0]
+    assert lang.max_depths(codes, lengths).tolist() == [2, 2, 0]
 
 
 # --- counting ---------------------------------------------------------------------------------
@@ -194,11 +146,8 @@ def test_matching_pairs_are_consistent(seed, m):
 
 def test_counts_closed_forms_and_logs():
     assert [Dyck(1).count(n) for n in range(0, 12, 2)] == [1, 1, 2, 5, 14, 42]
-    assert Dyck(3).count(6) == 5 * 27
-    assert Dyck(2).count(7) == 0
-    assert Dyck(1, max_depth=1).count(10) == 1
-    assert Dyck(1, max_depth=2).count(8) == 8  # 2^(m-1)
-    assert ShuffleDyck(2).count(4) == 6 + 2 * 2  # (()),()() per type + 6 interleavings of ()[]
+    assert Dyck(3).count(6) == 5 * 27 and Dyck(2).count(7) == 0
+    assert Dyck(1, max_depth=1).count(10) == 1 and Dyck(1, max_depth=2).count(8) == 8
     for lang in LANGUAGES:
         for n in (0, 2, 10, 64):
             assert lang.log_count(n) == pytest.approx(math.log(lang.count(n)), rel=1e-9, abs=1e-9)
@@ -210,21 +159,21 @@ def test_counts_closed_forms_and_logs():
 
 
 @pytest.mark.parametrize("lang", LANGUAGES, ids=IDS)
-def test_samples_are_members_of_requested_lengths(lang):
+def test_samples_are_members_of_the_requested_lengths(lang):
     rng = np.random.default_rng(1)
     lengths = np.concatenate([sample_lengths(rng, 300, 0, 60), [0, 2, 4, 200]])
-    words = lang.sample(rng, lengths)
-    assert [len(w) for w in words] == lengths.tolist()
-    assert all(ref_member(lang, w) for w in words)
     codes, out_lengths = lang.sample_codes(rng, lengths)
-    assert codes.dtype == np.uint8 and codes.shape == (lengths.size, lengths.max())
+    assert codes.dtype == np.uint8 and codes.shape == (lengths.size, 200)
     np.testing.assert_array_equal(out_lengths, lengths)
+    assert (codes[np.arange(200) >= lengths[:, None]] == PAD_CODE).all()
+    words = lang.alphabet.decode(codes, out_lengths)
+    assert all(ref_member(lang, w) for w in words)
+    assert [len(w) for w in lang.sample(rng, [4, 0, 8])] == [4, 0, 8]
 
 
-@pytest.mark.parametrize("lang", [Dyck(3), Dyck(2, max_depth=5), ShuffleDyck(2)], ids=str)
+@pytest.mark.parametrize("lang", [Dyck(3), Dyck(2, max_depth=5)], ids=str)
 def test_long_lengths(lang):
-    rng = np.random.default_rng(2)
-    words = lang.sample(rng, [4096, 4096, 4100, 1000])
+    words = lang.sample(np.random.default_rng(2), [4096, 4096, 4100, 1000])
     assert [len(w) for w in words] == [4096, 4096, 4100, 1000]
     assert all(ref_member(lang, w) for w in words)
 
@@ -235,52 +184,106 @@ def test_determinism(lang):
     a = lang.sample_codes(np.random.default_rng(7), lengths)[0]
     b = lang.sample_codes(np.random.default_rng(7), lengths)[0]
     assert a.tobytes() == b.tobytes()
-    if lang.count(100) > 1:  # Dyck-(1,1) has one word per length
-        c = lang.sample_codes(np.random.default_rng(8), lengths)[0]
-        assert a.tobytes() != c.tobytes()
+    if lang.count(100) > 1:
+        assert a.tobytes() != lang.sample_codes(np.random.default_rng(8), lengths)[0].tobytes()
 
 
 @pytest.mark.parametrize(
-    ("lang", "length", "per_cell"),
+    ("lang", "length", "per_word"),
     [
-        (Dyck(2), 6, 250),  # 5 * 8 = 40 words
-        (Dyck(2, max_depth=2), 8, 250),  # 13 * 16 = 208 words
-        (ShuffleDyck(2), 6, 250),
-        (Dyck(1), 10, 400),  # 42 words
-        (Dyck(3, max_depth=1), 4, 400),  # 9 words
+        (Dyck(2), 6, 250),
+        (Dyck(2, 2), 8, 120),
+        (Dyck(1), 10, 400),
+        (Dyck(3, 1), 4, 400),
+        (Dyck(1, 3), 12, 300),
     ],
-    ids=["dyck2_len6", "dyck2_d2_len8", "shuffle2_len6", "dyck1_len10", "dyck3_d1_len4"],
+    ids=str,
 )
-def test_uniformity_chi_square(lang, length, per_cell):
-    words = [w for w in all_strings(lang.alphabet, length) if ref_member(lang, w)]
+def test_exact_uniformity_chi_square(lang, length, per_word):
+    words = [w for w in all_strings(lang.alphabet.symbols, length) if ref_member(lang, w)]
     assert len(words) == lang.count(length)
-    n = per_cell * len(words)
-    sample = lang.sample(np.random.default_rng(12345), [length] * n)
+    sample = lang.sample(np.random.default_rng(12345), [length] * (per_word * len(words)))
     index = {w: i for i, w in enumerate(words)}
     observed = np.bincount([index[w] for w in sample], minlength=len(words))
-    assert observed.sum() == n
-    p = chisquare(observed).pvalue
-    assert p > 1e-4, (lang.name, p)
+    assert chisquare(observed).pvalue > 1e-4
 
 
-def test_uniform_skeleton_statistics_at_large_length():
-    # the mean height at the middle of a uniform Dyck path of 2m steps is ~ sqrt(pi m) - ...:
-    # compare with the exact mean from ballot numbers rather than an asymptotic
+def test_mid_height_of_long_words_matches_ballot_numbers():
     m = 200
     lang = Dyck(1)
-    words = lang.sample(np.random.default_rng(3), [2 * m] * 2000)
-    mid = np.array([lang.depth_profile(w)[m - 1] for w in words])
+    codes, lengths = lang.sample_codes(np.random.default_rng(3), [2 * m] * 2000)
+    mid = lang.heights(codes, lengths)[:, m - 1].astype(np.float64)
 
-    # exact distribution of the height after m steps of a uniform Dyck path of length 2m
     def paths(steps, h):  # paths from 0 to h in `steps` steps staying >= 0 (ballot)
-        if (steps - h) % 2 or h > steps:
-            return 0
         up = (steps + h) // 2
-        return math.comb(steps, up) * (h + 1) // (up + 1)
+        return 0 if (steps - h) % 2 or h > steps else math.comb(steps, up) * (h + 1) // (up + 1)
 
-    total = math.comb(2 * m, m) // (m + 1)
-    mean = sum(h * paths(m, h) ** 2 for h in range(m + 1)) / total
+    mean = sum(h * paths(m, h) ** 2 for h in range(m + 1)) / (math.comb(2 * m, m) // (m + 1))
     assert abs(mid.mean() - mean) < 4 * mid.std() / math.sqrt(mid.size)
+
+
+# --- local validity ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("width", [2, 3, 4, 5])
+@pytest.mark.parametrize("max_depth", [None, 2, 3])
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_locally_valid_equals_the_brute_force_reference(k, max_depth, width):
+    lang = Dyck(k, max_depth)
+    rng = np.random.default_rng(k * 100 + (max_depth or 0) * 10 + width)
+    short = [w for n in range({1: 9, 2: 6, 3: 5}[k]) for w in all_strings(lang.alphabet.symbols, n)]
+    words = near_members(lang, rng, 400, 18) + short
+    got = locally_valid(lang, *lang.alphabet.encode(words), width)
+    ref = [is_locally_valid(w, lang.pairs, max_depth, width) for w in words]
+    assert got.tolist() == ref
+    assert 0 < sum(ref) < len(ref)
+
+
+@pytest.mark.parametrize(
+    ("k", "max_depth", "width"), [(1, 2, 5), (2, None, 4), (2, 2, 4), (3, 3, 3)]
+)
+def test_local_tables_equal_the_reference_sets(k, max_depth, width):
+    lang = Dyck(k, max_depth)
+    factors, prefixes, suffixes = local_sets(lang.pairs, max_depth, width)
+    infix, prefix, suffix = local_tables(lang, width)
+    for table, n, reference in [
+        (infix, width, factors),
+        (prefix, width - 1, prefixes),
+        (suffix, width - 1, suffixes),
+    ]:
+        words = all_strings(lang.alphabet.symbols, n)  # in index order: base 2k, big-endian
+        assert table.tolist() == [w in reference for w in words]
+
+
+def test_locally_valid_non_members_of_dyck1_at_width_4():
+    # every even-length string with an opener first, a closer last and balanced counts: the
+    # non-members no window of 4 can reject (brute-force counts from the design brief)
+    lang = Dyck(1)
+    for length, expected in [(8, 0), (10, 4), (12, 28), (14, 145), (16, 670)]:
+        words = []
+        for opens in itertools.combinations(range(1, length - 1), length // 2 - 1):
+            chars = [")"] * length
+            for i in (0, *opens):
+                chars[i] = "("
+            words.append("".join(chars))
+        codes, lengths = lang.alphabet.encode(words)
+        hidden = locally_valid(lang, codes, lengths, 4) & ~lang.is_member((codes, lengths))
+        assert int(hidden.sum()) == expected
+
+
+def test_local_tables_shape_cache_and_errors():
+    infix, prefix, suffix = local_tables(Dyck(2), 3)
+    assert infix.shape == (64,) and prefix.shape == suffix.shape == (16,)
+    assert local_tables(Dyck(2), 3)[0] is infix and not infix.flags.writeable
+    assert window_index(np.array([[0, 1, 3, 2]]), 3, 4).tolist() == [[7, 30]]
+    with pytest.raises(ValueError, match="k=8 and width=7"):
+        local_tables(Dyck(8), 7)
+    with pytest.raises(ValueError, match="width"):
+        local_tables(Dyck(1), 1)
+    with pytest.raises(ValueError, match="language"):
+        local_tables("Dyck-1", 4)
+    with pytest.raises(ValueError, match="codes"):
+        locally_valid(Dyck(1), np.zeros((1, 2), dtype=np.int64), [2], 4)
 
 
 # --- lengths and argument checks --------------------------------------------------------------
@@ -290,8 +293,7 @@ def test_sample_lengths():
     rng = np.random.default_rng(0)
     x = sample_lengths(rng, 20000, 3, 11)
     assert x.dtype == np.int64 and set(x.tolist()) == {4, 6, 8, 10}
-    counts = np.bincount(x)[4::2]
-    assert counts.min() > 4500
+    assert np.bincount(x)[4::2].min() > 4500
     assert sample_lengths(rng, 5, 8, 8).tolist() == [8] * 5
     assert sample_lengths(rng, 0, 0, 4).shape == (0,)
 
@@ -314,51 +316,37 @@ def test_sample_lengths_errors(args, match):
 
 def test_bad_arguments():
     rng = np.random.default_rng(0)
-    with pytest.raises(ValueError, match="k"):
-        Dyck(0)
-    with pytest.raises(ValueError, match="k=9"):
-        Dyck(9)
-    with pytest.raises(ValueError, match="k"):
-        Dyck(2.0)
-    with pytest.raises(ValueError, match="max_depth"):
-        Dyck(2, max_depth=0)
-    with pytest.raises(ValueError, match="pairs"):
-        Dyck(2, pairs=["()"])
-    with pytest.raises(ValueError, match="pairs"):
-        Dyck(2, pairs=["()", "(]"])
-    with pytest.raises(ValueError, match=r"pairs\[1\]"):
-        Dyck(2, pairs=["()", "[]]"])
+    for kwargs, match in [
+        ({"k": 0}, "k"),
+        ({"k": 9}, "k=9"),
+        ({"k": 2.0}, "k"),
+        ({"k": 2, "max_depth": 0}, "max_depth"),
+        ({"k": 2, "max_depth": 1.5}, "max_depth"),
+        ({"k": 2, "pairs": ["()"]}, "pairs"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            Dyck(**kwargs)
     lang = Dyck(2)
-    with pytest.raises(ValueError, match=r"lengths\[1\] = 3"):
-        lang.sample(rng, [2, 3])
-    with pytest.raises(ValueError, match=r"lengths\[0\] = -2"):
-        lang.sample(rng, [-2])
-    with pytest.raises(ValueError, match="lengths"):
-        lang.sample(rng, 4)
-    with pytest.raises(ValueError, match="lengths"):
-        lang.sample(rng, [2.0])
+    for lengths, match in [
+        ([2, 3], r"lengths\[1\] = 3 is odd"),
+        ([-2], r"lengths\[0\] = -2 is negative"),
+        (4, "lengths"),
+        ([2.0], "lengths"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            lang.sample(rng, lengths)
     with pytest.raises(ValueError, match="rng"):
         lang.sample(np.random.RandomState(0), [2])
     with pytest.raises(ValueError, match="length"):
         lang.count(-2)
-    with pytest.raises(ValueError, match="s must be a str"):
-        lang.is_member(None)
 
 
-def test_custom_pairs_and_large_k():
+def test_custom_pairs_large_k_names_and_equality():
     lang = Dyck(3, pairs=["ab", "cd", "ef"])
-    assert lang.alphabet == "abcdef" and lang.openers == "ace" and lang.closers == "bdf"
-    assert lang.is_member("acdb") and not lang.is_member("adcb")
-    pairs = [chr(0x4E00 + 2 * i) + chr(0x4E01 + 2 * i) for i in range(20)]
-    big = Dyck(20, pairs=pairs)
-    words = big.sample(np.random.default_rng(0), [40] * 20)
-    assert all(ref_member(big, w) for w in words)
-    assert Dyck(2) == Dyck(2) and Dyck(2) != Dyck(2, max_depth=3) and Dyck(2) != ShuffleDyck(2)
-
-
-def test_iter_length_chunks_cover_batch():
-    lengths = np.array([5, 100, 0, 7, 100, 3])
-    chunks = list(iter_length_chunks(lengths, max_cells=200))
-    assert sorted(np.concatenate(chunks).tolist()) == list(range(6))
-    for c in chunks:
-        assert c.size == 1 or c.size * lengths[c].max() <= 200
+    assert lang.alphabet.symbols == "abcdef" and "acdb" in lang and "adcb" not in lang
+    big = Dyck(20, pairs=[chr(0x4E00 + 2 * i) + chr(0x4E01 + 2 * i) for i in range(20)])
+    assert all(ref_member(big, w) for w in big.sample(np.random.default_rng(0), [40] * 20))
+    assert Dyck(1).name == "Dyck-1" and Dyck(3, 4).name == "Dyck-(3, 4)"
+    assert Dyck(2) == Dyck(2) and hash(Dyck(2)) == hash(Dyck(2, pairs=["()", "[]"]))
+    assert Dyck(2) != Dyck(2, max_depth=3) and Dyck(2) != Dyck(2, pairs=["ab", "cd"])
+    assert repr(Dyck(1, 2)) == "Dyck(k=1, max_depth=2, pairs=('()',))"

@@ -1,27 +1,80 @@
-"""The package root: every advertised name resolves, and importing it stays cheap."""
+"""The package root and the layers: exports resolve, imports only go down the floors."""
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 import dyckbook
+
+PACKAGE = Path(dyckbook.__file__).parent
+# ARCHITECTURE.md's floors; a module may import only from its own floor or below
+FLOORS = {
+    1: {"vocab", "languages", "presets"},
+    2: {"thesis", "negatives", "dataset", "protocol", "completion"},
+    3: {"tokenizer", "blocks", "model", "thesis_model", "seq2seq", "train", "evaluate",
+        "baselines"},
+    4: {"run", "results", "explain", "probes", "verdicts"},
+    5: {"grid", "plotting", "book"},
+    6: {"executors", "runner", "__main__"},
+}
+FLOOR_OF = {m: f for f, mods in FLOORS.items() for m in mods}
+NO_TORCH = FLOORS[1] | FLOORS[2] | {"baselines"}
+
+
+def _imports(module: str) -> tuple[set[str], set[str]]:
+    """(dyckbook modules, other top-level packages) imported anywhere in ``module``."""
+    tree = ast.parse((PACKAGE / f"{module}.py").read_text())
+    own, other = set(), set()
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module == "dyckbook":
+            names = [f"dyckbook.{a.name}" for a in node.names]  # a submodule, or a root name
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] != "dyckbook":
+                other.add(parts[0])
+            elif len(parts) > 1 and parts[1] in FLOOR_OF:
+                own.add(parts[1])
+            elif len(parts) > 1:
+                own.add("__init__")  # e.g. ``from dyckbook import __version__``
+    return own, other
+
+
+def test_every_module_has_a_floor():
+    modules = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__"}
+    assert modules == set(FLOOR_OF), modules ^ set(FLOOR_OF)
+
+
+@pytest.mark.parametrize("module", sorted(FLOOR_OF))
+def test_imports_go_down_the_floors(module):
+    own, other = _imports(module)
+    assert "__init__" not in own, f"{module} imports the package root"
+    for target in own - {module}:
+        assert target not in ("runner", "__main__"), f"{module} imports {target}"
+        assert FLOOR_OF[target] <= FLOOR_OF[module], f"{module} (floor {FLOOR_OF[module]}) " \
+            f"imports {target} (floor {FLOOR_OF[target]})"
+    if FLOOR_OF[module] < 5:
+        assert "plotting" not in own and "matplotlib" not in other, module
+    if module in NO_TORCH:
+        assert "torch" not in other, module
 
 
 def test_every_export_resolves():
     for name in dyckbook.__all__:
         assert getattr(dyckbook, name) is not None, name
-
-
-def test_unknown_attribute_is_an_attribute_error():
-    try:
+    with pytest.raises(AttributeError, match="NotAThing"):
         dyckbook.NotAThing  # noqa: B018
-    except AttributeError as error:
-        assert "NotAThing" in str(error)
-    else:  # pragma: no cover
-        raise AssertionError("expected AttributeError")
 
 
-def test_language_layer_does_not_import_torch():
-    code = ("import sys, dyckbook; d = dyckbook.Dyck(3); assert d.is_member('([]){}');"
+def test_language_floor_does_not_load_torch():
+    code = ("import sys, dyckbook; assert dyckbook.Dyck(3).is_member(['([]){}']).all();"
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -1,247 +1,252 @@
-"""Tests for dyckbook.plotting: figures, axes, labels, cropping, masks; never plt.show()."""
+"""Tests for dyckbook.plotting: every figure is built, drawn and left out of pyplot."""
 
 from __future__ import annotations
 
 import matplotlib
-
-matplotlib.use("Agg")  # before pyplot is imported anywhere in this module
-
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 from matplotlib.figure import Figure
+from matplotlib.patches import Arc, Rectangle
 
 from dyckbook import explain as E
 from dyckbook import plotting as P
+from dyckbook.dataset import Dataset
+from dyckbook.evaluate import score
+from dyckbook.languages import Dyck
+from dyckbook.probes import ProbeResult
+
+LANG = Dyck(2)
 
 
 @pytest.fixture(autouse=True)
-def no_show(monkeypatch):
-    def boom(*args, **kwargs):
-        raise AssertionError("plotting must never call show()")
-
-    monkeypatch.setattr(plt, "show", boom)
-    monkeypatch.setattr(Figure, "show", boom)
-    n_before = len(plt.get_fignums())
-    yield
-    # figures are built without pyplot, so none is left registered with it
-    assert len(plt.get_fignums()) == n_before
-
-
-def save(fig: Figure, tmp_path, name: str) -> None:
-    path = tmp_path / f"{name}.png"
-    fig.savefig(path, dpi=60)
-    assert path.stat().st_size > 1000
-
-
-def data_axes(fig: Figure) -> list:
-    """Axes that are not colour bars."""
-    return [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
-
-
-def softmax_rows(rng, shape):
-    x = rng.random(shape)
-    return x / x.sum(-1, keepdims=True)
-
-
-LABELS = ["[start]", "(", "(", ")", "[", "]", ")", "[end]"]
-
-
-def test_token_labels_crop_pads_and_reject_unknown_ids():
-    tok = np.array([0, 3, 3, 4, 5, 6, 4, 2, 1, 1])
-    assert P.token_labels(tok, "()[]", length=6) == LABELS
-    assert P.token_labels(tok, "()[]")[-1] == "[pad]"
-    with pytest.raises(ValueError, match="vocabulary"):
-        P.token_labels(np.array([0, 9, 2]), "()")
-
-
-def test_attention_grid_layout_labels_crop_and_colorbar(tmp_path):
-    rng = np.random.default_rng(0)
-    p = softmax_rows(rng, (2, 3, 11, 11))  # 8 real tokens + 3 pads
-    fig = P.plot_attention_grid(p, LABELS)
-    assert isinstance(fig, Figure)
-    axes = data_axes(fig)
-    assert len(axes) == 2 * 3
-    assert len(fig.axes) == 2 * 3 + 1  # exactly one colour bar
-    for ax in axes:
-        assert [t.get_text() for t in ax.get_xticklabels()] == LABELS
-        assert [t.get_text() for t in ax.get_yticklabels()] == LABELS
-        img = ax.get_images()[0]
-        assert img.get_array().shape == (8, 8)  # pads cropped
-        assert img.get_clim() == (0.0, 1.0)
-    # 8 tokens: annotated by default (64 values per panel)
-    assert len(axes[0].texts) == 64
-    assert axes[1].get_title() == "layer 0, head 1"
-    save(fig, tmp_path, "grid")
-
-
-def test_attention_grid_masks_causal_cells_and_minmax(tmp_path):
-    rng = np.random.default_rng(1)
-    p = softmax_rows(rng, (1, 1, 8, 8))
-    fig = P.plot_attention_grid(p, LABELS, mask="causal", scale="minmax")
-    ax = data_axes(fig)[0]
-    arr = ax.get_images()[0].get_array()
-    future = np.triu(np.ones((8, 8), dtype=bool), k=1)
-    assert np.array_equal(np.ma.getmaskarray(arr), future)
-    assert arr.min() == pytest.approx(-1.0) and arr.max() == pytest.approx(1.0)
-    assert ax.get_images()[0].get_clim() == (-1.0, 1.0)
-    assert len(ax.texts) == int((~future).sum())  # masked cells carry no value
-    save(fig, tmp_path, "grid_minmax")
-
-
-def test_attention_grid_long_input_thins_ticks_and_skips_annotation():
-    rng = np.random.default_rng(2)
-    n = 130
-    p = softmax_rows(rng, (1, 1, n, n))
-    labels = ["[start]"] + ["(", ")"] * 64 + ["[end]"]
-    fig = P.plot_attention_grid(p, labels, mask=np.zeros((n, n), dtype=bool))
-    ax = data_axes(fig)[0]
-    ticks = ax.get_xticks()
-    assert len(ticks) <= 48
-    assert [t.get_text() for t in ax.get_xticklabels()] == [labels[int(i)] for i in ticks]
-    assert len(ax.texts) == 0
-
-
-def test_attention_grid_errors():
-    p = np.ones((1, 1, 4, 4)) / 4
-    with pytest.raises(ValueError, match="scale"):
-        P.plot_attention_grid(p, ["a"] * 4, scale="log")
-    with pytest.raises(ValueError, match="token_labels"):
-        P.plot_attention_grid(p, ["a"] * 5)
-
-
-def test_attention_summary_from_pattern_and_summary(tmp_path):
-    rng = np.random.default_rng(3)
-    n = 600
-    p = softmax_rows(rng, (n, n)) ** 2
-    p /= p.sum(1, keepdims=True)
-    fig = P.plot_attention_summary(p, matching=rng.permutation(n))
-    assert len(data_axes(fig)) == 4
-    s = E.long_input_summary(p)
-    fig2 = P.plot_attention_summary(s, map="mean")
-    assert len(data_axes(fig2)) == 4
-    assert data_axes(fig2)[0].get_images()[0].get_array().shape == s.block_mean.shape
-    save(fig, tmp_path, "summary")
-
-
-def test_matching_attention_and_preview_figures(tmp_path):
-    rng = np.random.default_rng(4)
-    strings = ["(())", "()[]", "([{}])", "[]"]
-    lens = np.array([len(s) for s in strings])
-    tok = np.full((4, 8), E.PAD)
-    for b, s in enumerate(strings):
-        tok[b, 0], tok[b, len(s) + 1] = E.START, E.END
-        tok[b, 1 : len(s) + 1] = [3 + "()[]{}".index(c) for c in s]
-    mask = E.attention_mask(lens, 8)
-    p = np.where(mask[None, :, None], 0, rng.random((2, 4, 2, 8, 8)))
-    p = p / np.maximum(p.sum(-1, keepdims=True), 1e-12)
-    meas = E.matching_attention(p, tok, lens)
-    fig = P.plot_matching_attention(meas)
-    assert len(data_axes(fig)) == 3
-    save(fig, tmp_path, "matching")
-    labels = np.r_[np.ones(30), np.zeros(30)]
-    scores = rng.random((2, 60, 2)) + labels[None, :, None] * 0.3
-    fig = P.plot_preview_roc(scores, labels)
-    assert len(data_axes(fig)) == 2
-    assert len(data_axes(fig)[0].get_lines()) == 2 * 2 + 1  # one ROC per head + chance
-    save(fig, tmp_path, "roc")
-    assert len(data_axes(P.plot_preview_roc(scores[0, :, 0], labels))) == 2
-
-
-def test_training_curves_accept_records_and_columns(tmp_path):
-    records = [
-        {
-            "epoch": e,
-            "step": 10 * e,
-            "train_loss": 1 / e,
-            "val_loss": 1.1 / e,
-            "train_accuracy": 1 - 1 / (e + 1),
-            "val_accuracy": None if e == 1 else 0.8,
-        }
-        for e in range(1, 6)
-    ]
-    fig = P.plot_training_curves(records)
-    loss_ax, acc_ax = data_axes(fig)
-    assert [ln.get_label() for ln in loss_ax.get_lines()] == ["train", "val"]
-    assert len(acc_ax.get_lines()[1].get_xdata()) == 4  # the None epoch is skipped
-    save(fig, tmp_path, "curves")
-    nested = {"train": {"loss": [1, 0.5], "acc": [0.5, 0.9]}, "test": {"loss": [1, 0.6]}}
-    assert len(data_axes(P.plot_training_curves(nested))) == 2
-    with pytest.raises(ValueError, match="history"):
-        P.plot_training_curves({"epoch": [1, 2], "lr": [0.1, 0.1]})
-
-
-def test_weight_histograms(tmp_path):
-    rng = np.random.default_rng(5)
-    snaps = rng.normal(size=(12, 300))
-    fig = P.plot_weight_histograms(snaps, steps=np.arange(12) * 50)
-    assert len(data_axes(fig)) == 1 and len(fig.axes) == 2
-    fig2 = P.plot_weight_histograms({"a": snaps, "b": snaps * 3}, bins=20)
-    assert len(data_axes(fig2)) == 2
-    save(fig2, tmp_path, "weights")
-    with pytest.raises(ValueError, match="steps"):
-        P.plot_weight_histograms(snaps, steps=np.arange(3))
-
-
-def test_accuracy_by_length_marks_training_boundary(tmp_path):
-    one = {L: {"n": 50, "accuracy": 1.0 if L <= 16 else 0.7} for L in range(2, 41, 2)}
-    fig = P.plot_accuracy_by_length(one, train_max_length=16, label="bidirectional")
-    ax = data_axes(fig)[0]
-    assert len(data_axes(fig)) == 1
-    assert any(list(ln.get_xdata()) == [16, 16] for ln in ax.get_lines())
-    labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert "bidirectional" in labels and any("out of distribution" in t for t in labels)
-    save(fig, tmp_path, "by_length")
-    two = P.plot_accuracy_by_length(
-        [{2: 1.0, 4: 0.9}, {"length": [2, 4], "accuracy": [1, 1]}], label=["a", "b"]
-    )
-    labels = [t.get_text() for t in data_axes(two)[0].get_legend().get_texts()]
-    assert labels == ["a", "b"]
-    named = P.plot_accuracy_by_length({"x": {2: 1.0}, "y": {"2": 0.5}})
-    assert len(data_axes(named)[0].get_lines()) == 3  # two runs + chance line
-
-
-def test_confusion_by_kind_and_matrix(tmp_path):
-    per_kind = {
-        "positive": {"n": 100, "accuracy": 0.99},
-        "random": {"n": 40, "accuracy": 1.0},
-        "equal_counts": {"n": 60, "accuracy": 0.3},
-    }
-    fig = P.plot_confusion_by_kind(per_kind)
-    ax = data_axes(fig)[0]
-    assert len(data_axes(fig)) == 1
-    assert ax.get_yticklabels()[0].get_text() == "positive"
-    assert any("n=60" in t.get_text() for t in ax.texts)
-    fig2 = P.plot_confusion_by_kind(per_kind, confusion=[[70, 30], [1, 99]])
-    assert len(data_axes(fig2)) == 2
-    save(fig2, tmp_path, "kinds")
-    fig3 = P.plot_confusion_matrix([[70, 30], [1, 99]])
-    assert len(data_axes(fig3)) == 1
-    with pytest.raises(ValueError, match="2x2"):
-        P.plot_confusion_matrix([[1, 2, 3]])
-
-
-def test_word_counts_and_depth_profile(tmp_path):
-    catalan = {0: 1, 2: 1, 4: 2, 6: 5, 8: 14}
-    fig = P.plot_word_counts({1: catalan, 2: {n: c * 2 ** (n // 2) for n, c in catalan.items()}})
-    ax = data_axes(fig)[0]
-    assert ax.get_yscale() == "log" and len(ax.get_lines()) == 2
-    huge = P.plot_word_counts({1: {4000: 10**1200, 4002: 10**1201}})
-    assert "log10" in data_axes(huge)[0].get_ylabel()
-    save(fig, tmp_path, "counts")
-    fig = P.plot_depth_profile("([]{()})()", "()[]{}")
-    ax = data_axes(fig)[0]
-    assert [t.get_text() for t in ax.get_xticklabels()] == list("([]{()})()")
-    assert len(ax.patches) == 5  # one arc per matched pair
-    assert np.array_equal(ax.get_lines()[0].get_ydata(), [0, 1, 2, 1, 2, 3, 2, 1, 0, 1, 0])
-    save(fig, tmp_path, "depth")
-    bad = P.plot_depth_profile("(]()", "()[]")
-    assert len(data_axes(bad)[0].patches) == 1
-    with pytest.raises(ValueError, match="alphabet"):
-        P.plot_depth_profile("(x)", "()")
-
-
-def test_style_does_not_leak():
+def pyplot_untouched():
+    """No figure is ever registered with pyplot, and the global style never changes."""
     before = dict(matplotlib.rcParams)
-    P.plot_depth_profile("()", "()")
+    yield
+    assert plt.get_fignums() == []
     assert dict(matplotlib.rcParams) == before
+
+
+def drawn(fig: Figure, n_axes: int, draw: bool = True) -> Figure:
+    """The figure has the expected number of axes (colour bars too) and, when ``draw``, lays
+    out and draws (variants of a figure already drawn skip it: layout is slow)."""
+    assert isinstance(fig, Figure) and len(fig.axes) == n_axes
+    if draw:
+        fig.draw_without_rendering()
+    return fig
+
+
+def random_patterns(rng, layers: int, heads: int, n: int, mask: str, length: int) -> np.ndarray:
+    p = rng.random((layers, heads, n, n)) * E.visible_keys(np.array([length]), n, mask)[0]
+    return p / np.maximum(p.sum(-1, keepdims=True), 1e-12)
+
+
+# -------------------------------------------------------------------------------------------
+# attention
+# -------------------------------------------------------------------------------------------
+
+
+def test_attention_grid_crops_pads_hatches_hidden_keys_and_marks_partners() -> None:
+    data = Dataset.from_strings(LANG, ["([])()"])
+    p = random_patterns(np.random.default_rng(0), 2, 2, 11, "causal", 6)  # 3 pad positions
+    partner = E.partner_positions(data)[0]
+    fig = drawn(P.plot_attention_grid(p, "([])()", "causal", marks=partner, title="t"), 5)
+    ax = fig.axes[0]
+    image = ax.images[0].get_array()
+    assert image.shape == (8, 8)  # [start] + 6 symbols + [end]
+    assert np.array_equal(np.ma.getmaskarray(image), np.triu(np.ones((8, 8), bool), 1))
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["[start]", *"([])()", "[end]"]
+    outlined = {(int(r.get_y() + 0.5), int(r.get_x() + 0.5)) for r in ax.patches
+                if isinstance(r, Rectangle)}
+    assert outlined == {(q, int(partner[q])) for q in range(1, 7) if partner[q] < q}
+    assert len(ax.texts) == 8 * 9 // 2  # every visible cell annotated
+
+
+def test_attention_grid_minmax_and_long_inputs() -> None:
+    p = random_patterns(np.random.default_rng(1), 1, 1, 10, "bidirectional", 8)
+    fig = drawn(P.plot_attention_grid(p, "(((())))", scale="minmax"), 2)
+    image = fig.axes[0].images[0].get_array()
+    assert image.min() == pytest.approx(-1) and image.max() == pytest.approx(1)
+    long = "()" * 40
+    p = random_patterns(np.random.default_rng(2), 1, 2, 82, "bidirectional", 80)
+    fig = drawn(P.plot_attention_grid(p, long), 3, draw=False)
+    assert not fig.axes[0].texts and len(fig.axes[0].get_xticks()) <= 41
+    with pytest.raises(ValueError, match="scale"):
+        P.plot_attention_grid(p, long, scale="log")
+    with pytest.raises(ValueError, match="patterns must be"):
+        P.plot_attention_grid(p[0], long)
+
+
+def test_attention_summary_of_a_long_string() -> None:
+    language = Dyck(1)
+    data = Dataset.from_codes(language, *language.sample_codes(np.random.default_rng(0), [120]))
+    p = random_patterns(np.random.default_rng(3), 1, 1, 122, "causal", 120)[0, 0]
+    summary = E.long_input_summary(p, data, 0, "causal")
+    fig = drawn(P.plot_attention_summary(summary), 5)
+    assert fig.axes[1].patches and len(fig.axes[1].patches) == len(summary.offset_mass)
+
+
+def test_matching_has_a_panel_per_model_and_four_bars_per_head() -> None:
+    data = Dataset.from_strings(LANG, ["(()[])", "[()]()", "(("])
+    n = data.codes.shape[1] + 2
+    p = np.random.default_rng(4).random((2, len(data), 3, n, n))
+    ms = E.matching_scores(p / p.sum(-1, keepdims=True), data)
+    fig = drawn(P.plot_matching({"a": ms, "b": ms}, title="t"), 2)
+    assert len(fig.axes[0].patches) == 4 * 6  # 2 layers x 3 heads
+    drawn(P.plot_matching(ms), 1, draw=False)
+
+
+def test_preview_roc_has_the_roc_and_a_histogram_per_model() -> None:
+    rng = np.random.default_rng(5)
+    labels = np.r_[np.zeros(30), np.ones(30)].astype(int)
+    scores = {"a": rng.random(60) + labels, "b": rng.random(60)}
+    fig = drawn(P.plot_preview_roc(scores, labels), 3)
+    assert "AUC 1.00" in fig.axes[0].get_legend().get_texts()[0].get_text()
+    drawn(P.plot_preview_roc(scores["b"], labels), 2, draw=False)
+
+
+# -------------------------------------------------------------------------------------------
+# training and evaluation
+# -------------------------------------------------------------------------------------------
+
+
+def history(validated: bool, scale: float = 1.0) -> list[dict]:
+    return [{"step": s, "epoch": s / 10, "lr": 1e-3, "train_loss": scale / s, "seconds": s,
+             **({"val_accuracy": 1 - 0.5 / s} if validated else {})} for s in range(1, 6)]
+
+
+def test_training_curves_with_and_without_validation() -> None:
+    fig = drawn(P.plot_training_curves({"seed 0": history(True), "seed 1": history(True, 2)}), 2)
+    assert len(fig.axes[0].lines) == 2 and len(fig.axes[1].lines) == 2
+    fig = drawn(P.plot_training_curves(history(False)), 1, draw=False)
+    assert fig.axes[0].lines[0].get_ydata().tolist() == [1 / s for s in range(1, 6)]
+    with pytest.raises(ValueError, match="history"):
+        P.plot_training_curves([])
+
+
+def scores_of(seed: int, data: Dataset, flip: float):
+    rng = np.random.default_rng(seed)
+    pred = np.where(rng.random(len(data)) < flip, 1 - data.labels, data.labels)
+    return score(pred.astype(np.int8), data)
+
+
+@pytest.fixture(scope="module")
+def test_set() -> Dataset:
+    rng = np.random.default_rng(0)
+    members = LANG.sample(rng, 2 * rng.integers(1, 9, 60))
+    swapped = [s[::-1] for s in members[:30]]
+    crossing = ["([)]" + s for s in members[30:]]
+    return Dataset.from_strings(LANG, members + swapped + crossing,
+                                ["member"] * 60 + ["mirror"] * 30 + ["crossing"] * 30)
+
+
+def test_accuracy_by_length_bands_and_boundary(test_set: Dataset) -> None:
+    s = scores_of(0, test_set, 0.2)
+    table = {4: [10, 9], 8: [10, 5], 12: [0, 0]}
+    fig = drawn(P.plot_accuracy_by_length({"model": s, "table": table}, train_max_length=8), 1)
+    ax = fig.axes[0]
+    lines = [line for line in ax.lines if len(line.get_xdata()) > 1 and line.get_label() in
+             ("model", "table")]
+    assert lines[1].get_xdata().tolist() == [4, 8] and lines[1].get_ydata().tolist() == [0.9, 0.5]
+    assert len(ax.collections) == 2 and len(ax.patches) == 1  # two bands, the shaded region
+    assert any(np.allclose(line.get_xdata(), 8.5) for line in ax.lines)  # the boundary
+    drawn(P.plot_accuracy_by_length({"model": s}, by="depth"), 1, draw=False)
+    with pytest.raises(ValueError, match="by"):
+        P.plot_accuracy_by_length({"model": s}, by="width")
+
+
+def test_kinds_puts_members_first_and_every_baseline_beside_the_seeds(test_set: Dataset) -> None:
+    seeds = [scores_of(i, test_set, 0.1 * i) for i in range(3)]
+    baselines = {"local": scores_of(9, test_set, 0.5), "counts": seeds[:2]}
+    fig = drawn(P.plot_kinds(seeds, baselines, title="t"), 1)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["member", "crossing", "mirror"]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels[:2] == ["local", "counts"] and len(labels) == 4
+    mean = ax.collections[-1].get_offsets()[:, 0]
+    np.testing.assert_allclose(mean[0], np.mean([s.accuracy_of("per_kind", "member")
+                                                 for s in seeds]))
+
+
+def test_seeds_strip_with_bootstrap_interval_and_failed_seeds() -> None:
+    rows = [{"config": "a", "accuracy": v} for v in (0.9, 0.95, 1.0)] + [
+        {"config": "b", "accuracy": 0.7, "status": "ok"},
+        {"config": "b", "accuracy": 0.5, "status": "failed"}]
+    fig = drawn(P.plot_seeds(rows), 1)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["a", "b"]
+    means = [line.get_xdata()[0] for line in ax.lines if line.get_marker() == "D"]
+    assert means == pytest.approx([0.95, 0.7])  # the failed seed is left out of the mean
+
+
+def grid_rows() -> list[dict]:
+    rows = []
+    for k in (1, 3):
+        for layers in (1, 2):
+            for mask in ("bidirectional", "causal"):
+                for pe in ("none", "learned"):
+                    for readout in ("start", "mean"):
+                        solved = (k + layers + len(pe)) % 6
+                        rows.append({"k": k, "n_layers": layers, "mask": mask,
+                                     "pos_encoding": pe, "readout": readout, "solved": solved,
+                                     "seeds": 5, "failed": 0, "solved_share": solved / 5,
+                                     "accuracy": 0.5 + solved / 10})
+    rows[0].update(failed=5, solved=0, solved_share=np.nan, accuracy=np.nan)
+    return rows[:-1]  # one cell not run
+
+
+@pytest.mark.parametrize("value", ["solved_share", "accuracy"])
+def test_grid_has_a_panel_per_k_and_depth(value: str) -> None:
+    fig = drawn(P.plot_grid(grid_rows(), value, title="t"), 4 + 1, value == "accuracy")
+    texts = [t.get_text() for t in fig.axes[3].texts]
+    assert len(texts) == 7  # 4 lines x 2 readouts, one cell not run
+    assert all(("/5" in t) == (value == "solved_share") for t in texts)
+    assert fig.axes[0].texts[0].get_text() == "all failed"
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()][:2] == [
+        "bidirectional, none", "bidirectional, learned"]
+    with pytest.raises(ValueError, match="value"):
+        P.plot_grid(grid_rows(), "seeds")
+
+
+# -------------------------------------------------------------------------------------------
+# probes, ablations, the Dyck chapter
+# -------------------------------------------------------------------------------------------
+
+
+def test_probes_panel_per_target_with_seeds() -> None:
+    hooks = ["blocks.0.hook_resid_pre", "blocks.0.hook_resid_mid", "blocks.0.hook_resid_post"]
+
+    def result(seed: int) -> dict:
+        r = lambda kind, v: ProbeResult(kind, v, v - 0.1 * seed, 0.5, 10, 5)
+        return {"depth": {h: r("regression", 0.3 * i) for i, h in enumerate(hooks)},
+                "membership": {h: r("classification", 0.6) for h in hooks}}
+
+    fig = drawn(P.plot_probes([result(0), result(1)]), 2)
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["embed", "L0 attn",
+                                                                     "L0 mlp"]
+    np.testing.assert_allclose(fig.axes[0].lines[0].get_ydata(), [-0.05, 0.25, 0.55])
+    drawn(P.plot_probes(result(0)), 2, draw=False)
+
+
+def test_ablation_heatmap_of_the_mean_drop() -> None:
+    drops = [np.array([[0.1, 0.0], [0.3, -0.1]]), np.array([[0.3, 0.0], [0.1, -0.1]])]
+    fig = drawn(P.plot_ablation(drops), 2)
+    assert [t.get_text() for t in fig.axes[0].texts][0] == "+0.200\n±0.100"
+    drawn(P.plot_ablation(drops[0]), 2, draw=False)
+    with pytest.raises(ValueError, match="drops"):
+        P.plot_ablation(np.zeros(3))
+
+
+def test_word_counts_and_depth_profiles() -> None:
+    counts = {k: {n: Dyck(k).count(n) for n in range(0, 41, 2)} for k in (1, 2)}
+    assert len(drawn(P.plot_word_counts(counts), 1).axes[0].lines) == 2
+    huge = {3: {n: Dyck(3).count(n) for n in (0, 1000, 2000)}}  # beyond float range
+    assert drawn(P.plot_word_counts(huge), 1, False).axes[0].get_yscale() == "linear"
+    member = drawn(P.plot_depth_profile("([]{})[]", Dyck(3)), 1).axes[0]
+    assert sum(isinstance(p, Arc) for p in member.patches) == 4
+    assert "member" in member.get_title() and "non" not in member.get_title()
+    bad = drawn(P.plot_depth_profile("(]()", Dyck(2)), 1, draw=False).axes[0]
+    assert not any(isinstance(p, Arc) for p in bad.patches)
+    cross = [line for line in bad.lines if line.get_marker() == "x"]
+    assert len(cross) == 1 and cross[0].get_xdata()[0] == 1.5  # the first wrong symbol

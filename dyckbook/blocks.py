@@ -1,0 +1,379 @@
+"""Transformer parts with a leading model dimension: linear maps, attention, MLP, blocks, positions.
+
+Every parameter has a leading dimension ``S`` (models): a module built for S models computes S
+independent models at once, each initialised from its own generator, so S = 1 is the ordinary
+single model and S > 1 trains several seeds as one computation (``dyckbook.train``). Activations
+are ``(S, batch, pos, d_model)``. This is the package's one attention implementation: the
+classifier, the encoder–decoder and the decoder-only model are built from it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = ["ACTIVATIONS", "NORMS", "POS_ENCODINGS", "Attention", "Block", "Embedding",
+           "LayerNorm", "Linear", "PositionalEncoding", "Recorder", "dropout", "init_models",
+           "sinusoidal_table"]
+
+POS_ENCODINGS = ("none", "absolute", "absolute_ctx", "sinusoidal", "learned")
+NORMS = ("post", "pre")
+ACTIVATIONS = ("relu", "gelu")
+
+Streams = Sequence[torch.Generator]  # one dropout generator per model
+
+
+class Recorder:
+    """Collects activations of a single model (S = 1) by TransformerLens-style hook name."""
+
+    def __init__(self, names: Iterable[str] | Callable[[str], bool] | None = None) -> None:
+        self.cache: dict[str, torch.Tensor] = {}
+        if names is None:
+            self.wants: Callable[[str], bool] = lambda name: True
+        elif callable(names):
+            self.wants = names
+        else:
+            self.wants = set(names).__contains__
+
+    def __call__(self, name: str, value: torch.Tensor) -> None:
+        """Store ``value[0]`` (the model dimension dropped) under ``name`` if it is wanted."""
+        if self.wants(name):
+            self.cache[name] = value[0].detach()
+
+
+def dropout(x: torch.Tensor, p: float, streams: Streams, training: bool) -> torch.Tensor:
+    """Dropout with one mask per model, each drawn from that model's generator.
+
+    Args:
+        x: (S, ...) activations.
+        p: drop probability.
+        streams: S generators (a model's masks do not depend on the other models).
+        training: apply only in training mode.
+    """
+    if not training or p == 0.0:
+        return x
+    keep = torch.stack([torch.empty(x.shape[1:], device=x.device).bernoulli_(1.0 - p, generator=g)
+                        for g in streams])
+    return x * keep / (1.0 - p)
+
+
+class Linear(nn.Module):
+    """S independent affine maps: weight (S, d_in, d_out), bias (S, 1, d_out)."""
+
+    def __init__(self, n_models: int, d_in: int, d_out: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(n_models, d_in, d_out))
+        self.bias = nn.Parameter(torch.empty(n_models, 1, d_out))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(S, ..., d_in) -> (S, ..., d_out)."""
+        n, d_in, d_out = self.weight.shape
+        y = torch.baddbmm(self.bias, x.reshape(n, -1, d_in), self.weight)
+        return y.view(*x.shape[:-1], d_out)
+
+    @torch.no_grad()
+    def reset(self, s: int, g: torch.Generator) -> None:
+        """torch's ``nn.Linear`` distribution: weight and bias U(-1/sqrt(d_in), 1/sqrt(d_in))."""
+        bound = 1.0 / math.sqrt(self.weight.shape[1])
+        self.weight[s].uniform_(-bound, bound, generator=g)
+        self.bias[s].uniform_(-bound, bound, generator=g)
+
+
+class LayerNorm(nn.Module):
+    """LayerNorm over d_model with a per-model affine map (weight 1, bias 0 at start)."""
+
+    def __init__(self, n_models: int, d_model: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(n_models, d_model))
+        self.bias = nn.Parameter(torch.zeros(n_models, d_model))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(S, ..., d_model) -> same shape."""
+        n, d = self.weight.shape
+        if n == 1:  # the fused kernel takes one affine map
+            return F.layer_norm(x, (d,), self.weight[0], self.bias[0])
+        shape = (n,) + (1,) * (x.dim() - 2) + (d,)
+        return F.layer_norm(x, (d,)) * self.weight.view(shape) + self.bias.view(shape)
+
+    @torch.no_grad()
+    def reset(self, s: int, g: torch.Generator) -> None:
+        self.weight[s].fill_(1.0)
+        self.bias[s].zero_()
+
+
+class Embedding(nn.Module):
+    """S token embeddings: weight (S, d_vocab, d_model), N(0, 1) at start."""
+
+    def __init__(self, n_models: int, d_vocab: int, d_model: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(n_models, d_vocab, d_model))
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """(S, batch, pos) int64 -> (S, batch, pos, d_model)."""
+        n, vocab, d = self.weight.shape
+        offsets = torch.arange(n, device=tokens.device).view(n, *(1,) * (tokens.dim() - 1))
+        return F.embedding(tokens + offsets * vocab, self.weight.view(n * vocab, d))
+
+    @torch.no_grad()
+    def reset(self, s: int, g: torch.Generator) -> None:
+        self.weight[s].normal_(0.0, 1.0, generator=g)
+
+
+def sinusoidal_table(n_positions: int, d_model: int) -> torch.Tensor:
+    """Vaswani et al.'s table: dims 2j and 2j + 1 share frequency 1 / 10000^(2j / d_model).
+
+    Returns:
+        (pos, d_model) float32.
+    """
+    pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
+    freq = torch.exp(-math.log(10000.0) * torch.arange(0, d_model, 2, dtype=torch.float64)
+                     / d_model)
+    table = torch.zeros(n_positions, d_model, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(pos * freq)
+    table[:, 1::2] = torch.cos(pos * freq)[:, : d_model // 2]
+    return table.float()
+
+
+class PositionalEncoding(nn.Module):
+    """Position information added to the embeddings.
+
+    ``none`` adds nothing (attention alone is then blind to order); ``absolute`` adds
+    ``(i / n) * u`` with n the number of tokens of the string and u a learned direction (Yao et
+    al.'s i/n); ``absolute_ctx`` the same with n = n_ctx (the thesis' constant denominator);
+    ``sinusoidal`` the fixed table of Vaswani et al.; ``learned`` a trained table.
+    """
+
+    def __init__(self, kind: str, n_models: int, n_positions: int, d_model: int,
+                 n_ctx: int) -> None:
+        super().__init__()
+        if kind not in POS_ENCODINGS:
+            raise ValueError(f"pos_encoding must be one of {POS_ENCODINGS}, got {kind!r}")
+        self.kind, self.n_ctx = kind, n_ctx
+        if kind == "learned":
+            self.table = nn.Parameter(torch.empty(n_models, n_positions, d_model))
+        elif kind in ("absolute", "absolute_ctx"):
+            self.direction = nn.Parameter(torch.empty(n_models, d_model))
+        elif kind == "sinusoidal":
+            self.register_buffer("fixed", sinusoidal_table(n_positions, d_model), persistent=False)
+
+    def forward(self, n_pos: int, n_tokens: torch.Tensor) -> torch.Tensor | None:
+        """Encoding broadcastable to (S, batch, pos, d_model), or None for ``none``.
+
+        Args:
+            n_pos: positions in the batch.
+            n_tokens: (S, batch) real tokens per row (for ``absolute``).
+        """
+        if self.kind == "none":
+            return None
+        if self.kind == "learned":
+            return self.table[:, None, :n_pos]
+        if self.kind == "sinusoidal":
+            return self.fixed[None, None, :n_pos]
+        positions = torch.arange(n_pos, device=n_tokens.device, dtype=self.direction.dtype)
+        if self.kind == "absolute":
+            frac = positions / n_tokens[..., None].to(positions.dtype)  # (S, batch, pos)
+        else:
+            frac = (positions / self.n_ctx)[None, None]  # (1, 1, pos)
+        return frac[..., None] * self.direction[:, None, None, :]
+
+    @torch.no_grad()
+    def reset(self, s: int, g: torch.Generator) -> None:
+        if self.kind == "learned":
+            self.table[s].normal_(0.0, 1.0, generator=g)
+        elif self.kind in ("absolute", "absolute_ctx"):
+            self.direction[s].normal_(0.0, 1.0, generator=g)
+
+
+def _to_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """(S, batch, pos, d_model) -> (S * batch, head, pos, d_head)."""
+    s, b, pos, d = x.shape
+    return x.reshape(s * b, pos, n_heads, d // n_heads).transpose(1, 2)
+
+
+class Attention(nn.Module):
+    """Multi-head attention: self-attention, or cross-attention to a memory.
+
+    One fused projection ``qkv`` (S, d_model, 3 d_model): columns [0, d) are W_Q, then W_K, then
+    W_V; heads are contiguous blocks of d_head columns. Cross-attention takes queries from ``x``
+    and keys and values from ``memory`` with the same layout. The fast path is torch's fused
+    ``scaled_dot_product_attention``; recording activations, or dropout on the attention
+    weights while training, takes the explicit path (same arithmetic).
+    """
+
+    def __init__(self, n_models: int, d_model: int, n_heads: int, p_drop: float,
+                 streams: Streams) -> None:
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
+        self.n_heads, self.p_drop, self.streams = n_heads, p_drop, streams
+        # (S, head) multipliers of each head's output, e.g. 0 to ablate a head; None: all 1
+        self.head_scale: torch.Tensor | None = None
+        self.qkv = Linear(n_models, d_model, 3 * d_model)
+        self.out = Linear(n_models, d_model, d_model)
+
+    def _project(self, x: torch.Tensor, memory: torch.Tensor | None, cache: dict | None):
+        """Queries from ``x``; keys and values from ``x`` or ``memory``, appended to or read from
+        ``cache`` (``{"k", "v"}``, (S * batch, head, pos, d_head)) when decoding step by step."""
+        d = x.shape[-1]
+        w, b = self.qkv.weight, self.qkv.bias
+        if memory is None:
+            q, k, v = self.qkv(x).split(d, dim=-1)
+            k, v = _to_heads(k, self.n_heads), _to_heads(v, self.n_heads)
+            if cache is not None:
+                if "k" in cache:
+                    k, v = torch.cat([cache["k"], k], 2), torch.cat([cache["v"], v], 2)
+                cache["k"], cache["v"] = k, v
+        else:
+            q = (torch.baddbmm(b[..., :d], x.flatten(1, -2), w[..., :d])).view(x.shape)
+            if cache is not None and "k" in cache:
+                k, v = cache["k"], cache["v"]
+            else:
+                kv = torch.baddbmm(b[..., d:], memory.flatten(1, -2), w[..., d:])
+                k, v = kv.view(*memory.shape[:-1], 2 * d).split(d, dim=-1)
+                k, v = _to_heads(k, self.n_heads), _to_heads(v, self.n_heads)
+                if cache is not None:
+                    cache["k"], cache["v"] = k, v
+        return _to_heads(q, self.n_heads), k, v
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, causal: bool = False, *,
+                memory: torch.Tensor | None = None, cache: dict | None = None,
+                record: Recorder | None = None, prefix: str = "") -> torch.Tensor:
+        """Attend.
+
+        Args:
+            x: (S, batch, query, d_model).
+            mask: bool, True where a query may see a key, broadcastable to
+                (S * batch, 1, query, key); None when every key is visible.
+            causal: also hide later keys (self-attention; combined with ``mask``).
+            memory: (S, batch, key, d_model) for cross-attention, else None.
+            cache: decoding cache of this layer (see ``_project``), or None.
+            record: activation recorder (S = 1), or None.
+            prefix: hook prefix, e.g. ``blocks.0.attn``.
+
+        Returns:
+            (S, batch, query, d_model).
+        """
+        n, batch, n_q, d = x.shape
+        q, k, v = self._project(x, memory, cache)  # (S * batch, head, pos, d_head)
+        n_k = k.shape[2]
+        if causal:
+            future = torch.ones(n_q, n_k, dtype=torch.bool, device=x.device).tril(n_k - n_q)
+            mask = future if mask is None else mask & future
+        if mask is not None:  # a query that sees no key (an all-pad row) may see every key
+            mask = mask | ~mask.any(dim=-1, keepdim=True)
+        p = self.p_drop if self.training else 0.0
+        if record is None and p == 0.0:
+            z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        else:
+            scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])  # (S*batch, head, q, k)
+            if mask is not None:
+                scores = scores.masked_fill(~mask, float("-inf"))
+            pattern = scores.softmax(dim=-1)
+            if record is not None:
+                heads = (n, batch, self.n_heads)
+                record(f"{prefix}.hook_q", q.view(*heads, n_q, -1).transpose(2, 3))
+                record(f"{prefix}.hook_k", k.view(*heads, n_k, -1).transpose(2, 3))
+                record(f"{prefix}.hook_v", v.view(*heads, n_k, -1).transpose(2, 3))
+                record(f"{prefix}.hook_attn_scores", scores.view(*heads, n_q, n_k))
+                record(f"{prefix}.hook_pattern", pattern.view(*heads, n_q, n_k))
+            pattern = dropout(pattern.view(n, -1, n_q, n_k), p, self.streams, self.training)
+            z = pattern.view(n * batch, self.n_heads, n_q, n_k) @ v
+            if record is not None:
+                record(f"{prefix}.hook_z", z.view(n, batch, self.n_heads, n_q, -1).transpose(2, 3))
+        if self.head_scale is not None:
+            z = z * self.head_scale.repeat_interleave(batch, 0)[:, :, None, None]
+        return self.out(z.transpose(1, 2).reshape(n, batch, n_q, d))
+
+
+class MLP(nn.Module):
+    """Position-wise feed-forward network: d_model -> d_mlp -> d_model."""
+
+    def __init__(self, n_models: int, d_model: int, d_mlp: int, act_fn: str) -> None:
+        super().__init__()
+        if act_fn not in ACTIVATIONS:
+            raise ValueError(f"act_fn must be one of {ACTIVATIONS}, got {act_fn!r}")
+        self.fc_in = Linear(n_models, d_model, d_mlp)
+        self.fc_out = Linear(n_models, d_mlp, d_model)
+        self.act = F.relu if act_fn == "relu" else F.gelu
+
+    def forward(self, x: torch.Tensor, record: Recorder | None, prefix: str) -> torch.Tensor:
+        hidden = self.act(self.fc_in(x))  # (S, batch, pos, d_mlp)
+        if record is not None:
+            record(f"{prefix}.hook_post", hidden)
+        return self.fc_out(hidden)
+
+
+class Block(nn.Module):
+    """Self-attention, optional cross-attention to a memory, MLP; each with a residual and
+    LayerNorm after it (``post``, the original Transformer and the thesis) or before (``pre``)."""
+
+    def __init__(self, n_models: int, d_model: int, n_heads: int, d_mlp: int, p_drop: float,
+                 norm: str, act_fn: str, streams: Streams, cross: bool = False) -> None:
+        super().__init__()
+        if norm not in NORMS:
+            raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
+        self.norm, self.p_drop, self.streams = norm, p_drop, streams
+        self.attn = Attention(n_models, d_model, n_heads, p_drop, streams)
+        self.cross_attn = Attention(n_models, d_model, n_heads, p_drop, streams) if cross else None
+        self.mlp = MLP(n_models, d_model, d_mlp, act_fn)
+        self.ln1 = LayerNorm(n_models, d_model)
+        self.ln_cross = LayerNorm(n_models, d_model) if cross else None
+        self.ln2 = LayerNorm(n_models, d_model)
+
+    def _sub(self, x: torch.Tensor, ln: LayerNorm, fn: Callable[[torch.Tensor], torch.Tensor],
+             record: Recorder | None, name: str) -> torch.Tensor:
+        """One residual sub-block ``x + dropout(fn(x))`` with its LayerNorm."""
+        out = dropout(fn(ln(x) if self.norm == "pre" else x), self.p_drop, self.streams,
+                      self.training)
+        if record is not None:
+            record(name, out)
+        x = x + out
+        return ln(x) if self.norm == "post" else x
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, causal: bool = False, *,
+                memory: torch.Tensor | None = None, memory_mask: torch.Tensor | None = None,
+                cache: dict | None = None, record: Recorder | None = None,
+                prefix: str = "blocks.0") -> torch.Tensor:
+        """(S, batch, pos, d_model) -> same shape.
+
+        ``cache`` (decoding) is ``{"self": {...}, "cross": {...}}`` for this layer. With
+        post-LN, ``hook_resid_mid`` / ``hook_resid_post`` are taken after the LayerNorm, i.e.
+        exactly the next sub-block's input.
+        """
+        cache = {} if cache is None else cache
+        if record is not None:
+            record(f"{prefix}.hook_resid_pre", x)
+        x = self._sub(x, self.ln1, lambda h: self.attn(
+            h, mask, causal, cache=cache.get("self"), record=record, prefix=f"{prefix}.attn"),
+            record, f"{prefix}.hook_attn_out")
+        if self.cross_attn is not None:
+            x = self._sub(x, self.ln_cross, lambda h: self.cross_attn(
+                h, memory_mask, memory=memory, cache=cache.get("cross"), record=record,
+                prefix=f"{prefix}.cross_attn"), record, f"{prefix}.hook_cross_out")
+        if record is not None:
+            record(f"{prefix}.hook_resid_mid", x)
+        x = self._sub(x, self.ln2, lambda h: self.mlp(h, record, f"{prefix}.mlp"), record,
+                      f"{prefix}.hook_mlp_out")
+        if record is not None:
+            record(f"{prefix}.hook_resid_post", x)
+        return x
+
+
+def init_models(root: nn.Module, seeds: Sequence[int]) -> None:
+    """Initialise model ``s`` of every sub-module from a generator seeded with ``seeds[s]``.
+
+    Sub-modules are visited in registration order, so model s of an S-model network gets
+    exactly the parameters a single model built with ``seeds[s]`` gets.
+    """
+    for s, seed in enumerate(seeds):
+        g = torch.Generator().manual_seed(int(seed))
+        for module in root.modules():
+            if isinstance(module, _RESETTABLE):
+                module.reset(s, g)
+
+
+_RESETTABLE = (Linear, LayerNorm, Embedding, PositionalEncoding)

@@ -1,0 +1,357 @@
+"""One run: a RunConfig goes through data, model, training and evaluation to a RunRecord.
+
+``run_seeds`` is the only place the steps are wired together; everything that trains a model
+in the book (experiment notebooks, the grid, the chapters, the encoder–decoder) comes here.
+
+A run whose training did not succeed is marked ``failed``, never reported as a finding. The
+rules, declared here and printed in the book:
+
+``constant``        the output does not depend on the input (margin spread < 1e-5 on the tests)
+``chance``          accuracy on (up to 4,000 of) its training strings below 0.6
+``below_baseline``  training accuracy more than a point below a trivial rule on the same
+                    strings: the majority class or the first-symbol rule
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from functools import lru_cache
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from importlib.metadata import version
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from dyckbook import baselines as B
+from dyckbook.evaluate import Score, margins, score
+from dyckbook.model import ClassificationTask, Classifier, ModelConfig
+from dyckbook.presets import thesis_experiment
+from dyckbook.protocol import DataConfig, Splits, make_splits
+from dyckbook.thesis_model import ThesisClassifier, ThesisModelConfig, thesis_permutation
+from dyckbook.train import TrainConfig, TrainResult, train
+from dyckbook.verdicts import bootstrap
+
+__all__ = ["FAILURE_RULES", "MODEL_CONFIGS", "RunConfig", "RunRecord", "RunResult", "build_model", "judge", "thesis_config",
+           "run", "run_record", "run_seeds"]
+
+MODEL_CONFIGS = {"classifier": ModelConfig, "thesis": ThesisModelConfig}
+FAILURE_RULES = {
+    "constant": "the output does not depend on the input (margin spread < 1e-5 on the tests)",
+    "chance": "accuracy on its training strings below 0.6",
+    "below_baseline": "training accuracy more than 0.01 below the majority class or the "
+                      "first-symbol rule on the same strings",
+}
+TRIVIAL = ("first_symbol",)  # the trivial rules of "below_baseline" (besides the majority class)
+DEFAULT_BASELINES = ("first_symbol", "counts", "bigrams", "local")
+_TRAIN_SAMPLE = 4000
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that determines a run's numbers."""
+
+    data: DataConfig = field(default_factory=DataConfig)  # the data protocol
+    model: ModelConfig | ThesisModelConfig = field(default_factory=ModelConfig)  # architecture
+    train: TrainConfig = field(default_factory=TrainConfig)  # optimisation
+    seed: int = 0  # seeds the data, the initialisation, the data order and dropout
+    baselines: tuple[str, ...] = DEFAULT_BASELINES  # shortcut classifiers scored beside the model
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "baselines", tuple(self.baselines))
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"RunConfig.seed must be an int >= 0, got {self.seed!r}")
+        for name in self.baselines:
+            if name not in B.BASELINES:
+                raise ValueError(f"RunConfig.baselines holds {name!r}; known: {B.BASELINES}")
+        if self.model.k < self.data.k:
+            raise ValueError(f"RunConfig: model.k={self.model.k} cannot read the data's "
+                             f"k={self.data.k} bracket types")
+        longest = max(self.data.lengths()[1], self.data.lengths(test=True)[1])
+        if longest > self.model.n_ctx:
+            raise ValueError(f"RunConfig: model.n_ctx={self.model.n_ctx} is shorter than the "
+                             f"longest string ({longest})")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"data": self.data.to_dict(), "model": self.model.to_dict(),
+                "train": self.train.to_dict(), "seed": self.seed,
+                "baselines": list(self.baselines)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunConfig:
+        kind = data["model"].get("kind", "classifier")
+        if kind not in MODEL_CONFIGS:
+            raise ValueError(f"RunConfig.from_dict: unknown model kind {kind!r}")
+        return cls(DataConfig.from_dict(dict(data["data"])),
+                   MODEL_CONFIGS[kind].from_dict(dict(data["model"])),
+                   TrainConfig.from_dict(dict(data["train"])), int(data["seed"]),
+                   tuple(data.get("baselines", DEFAULT_BASELINES)))
+
+    @classmethod
+    def from_flat(cls, params: Mapping[str, Any], model: str = "classifier") -> RunConfig:
+        """A config from flat names, as a notebook's parameters cell declares them: every name
+        that is a field of DataConfig, of the model config of kind ``model``, of TrainConfig, or
+        ``seed`` / ``baselines`` is used; other names (``run_name``, ``n_seeds``...) are not."""
+        if model not in MODEL_CONFIGS:
+            raise ValueError(f"model must be one of {sorted(MODEL_CONFIGS)}, got {model!r}")
+
+        def pick(kind: type) -> dict[str, Any]:
+            names = {f.name for f in fields(kind)}
+            return {k: v for k, v in params.items() if k in names}
+
+        extra = {k: params[k] for k in ("seed", "baselines") if k in params}
+        return cls(DataConfig(**pick(DataConfig)), MODEL_CONFIGS[model](**pick(MODEL_CONFIGS[model])),
+                   TrainConfig(**pick(TrainConfig)), **extra)
+
+    def override(self, **changes: Any) -> RunConfig:
+        """A copy with flat field names replaced in whichever config has them (``seed`` too);
+        an unknown name is an error."""
+        parts = {"data": self.data, "model": self.model, "train": self.train}
+        used = set()
+        for key, part in parts.items():
+            names = {f.name for f in fields(part)}
+            mine = {k: v for k, v in changes.items() if k in names}
+            used |= set(mine)
+            parts[key] = replace(part, **mine) if mine else part
+        unknown = sorted(set(changes) - used - {"seed"})
+        if unknown:
+            raise ValueError(f"RunConfig.override: unknown field(s) {unknown}")
+        return replace(self, **parts, seed=changes.get("seed", self.seed))
+
+    def digest(self, with_seed: bool = True) -> str:
+        """A stable 16-hex-digit hash of the configuration (optionally without the seed)."""
+        data = self.to_dict()
+        if not with_seed:
+            data.pop("seed")
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+    def with_seed(self, seed: int) -> RunConfig:
+        return replace(self, seed=seed)
+
+
+@dataclass
+class RunRecord:
+    """What a run measured: plain data, written and read by ``dyckbook.results``.
+
+    Attributes:
+        config: ``RunConfig.to_dict()``.
+        status: ``"ok"`` or ``"failed"`` (see ``FAILURE_RULES``); ``failure`` names the rule.
+        train_accuracy: accuracy on (up to 4,000 of) the training strings, eval mode.
+        margin_std: spread of the output margin over the test strings.
+        scores: ``{test set: Score}`` of the model.
+        baselines: ``{test set: {baseline: Score}}``, fitted on the same training set.
+        baseline_train: ``{baseline: accuracy on the training sample}``.
+        data: realised sizes of every set (``Splits.summary()``).
+        steps / stopped_at / seconds / history: from training.
+    """
+
+    config: dict[str, Any]
+    status: str
+    failure: str | None
+    train_accuracy: float
+    margin_std: float
+    scores: dict[str, Score]
+    baselines: dict[str, dict[str, Score]]
+    baseline_train: dict[str, float]
+    data: dict[str, Any]
+    steps: int
+    stopped_at: int | None
+    seconds: float
+    n_params: int
+    history: list[dict[str, Any]]
+    versions: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def seed(self) -> int:
+        return int(self.config["seed"])
+
+    def accuracy(self, test: str = "hard") -> float:
+        """The model's accuracy on one test set."""
+        return self.scores[test].accuracy
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {k: v for k, v in self.__dict__.items() if k not in ("scores", "baselines")}
+        data["scores"] = {k: v.to_dict() for k, v in self.scores.items()}
+        data["baselines"] = {k: {b: s.to_dict() for b, s in v.items()}
+                             for k, v in self.baselines.items()}
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunRecord:
+        data = dict(data)
+        data["scores"] = {k: Score.from_dict(v) for k, v in data["scores"].items()}
+        data["baselines"] = {k: {b: Score.from_dict(s) for b, s in v.items()}
+                             for k, v in data["baselines"].items()}
+        return cls(**data)
+
+
+@dataclass
+class RunResult:
+    """A record with the trained model and its data, for notebooks that look further."""
+
+    record: RunRecord
+    model: nn.Module
+    splits: Splits
+
+
+def thesis_config(experiment: int, literal: bool = True, seed: int = 0,
+                  **overrides: Any) -> RunConfig:
+    """Thesis experiment 1-7 as a run.
+
+    ``literal``: the thesis' data, split and model (``thesis_model``, its defects kept) with
+    Table 5.1's learning rate and epochs, its batch size, a constant rate and no clipping or
+    early stopping, as its notebook ran them (``presets``). Otherwise the same architecture in
+    dyckbook's classifier on the sound protocol, with the thesis' lengths (Dyck-1 raised to at
+    least 20 so its held-out test pool is large enough). ``overrides`` are flat field names of
+    the data, model or training config applied last (a profile's smaller budget).
+    """
+    e = thesis_experiment(experiment)
+    if literal:
+        d = e.data
+        test = e.test_data or d
+        data = DataConfig(k=d.k, min_length=d.min_length, max_length=d.max_length, n_train=d.n,
+                          positive_fraction=d.balanced, test_min_length=test.min_length,
+                          test_max_length=test.max_length, n_test=test.n if e.test_data else 2000,
+                          source="thesis", thesis_generator=d.generator, thesis_split=e.split)
+        model: ModelConfig | ThesisModelConfig = ThesisModelConfig(**e.architecture())
+    else:
+        lo, hi = e.stated_lengths
+        hi = max(hi, 20) if e.k == 1 else hi
+        tlo, thi = e.stated_test_lengths or (lo, hi)
+        data = DataConfig(k=e.k, min_length=lo, max_length=hi, test_min_length=tlo,
+                          test_max_length=thi, n_train=int(0.8 * e.data.n))
+        model = ModelConfig(**{**e.architecture(), "n_ctx": max(e.n_ctx, hi, thi)})
+    batch = (e.batch_sizes or (32,))[0]
+    config = RunConfig(data, model, TrainConfig(lr=e.lr, epochs=e.epochs, batch_size=batch), seed)
+    return config.override(**overrides)
+
+
+def judge(train_accuracy: float, margin_std: float, trivial: Mapping[str, float]) -> str | None:
+    """The failure rule a run breaks (``FAILURE_RULES``), or None if it trained."""
+    if margin_std < 1e-5:
+        return "constant"
+    if train_accuracy < 0.6:
+        return "chance"
+    if trivial and train_accuracy < max(trivial.values()) - 0.01:
+        return "below_baseline"
+    return None
+
+
+def build_model(config: ModelConfig | ThesisModelConfig, seeds: Sequence[int]) -> nn.Module:
+    """The network of a model config, one model per seed (the thesis' port: one seed only)."""
+    if isinstance(config, ThesisModelConfig):
+        if len(seeds) != 1:
+            raise ValueError(f"the thesis' classifier holds one model, got seeds {list(seeds)}")
+        return ThesisClassifier(config, seed=seeds[0])
+    return Classifier(config, seeds)
+
+
+@lru_cache(maxsize=16)
+def _splits(data: DataConfig, seed: int) -> Splits:
+    """The splits of a data config and seed, cached: the grid's cells of one k share them."""
+    permutation = thesis_permutation(data.n_train) if data.source == "thesis" else None
+    return make_splits(data, seed, permutation)
+
+
+def _evaluate(config: RunConfig, model: nn.Module, splits: Splits, result: TrainResult,
+              s: int) -> RunRecord:
+    language = splits.train.language
+    sample = splits.train.subset(np.arange(min(len(splits.train), _TRAIN_SAMPLE)))
+    train_accuracy = float(((margins(model, sample) > 0) == sample.labels).mean())
+    test_margins = {name: margins(model, ds) for name, ds in splits.tests.items()}
+    spread = np.concatenate(list(test_margins.values()) or [np.zeros(1)]).std()
+    scores = {name: score((m > 0).astype(np.int8), splits.tests[name])
+              for name, m in test_margins.items()}
+    fitted = {b: B.make_baseline(b, language, config.data.window).fit(
+        sample.codes, sample.lengths, sample.labels) for b in config.baselines}
+    baselines = {name: {b: score(f.predict(ds.codes, ds.lengths), ds) for b, f in fitted.items()}
+                 for name, ds in splits.tests.items()}
+    baseline_train = {b: float((f.predict(sample.codes, sample.lengths) == sample.labels).mean())
+                      for b, f in fitted.items()}
+    majority = float(max(sample.labels.mean(), 1 - sample.labels.mean()))
+    trivial = {"majority": majority, **{b: baseline_train[b] for b in TRIVIAL
+                                        if b in baseline_train}}
+    failure = judge(train_accuracy, float(spread), trivial)
+    n_params = sum(p.numel() for p in model.parameters())
+    return RunRecord(
+        config=config.to_dict(), status="failed" if failure else "ok", failure=failure,
+        train_accuracy=train_accuracy, margin_std=float(spread), scores=scores,
+        baselines=baselines, baseline_train=baseline_train, data=splits.summary(),
+        steps=result.stopped_at[s] or result.steps, stopped_at=result.stopped_at[s],
+        seconds=result.seconds, n_params=n_params,
+        history=[{**h, "train_loss": h["train_loss"][s],
+                  **({"val_accuracy": h["val_accuracy"][s]} if "val_accuracy" in h else {})}
+                 for h in result.history],
+        versions={"dyckbook": version("dyckbook"), "torch": torch.__version__})
+
+
+def run_seeds(config: RunConfig, seeds: Sequence[int], batched: bool = True) -> list[RunResult]:
+    """Run ``config`` once per seed; with ``batched`` the seeds train as one computation.
+
+    Batching changes nothing but the speed (``dyckbook.train``); the thesis' ported model has
+    no model dimension and always trains one seed at a time.
+
+    Returns:
+        One :class:`RunResult` per seed, in order.
+    """
+    configs = [config.with_seed(int(s)) for s in seeds]
+    splits = [_splits(c.data, c.seed) for c in configs]
+    task = ClassificationTask()
+    val = all(len(sp.val) for sp in splits)
+    groups = ([list(range(len(seeds)))] if batched and isinstance(config.model, ModelConfig)
+              else [[i] for i in range(len(seeds))])
+    results: list[RunResult | None] = [None] * len(seeds)
+    for group in groups:
+        model = build_model(config.model, [configs[i].seed for i in group])
+        result = train(model, task, [splits[i].train for i in group],
+                       [splits[i].val for i in group] if val else None, config.train)
+        singles = model.split() if isinstance(model, Classifier) else [model]
+        for s, (i, single) in enumerate(zip(group, singles)):
+            record = _evaluate(configs[i], single, splits[i], result, s)
+            results[i] = RunResult(record, single, splits[i])
+    return results  # type: ignore[return-value]
+
+
+def run(config: RunConfig) -> RunResult:
+    """One run of one seed (``config.seed``)."""
+    return run_seeds(config, [config.seed])[0]
+
+
+def run_record(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``run`` for executors: a config dict in, a record dict out (both picklable)."""
+    start = time.perf_counter()
+    record = run(RunConfig.from_dict(config)).record.to_dict()
+    record["seconds_total"] = time.perf_counter() - start
+    return record
+
+
+def summarise(groups: Mapping[str, Sequence[RunRecord]], test: str = "hard") -> list[dict[str, Any]]:
+    """One row per group of records (e.g. the seeds of one configuration) on one test set.
+
+    Row: ``label``, ``seeds``, ``failed`` (and the rules broken), ``accuracy`` (mean over the
+    seeds that trained) with its 95% bootstrap interval over seeds (``low``, ``high``),
+    ``solved`` (seeds at >= 0.99), ``n_test`` (strings per seed), ``per_kind`` (mean accuracy
+    per negative kind) and ``baselines`` (mean accuracy of every shortcut on the same sets).
+    """
+    rows = []
+    for label, group in groups.items():
+        ok = [r for r in group if r.status == "ok" and test in r.scores]
+        acc = [r.accuracy(test) for r in ok]
+        lo, hi = bootstrap(acc)
+        kinds = sorted({k for r in ok for k in r.scores[test].per_kind})
+        rows.append({
+            "label": label, "seeds": len(group), "failed": len(group) - len(ok),
+            "failures": sorted({r.failure for r in group if r.failure}),
+            "accuracy": float(np.mean(acc)) if acc else float("nan"), "low": lo, "high": hi,
+            "solved": sum(a >= 0.99 for a in acc),
+            "n_test": int(np.mean([r.scores[test].n for r in group if test in r.scores] or [0])),
+            "per_kind": {k: float(np.nanmean([r.scores[test].accuracy_of("per_kind", k)
+                                               for r in ok])) for k in kinds},
+            "baselines": {b: float(np.mean([r.baselines[test][b].accuracy for r in group]))
+                          for b in (group[0].baselines.get(test, {}) if group else {})},
+        })
+    return rows

@@ -1,0 +1,529 @@
+"""Sequence models that complete Dyck prefixes: seed 001's encoder–decoder and a decoder-only one.
+
+Tokens (``vocab``): ``<pad>`` 0, ``<bos>`` 1, ``<eos>`` 2, symbol code c -> 3 + c; the
+decoder-only model adds ``<sep>`` = 3 + 2k after the symbols. The encoder reads ``<bos> prefix
+<eos>`` (the seed's source), the decoder ``<bos> completion`` and is scored against
+``completion <eos>`` (teacher forcing). The decoder-only model reads ``<bos> prefix <sep>
+completion`` as one causal sequence; its ``<sep>`` stands where the decoder reads ``<bos>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from dyckbook.blocks import (ACTIVATIONS, NORMS, POS_ENCODINGS, Block, Embedding, LayerNorm,
+                             Linear, PositionalEncoding, Recorder, dropout, init_models)
+from dyckbook.completion import CompletionSet, open_positions
+from dyckbook.evaluate import Score
+from dyckbook.model import seed_for
+from dyckbook.vocab import BOS, EOS, N_SPECIAL, SEQ_PAD
+
+__all__ = ["ARCHS", "CompletionTask", "DecoderOnly", "EncoderDecoder", "Seq2SeqConfig",
+           "build_seq2seq", "evaluate_completions", "greedy_decode", "source_tokens",
+           "target_tokens"]
+
+ARCHS = ("encoder_decoder", "decoder_only")
+Hooks = Iterable[str] | Callable[[str], bool] | None
+
+
+@dataclass(frozen=True)
+class Seq2SeqConfig:
+    """Architecture of an :class:`EncoderDecoder` or a :class:`DecoderOnly` model."""
+
+    arch: str = "encoder_decoder"  # encoder_decoder (seed 001) | decoder_only (prefix <sep> ...)
+    k: int = 3  # bracket types; the vocabulary is 3 specials + 2k symbols (+ <sep>)
+    n_ctx: int = 100  # longest prefix; a completion is never longer than its prefix
+    n_encoder_layers: int = 2  # encoder blocks (decoder_only: 0)
+    n_decoder_layers: int = 2  # decoder blocks (decoder_only: all its blocks)
+    d_model: int = 64  # width of the residual stream
+    n_heads: int = 4  # attention heads per attention layer
+    d_mlp: int = 256  # hidden width of every MLP
+    dropout: float = 0.0  # on embeddings, attention weights and sub-block outputs
+    norm: str = "post"  # post (the seed: Add & Norm) | pre
+    act_fn: str = "relu"  # MLP non-linearity: relu (the seed) | gelu
+    pos_encoding: str = "none"  # of the source (decoder_only: of its sequence); none = the seed
+    target_pos_encoding: str | None = None  # of the decoder's input; None: as pos_encoding
+
+    kind = "seq2seq"  # RunConfig tells model configs apart by this
+
+    def __post_init__(self) -> None:
+        if self.arch not in ARCHS:
+            raise ValueError(f"Seq2SeqConfig.arch must be one of {ARCHS}, got {self.arch!r}")
+        low = {"n_encoder_layers": int(self.arch == "encoder_decoder")}
+        for name in ("k", "n_ctx", "n_encoder_layers", "n_decoder_layers", "d_model", "n_heads",
+                     "d_mlp"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low.get(name, 1):
+                raise ValueError(f"Seq2SeqConfig.{name} must be an int >= {low.get(name, 1)}, "
+                                 f"got {value!r}")
+        if self.arch == "decoder_only" and (self.n_encoder_layers or self.target_pos_encoding):
+            raise ValueError("Seq2SeqConfig: decoder_only has no encoder and one sequence; set "
+                             f"n_encoder_layers=0 and target_pos_encoding=None, got "
+                             f"{self.n_encoder_layers} and {self.target_pos_encoding!r}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"Seq2SeqConfig.d_model ({self.d_model}) must be divisible by "
+                             f"n_heads ({self.n_heads})")
+        if isinstance(self.dropout, bool) or not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"Seq2SeqConfig.dropout must be in [0, 1), got {self.dropout!r}")
+        for name, allowed in (("norm", NORMS), ("act_fn", ACTIVATIONS),
+                              ("pos_encoding", POS_ENCODINGS),
+                              ("target_pos_encoding", (None, *POS_ENCODINGS))):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"Seq2SeqConfig.{name} must be one of {allowed}, "
+                                 f"got {getattr(self, name)!r}")
+        if self.decoder_pe == "absolute":
+            raise ValueError("Seq2SeqConfig: 'absolute' (i/n) needs the final length, unknown "
+                             "while decoding; use absolute_ctx, sinusoidal or learned for the "
+                             "decoder")
+
+    @property
+    def decoder_pe(self) -> str:
+        """The positional encoding the decoder (or decoder-only sequence) reads."""
+        return self.target_pos_encoding or self.pos_encoding
+
+    @property
+    def sep(self) -> int:
+        """The decoder-only model's ``<sep>`` token (first id after the symbols)."""
+        return N_SPECIAL + 2 * self.k
+
+    @property
+    def d_vocab(self) -> int:
+        return self.sep + (self.arch == "decoder_only")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Seq2SeqConfig:
+        data = {k: v for k, v in data.items() if k != "kind"}
+        unknown = sorted(set(data) - {f.name for f in fields(cls)})
+        if unknown:
+            raise ValueError(f"Seq2SeqConfig.from_dict got unknown keys {unknown}")
+        return cls(**data)
+
+
+def _tokens(codes: np.ndarray, lengths: np.ndarray, width: int, first: int | None,
+            last: int | None) -> torch.Tensor:
+    """int64 (batch, width + specials): ``first``, the symbols (code + 3), ``last``, pads."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if lengths.size and lengths.max() > width:
+        raise ValueError(f"width must be >= the longest string ({lengths.max()}), got {width}")
+    head = int(first is not None)
+    out = np.full((lengths.size, width + head + int(last is not None)), SEQ_PAD, np.int64)
+    if first is not None:
+        out[:, 0] = first
+    inside = np.arange(codes.shape[1]) < lengths[:, None]
+    out[:, head:head + codes.shape[1]][inside] = codes[inside].astype(np.int64) + N_SPECIAL
+    if last is not None:
+        out[np.arange(lengths.size), lengths + head] = last
+    return torch.from_numpy(out)
+
+
+def source_tokens(codes: np.ndarray, lengths: np.ndarray, width: int) -> torch.Tensor:
+    """Encoder input ``<bos> prefix <eos> <pad>...``: int64 (batch, width + 2)."""
+    return _tokens(codes, lengths, width, BOS, EOS)
+
+
+def target_tokens(codes: np.ndarray, lengths: np.ndarray,
+                  width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Decoder input ``<bos> completion`` and labels ``completion <eos>``: (batch, width + 1)."""
+    return _tokens(codes, lengths, width, BOS, None), _tokens(codes, lengths, width, None, EOS)
+
+
+class _Model(nn.Module):
+    """What both architectures share: S models, embeddings + positions, the head, the checks."""
+
+    def __init__(self, config: Seq2SeqConfig, seeds: Sequence[int], arch: str) -> None:
+        super().__init__()
+        if not isinstance(config, Seq2SeqConfig) or config.arch != arch:
+            raise ValueError(f"config must be a Seq2SeqConfig with arch={arch!r}, got {config!r}")
+        self.config, self.seeds = config, [int(s) for s in seeds]
+        if not self.seeds:
+            raise ValueError("seeds must name at least one model, got an empty sequence")
+        self.streams = [torch.Generator().manual_seed(seed_for(s, "dropout")) for s in self.seeds]
+
+    def _blocks(self, n_layers: int, cross: bool) -> nn.ModuleList:
+        c = self.config
+        return nn.ModuleList(Block(self.n_models, c.d_model, c.n_heads, c.d_mlp, c.dropout, c.norm,
+                                   c.act_fn, self.streams, cross) for _ in range(n_layers))
+
+    def _head(self) -> None:
+        """The final LayerNorm (pre-LN only) and unembedding, then every initialisation."""
+        c = self.config
+        self.ln_final = LayerNorm(self.n_models, c.d_model) if c.norm == "pre" else None
+        self.unembed = Linear(self.n_models, c.d_model, c.d_vocab)
+        init_models(self, [seed_for(s, "init") for s in self.seeds])
+
+    @property
+    def n_models(self) -> int:
+        return len(self.seeds)
+
+    @property
+    def n_params(self) -> int:
+        """Trainable parameters of one model."""
+        return sum(p.numel() for p in self.parameters() if p.requires_grad) // self.n_models
+
+    def _embed(self, embed: Embedding, pos: PositionalEncoding, tokens: torch.Tensor,
+               record: Recorder | None, prefix: str,
+               positions: torch.Tensor | None = None) -> torch.Tensor:
+        """Token embedding plus the encoding of ``positions`` (S, batch, pos) (default 0, 1, ...)."""
+        x = embed(tokens)  # (S, batch, pos, d_model)
+        if record is not None:
+            record(f"{prefix}hook_embed", x)
+        n_pos = tokens.shape[2] if positions is None else int(positions.max()) + 1
+        pe = pos(n_pos, (tokens != SEQ_PAD).sum(-1))
+        if pe is not None:
+            pe = pe.expand(*x.shape[:2], n_pos, x.shape[-1])
+            if positions is not None:
+                pe = pe.gather(2, positions[..., None].expand(*positions.shape, x.shape[-1]))
+            if record is not None:
+                record(f"{prefix}hook_pos_embed", pe)
+            x = x + pe
+        return dropout(x, self.config.dropout, self.streams, self.training)
+
+    def _logits(self, x: torch.Tensor, record: Recorder | None) -> torch.Tensor:
+        if self.ln_final is not None:
+            x = self.ln_final(x)
+        logits = self.unembed(x)  # (S, batch, pos, d_vocab)
+        if record is not None:
+            record("hook_logits", logits)
+        return logits
+
+    def _check(self, tokens: torch.Tensor, name: str, n_pos: int) -> torch.Tensor:
+        if not isinstance(tokens, torch.Tensor) or tokens.dtype != torch.long:
+            raise ValueError(f"{name} must be an int64 torch.Tensor, got {tokens!r:.60}")
+        if tokens.dim() == 2 and self.n_models == 1:
+            tokens = tokens[None]
+        if tokens.dim() != 3 or tokens.shape[0] != self.n_models or 0 in tokens.shape:
+            raise ValueError(f"{name} must be (models={self.n_models}, batch, pos), "
+                             f"got shape {tuple(tokens.shape)}")
+        if tokens.shape[2] > n_pos:
+            raise ValueError(f"{name} has {tokens.shape[2]} positions, more than {n_pos}")
+        low, high = (int(v) for v in torch.aminmax(tokens))
+        if low < 0 or high >= self.config.d_vocab:
+            raise ValueError(f"{name} holds id {low if low < 0 else high}, outside "
+                             f"[0, {self.config.d_vocab})")
+        return tokens
+
+    def _inputs(self, source: torch.Tensor, target: torch.Tensor):
+        c = self.config
+        source = self._check(source, "source", c.n_ctx + 2)
+        target = self._check(target, "target", c.n_ctx + 1)
+        if source.shape[:2] != target.shape[:2]:
+            raise ValueError(f"source and target must share (models, batch), got "
+                             f"{tuple(source.shape)} and {tuple(target.shape)}")
+        return source, target
+
+    def forward(self, source: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """Teacher-forced logits.
+
+        Args:
+            source: (S, batch, src_pos) ``<bos> prefix <eos>`` (a single model: (batch, src_pos)).
+            target: (S, batch, pos) ``<bos> completion`` (the decoder input).
+
+        Returns:
+            (S, batch, pos, d_vocab): position i predicts symbol i + 1 of ``completion <eos>``.
+        """
+        squeeze = source.dim() == 2
+        logits = self._run(*self._inputs(source, target), None)
+        return logits[0] if squeeze else logits
+
+    def run_with_cache(self, source: torch.Tensor, target: torch.Tensor, names: Hooks = None
+                       ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Logits (batch, pos, d_vocab) and the activations of the same pass (one model).
+
+        TransformerLens names: ``hook_embed``, ``hook_pos_embed``, ``blocks.{l}.attn.hook_q|k|v|z|
+        attn_scores|pattern`` (pattern: batch, head, query, key), ``blocks.{l}.hook_resid_pre|
+        mid|post``, ``blocks.{l}.hook_attn_out|mlp_out``, ``blocks.{l}.mlp.hook_post``,
+        ``hook_logits``; the encoder–decoder adds ``encoder.``-prefixed names for its encoder and
+        ``blocks.{l}.cross_attn.hook_pattern`` (batch, head, target pos, source pos).
+        """
+        if self.n_models != 1:
+            raise ValueError(f"run_with_cache needs a single model, this network holds "
+                             f"{self.n_models}; use split()")
+        record = Recorder(names)
+        return self._run(*self._inputs(source, target), record)[0], record.cache
+
+    def split(self) -> list[_Model]:
+        """The S models as separate single-model networks (copies of their parameters)."""
+        out = []
+        for s, seed in enumerate(self.seeds):
+            single = type(self)(self.config, [seed])
+            single.load_state_dict({k: v[s:s + 1] for k, v in self.state_dict().items()})
+            out.append(single.train(self.training))
+        return out
+
+
+class EncoderDecoder(_Model):
+    """Seed 001: an encoder stack whose output (the memory) is computed once, a decoder stack
+    (masked self-attention, cross-attention to the memory, MLP; each followed by Add & Norm),
+    and a linear map to the vocabulary. ``config.pos_encoding="none"`` is the seed's."""
+
+    def __init__(self, config: Seq2SeqConfig, seeds: Sequence[int] = (0,)) -> None:
+        super().__init__(config, seeds, "encoder_decoder")
+        c, n = config, self.n_models
+        self.embed_source = Embedding(n, c.d_vocab, c.d_model)
+        self.pos_source = PositionalEncoding(c.pos_encoding, n, c.n_ctx + 2, c.d_model, c.n_ctx)
+        self.encoder = self._blocks(c.n_encoder_layers, cross=False)
+        self.ln_memory = LayerNorm(n, c.d_model) if c.norm == "pre" else None
+        self.embed_target = Embedding(n, c.d_vocab, c.d_model)
+        self.pos_target = PositionalEncoding(c.decoder_pe, n, c.n_ctx + 1, c.d_model, c.n_ctx)
+        self.blocks = self._blocks(c.n_decoder_layers, cross=True)
+        self._head()
+
+    def encode(self, source: torch.Tensor, record: Recorder | None = None):
+        """The memory (S, batch, src_pos, d_model) and the source pad mask (None: no pads)."""
+        real = source != SEQ_PAD
+        x = self._embed(self.embed_source, self.pos_source, source, record, "encoder.")
+        mask = None if bool(real.all()) else real.flatten(0, 1)[:, None, None, :]
+        for layer, block in enumerate(self.encoder):
+            x = block(x, mask, record=record, prefix=f"encoder.{layer}")
+        return (x if self.ln_memory is None else self.ln_memory(x)), mask
+
+    def _decode(self, target: torch.Tensor, memory: torch.Tensor, mask: torch.Tensor | None,
+                record: Recorder | None, caches: list | None = None,
+                positions: torch.Tensor | None = None) -> torch.Tensor:
+        x = self._embed(self.embed_target, self.pos_target, target, record, "", positions)
+        for layer, block in enumerate(self.blocks):
+            x = block(x, None, True, memory=memory, memory_mask=mask, record=record,
+                      cache=None if caches is None else caches[layer], prefix=f"blocks.{layer}")
+        return self._logits(x, record)
+
+    def _run(self, source, target, record):
+        return self._decode(target, *self.encode(source, record), record)
+
+    def _begin(self, source: torch.Tensor, cached: bool) -> dict:
+        memory, mask = self.encode(source)
+        return {"memory": memory, "mask": mask,
+                "caches": [{"self": {}, "cross": {}} for _ in self.blocks] if cached else None}
+
+    def _next(self, state: dict, target: torch.Tensor) -> torch.Tensor:
+        """Logits (S, batch, d_vocab) after ``target`` (S, batch, t + 1); cached: only the last
+        token is computed, at position t."""
+        if state["caches"] is None:
+            return self._decode(target, state["memory"], state["mask"], None)[:, :, -1]
+        last = target[..., -1:]
+        logits = self._decode(last, state["memory"], state["mask"], None, state["caches"],
+                              torch.full_like(last, target.shape[2] - 1))
+        return logits[:, :, -1]
+
+
+class DecoderOnly(_Model):
+    """A causal Transformer over ``<bos> prefix <sep> completion``: what a reader would try
+    instead of the encoder–decoder, trained on the same pairs."""
+
+    def __init__(self, config: Seq2SeqConfig, seeds: Sequence[int] = (0,)) -> None:
+        super().__init__(config, seeds, "decoder_only")
+        c, n = config, self.n_models
+        self.embed = Embedding(n, c.d_vocab, c.d_model)
+        self.pos = PositionalEncoding(c.pos_encoding, n, 2 * c.n_ctx + 2, c.d_model, c.n_ctx)
+        self.blocks = self._blocks(c.n_decoder_layers, cross=False)
+        self._head()
+
+    def _stack(self, tokens, record, caches=None, positions=None, mask=None) -> torch.Tensor:
+        x = self._embed(self.embed, self.pos, tokens, record, "", positions)
+        for layer, block in enumerate(self.blocks):
+            x = block(x, mask, True, record=record, prefix=f"blocks.{layer}",
+                      cache=None if caches is None else caches[layer])
+        return self._logits(x, record)
+
+    def _run(self, source, target, record):
+        """Pack each row as ``<bos> prefix <sep> completion`` (right-padded); read the logits
+        from ``<sep>`` on."""
+        n = (source != SEQ_PAD).sum(-1) - 2  # (S, batch) prefix lengths
+        seq = F.pad(torch.where(source == EOS, self.config.sep, source),
+                    (0, target.shape[2] - 1), value=SEQ_PAD)
+        steps = torch.arange(target.shape[2], device=source.device)
+        seq = seq.scatter(2, (n + 2)[..., None] + steps[:-1], target[..., 1:])
+        logits = self._stack(seq, record)
+        read = ((n + 1)[..., None] + steps)[..., None].expand(-1, -1, -1, logits.shape[-1])
+        return logits.gather(2, read)
+
+    def _begin(self, source: torch.Tensor, cached: bool) -> dict:
+        if not cached:
+            return {"source": source, "caches": None}
+        prompt = torch.where(source == EOS, SEQ_PAD, source)[..., :-1]  # <bos> prefix
+        caches = [{"self": {}} for _ in self.blocks]
+        self._stack(prompt, None, caches)
+        return {"caches": caches, "keys": prompt != SEQ_PAD,
+                "next": (prompt != SEQ_PAD).sum(-1, keepdim=True)}
+
+    def _next(self, state: dict, target: torch.Tensor) -> torch.Tensor:
+        """As :meth:`EncoderDecoder._next`; the cache holds the prompt's columns (pads masked)."""
+        if state["caches"] is None:
+            return self._run(state["source"], target, None)[:, :, -1]
+        last = target[..., -1:] if target.shape[2] > 1 else torch.full_like(target,
+                                                                             self.config.sep)
+        state["keys"] = torch.cat([state["keys"], torch.ones_like(last, dtype=torch.bool)], -1)
+        logits = self._stack(last, None, state["caches"], state["next"],
+                             state["keys"].flatten(0, 1)[:, None, None, :])
+        state["next"] = state["next"] + 1
+        return logits[:, :, -1]
+
+
+def build_seq2seq(config: Seq2SeqConfig, seeds: Sequence[int] = (0,)) -> _Model:
+    """The network of ``config.arch``, one model per seed."""
+    if not isinstance(config, Seq2SeqConfig):
+        raise ValueError(f"config must be a Seq2SeqConfig, got {type(config).__name__}")
+    return (EncoderDecoder if config.arch == "encoder_decoder" else DecoderOnly)(config, seeds)
+
+
+@torch.inference_mode()
+def greedy_decode(model: _Model, source: torch.Tensor, max_new_tokens: int,
+                  use_cache: bool = True) -> torch.Tensor:
+    """Batched greedy decoding: from ``<bos>``, append the most probable token until ``<eos>``.
+
+    With ``use_cache`` each step computes only the new position (keys and values of earlier
+    ones are kept); without, each step recomputes the decoder over the whole prefix so far (the
+    encoder's memory is computed once either way, as in the seed). Both give the same tokens.
+
+    Args:
+        model: an :class:`EncoderDecoder` or :class:`DecoderOnly` (eval mode is used).
+        source: (S, batch, src_pos) or, for one model, (batch, src_pos) ``<bos> prefix <eos>``.
+        max_new_tokens: most tokens emitted per row (``<eos>`` included).
+
+    Returns:
+        int64 (S, batch, steps) or (batch, steps): each row's tokens up to and including its
+        ``<eos>``, then ``<pad>``; steps <= max_new_tokens (the loop ends when every row is done).
+    """
+    squeeze = source.dim() == 2
+    source = model._check(source, "source", model.config.n_ctx + 2)
+    if (isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int)
+            or not 1 <= max_new_tokens <= model.config.n_ctx + 1):
+        raise ValueError(f"max_new_tokens must be an int in 1..n_ctx + 1 = "
+                         f"{model.config.n_ctx + 1}, got {max_new_tokens!r}")
+    was = model.training
+    model.eval()
+    state = model._begin(source, use_cache)
+    target = torch.full((*source.shape[:2], 1), BOS, dtype=torch.long)
+    done = torch.zeros(source.shape[:2], dtype=torch.bool)
+    for _ in range(max_new_tokens):
+        token = model._next(state, target).argmax(-1).masked_fill(done, SEQ_PAD)  # (S, batch)
+        target = torch.cat([target, token[..., None]], -1)
+        done |= token == EOS
+        if bool(done.all()):
+            break
+    model.train(was)
+    return target[0, :, 1:] if squeeze else target[..., 1:]
+
+
+class CompletionTask:
+    """How :func:`dyckbook.train.train` feeds a sequence model: prefixes in, completions out."""
+
+    def tensors(self, data: CompletionSet, width: int) -> dict[str, torch.Tensor]:
+        """``source`` (batch, width + 2), ``target`` and ``labels`` (batch, width + 1)."""
+        codes, lengths = data.targets()
+        target, labels = target_tokens(codes, lengths, width)
+        return {"source": source_tokens(data.codes, data.lengths, width), "target": target,
+                "labels": labels, "lengths": torch.from_numpy(data.lengths),
+                "target_lengths": torch.from_numpy(lengths)}
+
+    def batch(self, data: Sequence[dict[str, torch.Tensor]],
+              rows: Sequence[torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Every model's rows stacked: (S, batch, pos), pos fitting the longest selected row."""
+        src = max(int(d["lengths"][r].max()) for d, r in zip(data, rows)) + 2
+        tgt = max(int(d["target_lengths"][r].max()) for d, r in zip(data, rows)) + 1
+        return {"source": torch.stack([d["source"][r, :src] for d, r in zip(data, rows)]),
+                **{key: torch.stack([d[key][r, :tgt] for d, r in zip(data, rows)])
+                   for key in ("target", "labels")}}
+
+    def loss(self, model: _Model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """(S,) mean cross-entropy per target token of every model on its own rows."""
+        logits = model(batch["source"], batch["target"])  # (S, batch, pos, d_vocab)
+        labels = batch["labels"]
+        ce = F.cross_entropy(logits.flatten(0, 2), labels.flatten(), ignore_index=SEQ_PAD,
+                             reduction="none").view(labels.shape)
+        return ce.sum((1, 2)) / (labels != SEQ_PAD).sum((1, 2))
+
+    def correct(self, model: _Model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """(S, batch) bool: every position right under teacher forcing, which holds iff greedy
+        decoding reproduces the completion and its ``<eos>`` exactly."""
+        labels = batch["labels"]
+        right = model(batch["source"], batch["target"]).argmax(-1) == labels
+        return (right | (labels == SEQ_PAD)).all(-1)
+
+
+def _table(keys: np.ndarray, ok: np.ndarray) -> dict[int, list[int]]:
+    """``{key: [n, correct]}`` over the distinct keys."""
+    return {int(key): [int((keys == key).sum()), int(ok[keys == key].sum())]
+            for key in np.unique(keys)}
+
+
+def evaluate_completions(model: _Model, data: CompletionSet, batch_size: int = 500
+                         ) -> tuple[Score, dict[str, Any]]:
+    """Exact match of greedy completions, and where the errors and the attention fall.
+
+    Args:
+        model: a single model (``n_models`` 1).
+        data: the prefixes to complete.
+        batch_size: rows per forward pass.
+
+    Returns:
+        ``(score, measures)``. The :class:`~dyckbook.evaluate.Score` counts exact matches of
+        greedy decoding (completion and ``<eos>``); ``per_length`` is by prefix length,
+        ``per_depth`` by completion length, ``per_kind`` by regime. ``measures``:
+        ``per_position`` ``{j: [n, correct]}`` teacher-forced accuracy of output j (j = the
+        completion's length is its ``<eos>``); ``per_max_depth`` exact match by the prefix's
+        deepest nesting; for the encoder–decoder ``cross_attention``: the attention each closer's
+        query puts on the opener it closes, ``share`` (layer, head) means over all closers,
+        ``best`` the [layer, head] with the largest, and for it ``by_depth`` (the opener's level,
+        1 = outermost) and ``by_distance`` (symbols from the opener to the prefix's end, 1 = the
+        last) as ``{key: [n, mean share]}``.
+    """
+    if model.n_models != 1:
+        raise ValueError(f"evaluate_completions needs a single model, got {model.n_models}; "
+                         f"use split()")
+    task, width = CompletionTask(), int(data.lengths.max(initial=0))
+    exact, hits = np.zeros(len(data), bool), np.zeros((2, width + 2), np.int64)
+    shares, depth, distance = [], [], []
+    opened = open_positions(data.language, data.codes, data.lengths)
+    for start in range(0, len(data), batch_size):
+        rows = np.arange(start, min(start + batch_size, len(data)))
+        part = task.tensors(data.subset(rows), width)
+        batch = task.batch([part], [torch.arange(rows.size)])
+        labels = batch["labels"][0]  # (batch, pos)
+        out = greedy_decode(model, batch["source"][0], labels.shape[1])
+        out = F.pad(out, (0, labels.shape[1] - out.shape[1]), value=SEQ_PAD)
+        exact[rows] = (out == labels).all(-1).numpy()
+        with torch.inference_mode():
+            logits, cache = model.run_with_cache(batch["source"][0], batch["target"][0],
+                                                 lambda name: "cross_attn.hook_pattern" in name)
+        real = (labels != SEQ_PAD).numpy()
+        hits[0, :real.shape[1]] += real.sum(0)
+        hits[1, :real.shape[1]] += ((logits.argmax(-1) == labels).numpy() & real).sum(0)
+        if cache:
+            where = opened[rows, :labels.shape[1] - 1]  # (batch, pos - 1): partner of output j
+            r, j = np.nonzero(where >= 0)
+            pattern = torch.stack([cache[f"blocks.{i}.cross_attn.hook_pattern"]
+                                   for i in range(len(cache))], -1)  # (batch, head, q, k, layer)
+            pick = (torch.from_numpy(r), slice(None), torch.from_numpy(j),
+                    torch.from_numpy(where[r, j] + 1))  # source pos = prefix pos + 1 (<bos>)
+            shares.append(pattern[pick].transpose(1, 2).numpy())  # (closers, layer, head)
+            depth.append(part["target_lengths"].numpy()[r] - j)
+            distance.append(data.lengths[rows][r] - where[r, j])
+    keys = np.arange(width + 2)[hits[0] > 0]
+    measures: dict[str, Any] = {
+        "per_position": {int(j): [int(hits[0, j]), int(hits[1, j])] for j in keys},
+        "per_max_depth": _table(data.language.max_depths(data.codes, data.lengths), exact)}
+    if shares:
+        share = np.concatenate(shares)  # (closers, layer, head)
+        mean = share.mean(0)
+        layer, head = (int(i) for i in np.unravel_index(np.argmax(mean), mean.shape))
+        best, depth, distance = share[:, layer, head], np.concatenate(depth), np.concatenate(
+            distance)
+        measures["cross_attention"] = {
+            "share": mean.tolist(), "best": [layer, head],
+            **{name: {int(v): [int((key == v).sum()), float(best[key == v].mean())]
+                      for v in np.unique(key)}
+               for name, key in (("by_depth", depth), ("by_distance", distance))}}
+    score = Score(n=len(data), correct=int(exact.sum()), per_length=_table(data.lengths, exact),
+                  per_kind={data.regime: [len(data), int(exact.sum())]},
+                  per_depth=_table(data.depths(), exact))
+    return score, measures

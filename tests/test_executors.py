@@ -1,0 +1,165 @@
+"""Executors (process pool, Dask) and progress: the same results on either, retries, cancel."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pty
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dyckbook import runner
+from dyckbook.executors import Progress, make_executor
+from test_runner import manifest, page, record, results
+
+pytest.importorskip("distributed")
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def dask():
+    executor = make_executor("local", 2)
+    yield executor
+    executor.shutdown()
+
+
+@pytest.fixture(scope="module")
+def pool():
+    executor = make_executor(None, 2)
+    yield executor
+    executor.shutdown()
+
+
+def _tree(root: Path) -> dict[str, object]:
+    """Every published file's content, run records and run-specific paths left out."""
+    out: dict[str, object] = {}
+    for path in sorted((root / "book" / "results").rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if path.name in ("run.json", "index.json") or not path.is_file():
+            continue
+        out[rel] = path.read_bytes()
+        if path.name == "metrics.json":
+            out[rel] = {k: v for k, v in json.loads(path.read_bytes()).items() if k != "cwd"}
+    return out
+
+
+@pytest.mark.notebook
+def test_a_dask_run_publishes_what_a_process_pool_run_publishes(tmp_path: Path, dask,
+                                                                pool) -> None:
+    m = manifest(tmp_path)
+    for name, executor in (("dask", dask), ("pool", pool)):
+        assert runner.run("smoke", manifest=m, out_root=tmp_path / name, executor=executor) == 0
+    assert _tree(tmp_path / "dask") == _tree(tmp_path / "pool")
+    assert len(_tree(tmp_path / "dask")) == 10  # 3 runs x 3 files + the summary
+    for name in ("dask", "pool"):
+        assert page(tmp_path / name, "fixture_summary", "summary").is_file()
+
+
+@pytest.mark.slow
+def test_a_smoke_grid_on_dask_equals_the_process_pool(dask, pool) -> None:
+    from dyckbook.grid import GridSpec, cells_named, run_grid
+
+    spec = GridSpec(max_steps=20, eval_every=10, n_train=400, n_val=64, n_test=200)
+    scores = [[r.to_dict()["scores"] for r in run_grid(cells_named("smoke"), spec, [0],
+                                                       executor=executor)]
+              for executor in (dask, pool)]
+    assert scores[0] == scores[1] and len(scores[0]) == len(cells_named("smoke"))
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("kills, status, attempts", [(1, "ok", 2), (2, "failed", 2)])
+def test_a_killed_dask_worker_is_retried_once_then_reported(tmp_path: Path, dask, kills: int,
+                                                            status: str, attempts: int) -> None:
+    marker = tmp_path / "attempts"
+    m = manifest(tmp_path, lambda raw: raw["profiles"]["killing"].update(
+        runs={"killed": {"marker": str(marker), "kills": kills}}))
+    root = tmp_path / "out"
+    assert runner.run("killing", manifest=m, out_root=root, executor=dask) == (status != "ok")
+    rec = record(root, "fixture_kill", "killed")
+    assert rec["status"] == status and len(marker.read_text().splitlines()) == attempts
+    assert page(root, "fixture_kill", "killed").is_file() == (status == "ok")
+    if status == "failed":
+        assert rec["error"]["ename"] == "KilledWorker"
+        assert {p.name for p in results(root, "fixture_kill", "killed").iterdir()} == {"run.json"}
+
+
+@pytest.mark.notebook
+def test_ctrl_c_cancels_outstanding_runs_and_publishes_none_of_them(tmp_path: Path) -> None:
+    marker = tmp_path / "started"
+    m = manifest(tmp_path, lambda raw: raw["profiles"]["smoke"].update(
+        notebooks={"fixture_ok": {"work_s": 60.0, "marker": str(marker)}}))
+    root = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dyckbook", "run", "--profile", "smoke", "--only", "alpha", "beta",
+         "--jobs", "1", "--manifest", str(m)], cwd=tmp_path, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "DYCKBOOK_ROOT": str(root)})
+    deadline = time.monotonic() + 120
+    while not marker.is_file() and time.monotonic() < deadline:  # the first run has started
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    start = time.monotonic()
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert time.monotonic() - start < 30  # the 60 s run was stopped, not waited for
+    assert "interrupted: 2 outstanding run(s) cancelled" in stderr
+    assert "dyckbook run: interrupted" in stderr.splitlines()
+    assert len(marker.read_text().splitlines()) == 1  # the second run never started
+    assert not list((root / "book").rglob("*.ipynb"))
+    assert not (results(root, "fixture_ok", "alpha") / "metrics.json").exists()
+
+
+def test_make_executor_rejects_bad_arguments() -> None:
+    for scheduler, workers, message in [("threads", 1, "scheduler must be"),
+                                        ("tcp://", 1, "scheduler must be"),
+                                        (None, -1, "workers must be"),
+                                        (None, 10_000, "workers must be"),
+                                        (None, True, "workers must be")]:
+        with pytest.raises(ValueError, match=message):
+            make_executor(scheduler, workers)
+
+
+# ------------------------------------------------------------------------------ progress
+
+
+def test_progress_is_plain_lines_off_a_terminal(monkeypatch) -> None:
+    monkeypatch.delenv("DYCKBOOK_QUIET", raising=False)
+    stream = io.StringIO()
+    with Progress(4, "grid", "cell", stream=stream, every=0.0) as bar:
+        bar.skip()
+        for _ in range(3):
+            bar.update()
+    lines = stream.getvalue().splitlines()
+    assert bar.mode == "lines" and "\r" not in stream.getvalue()
+    assert [line.split(",")[0] for line in lines] == ["grid: 1/3 cells", "grid: 2/3 cells",
+                                                      "grid: 3/3 cells"]
+    assert lines[-1].endswith("ETA 0:00")
+    quiet = io.StringIO()
+    with Progress(100, "grid", stream=quiet, every=3600.0) as bar:
+        for _ in range(99):
+            bar.update()  # throttled: nothing until the last item
+        assert quiet.getvalue() == ""
+        bar.update()
+    assert quiet.getvalue().startswith("grid: 100/100 items")
+
+
+def test_progress_is_a_bar_on_a_terminal_and_silent_when_quiet(monkeypatch) -> None:
+    monkeypatch.delenv("DYCKBOOK_QUIET", raising=False)
+    leader, follower = pty.openpty()
+    with os.fdopen(follower, "w") as tty:
+        with Progress(2, "runs", "run", stream=tty) as bar:
+            bar.update(2)
+        assert bar.mode == "bar"
+    shown = os.read(leader, 4096).decode()
+    os.close(leader)
+    assert "\r" in shown and "2/2" in shown
+    monkeypatch.setenv("DYCKBOOK_QUIET", "1")
+    stream = io.StringIO()
+    with Progress(2, "runs", stream=stream, every=0.0) as bar:
+        bar.update(2)
+    assert bar.mode == "off" and stream.getvalue() == ""
