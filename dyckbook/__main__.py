@@ -1,4 +1,4 @@
-"""The command line: ``dyckbook {generate,check,list,run}`` (also ``python -m dyckbook``)."""
+"""The command line: dyckbook generate | check | list | run (also: python -m dyckbook)."""
 
 from __future__ import annotations
 
@@ -89,15 +89,16 @@ def build_parser() -> argparse.ArgumentParser:
 def _out_path(text: str) -> Path:
     """The output file, checked before any work: a new or regular file in a writable folder."""
     path = Path(text)
-    if not text.strip() or text.endswith(("/", os.sep)) or path.is_dir():
-        raise ValueError(f"--out must name a file, got {text!r}" + (
-            " (a folder)" if text.strip() and path.is_dir() else ""))
-    if path.exists() and not path.is_file():
-        raise ValueError(f"--out {text!r} is not a regular file (a device, pipe or socket); "
-                         "refusing to replace it")
-    if not path.parent.is_dir():
-        raise ValueError(f"--out {text!r}: {path.parent} is not an existing folder")
-    try:  # the very temporary file results.write_bytes will create
+    try:
+        if not text.strip() or text.endswith(("/", os.sep)) or path.is_dir():
+            raise ValueError(f"--out must name a file, got {text!r}" + (
+                " (a folder)" if text.strip() and path.is_dir() else ""))
+        if path.exists() and not path.is_file():
+            raise ValueError(f"--out {text!r} is not a regular file (a device, pipe or socket); "
+                             "refusing to replace it")
+        if not path.parent.is_dir():
+            raise ValueError(f"--out {text!r}: {path.parent} is not an existing folder")
+        # the very temporary file results.write_bytes will create
         fd, probe = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         os.close(fd)
         os.unlink(probe)
@@ -172,7 +173,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
         counts[status] = counts.get(status, 0) + 1
         seconds = record.get("duration_s")
         print(f"{run.name:<{width}}  {status:<7}  "
-              f"{seconds if seconds is not None else '-':>8}  "
+              f"{'-' if seconds is None else f'{seconds:.1f}':>8}  "
               f"{str(record.get('finished') or '-')[:19]:<19}  {run.notebook.key}")
         shown = " ".join(f"{k}={v!r}" for k, v in run.params.items()
                          if k not in ("run_name", "results_dir", "num_threads"))

@@ -95,7 +95,8 @@ def markdown_table(rows: Sequence[Mapping[str, Any]], floatfmt: str = ".3f") -> 
     if not rows:
         return ""
     keys = [k for k in rows[0] if not str(k).startswith("_")]  # "_" keys: data, not columns
-    lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
+    lines = ["| " + " | ".join(str(k).replace("|", "\\|") for k in keys) + " |",
+             "|" + "---|" * len(keys)]
     lines += ["| " + " | ".join(_cell(row.get(k), floatfmt) for k in keys) + " |" for row in rows]
     return "\n".join(lines)
 
@@ -113,6 +114,8 @@ def run_all(configs: Mapping[str, Any], seeds: Sequence[int], out: str | os.Path
     for label, config in configs.items():
         print(f"{label}: {len(seeds)} seed(s) ...", flush=True)
         done[label] = run.run_seeds(config, list(seeds), batched)
+        for r in done[label]:
+            r.record.label = label
         results.append_records(results.resolve(out) / "records.jsonl",
                                [r.record for r in done[label]])
     return done
@@ -164,10 +167,11 @@ def seed_rows(groups: Mapping[str, Sequence[Any]], test: str = "hard") -> list[d
 
 
 def best_label(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The configuration with the highest mean accuracy among those with a seed that trained."""
+    """The configuration with the highest mean accuracy among those with a seed that trained
+    (the first configuration when none trained: its failures are what the figures show)."""
     trained = [r for r in rows if r["seeds"] > r["failed"]]
     if not trained:
-        raise ValueError("no configuration has a seed that trained")
+        return rows[0]["label"]
     return max(trained, key=lambda r: r["accuracy"])["label"]
 
 
@@ -288,3 +292,321 @@ def pattern_gap_sentence(real: Any, thesis_way: Any) -> str:
     parts = [f"layer {layer}: {gap:.2g}" for layer, gap in enumerate(gaps)]
     return ("Largest difference in attention probability between the thesis' extraction and "
             f"the forward pass, by layer: {'; '.join(parts)}.")
+
+
+# ------------------------------------------------------------------------------ the grid
+def cell_fields(name: str) -> dict[str, str]:
+    """``"causal-none-end"`` -> ``{"mask": "causal", "pos_encoding": "none", "readout": "end"}``."""
+    parts = name.strip().split("-")
+    if len(parts) != 3:
+        raise ValueError(f"a configuration must be mask-encoding-readout, got {name!r}")
+    return dict(zip(("mask", "pos_encoding", "readout"), parts))
+
+
+def grid_scope(rows: Sequence[Mapping[str, Any]], spec: Any) -> str:
+    """What this grid ran: cells, seeds, models, budget."""
+    seeds = max((r["seeds"] for r in rows), default=0)
+    return (f"This page shows {len(rows)} cells x {seeds} seeds = "
+            f"{sum(r['seeds'] for r in rows)} trained models: d_model {spec.d_model}, "
+            f"{spec.n_heads} heads, at most {spec.max_steps} steps of {spec.batch_size} strings "
+            f"from {spec.n_train} training strings, stopped early once a model's hard "
+            f"validation accuracy reaches {pct(spec.target_accuracy)}.")
+
+
+def grid_rows(rows: Sequence[Mapping[str, Any]], top: int = 12) -> list[dict[str, Any]]:
+    """The ``top`` cells by seeds solved, then mean accuracy, as display rows."""
+    ranked = sorted(rows, key=lambda r: (-r["solved"], -(r["accuracy"] if math.isfinite(
+        r["accuracy"]) else -1)))[:top]
+    return [{"cell": r["cell"], **{k: v for k, v in summary_rows([r])[0].items()
+                                   if k != "configuration"}} for r in ranked]
+
+
+def grid_sentences(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Per k and depth: how many cells at least half their seeds solve, the best cell; and
+    what the cells that cannot see order score."""
+    out = []
+    for k in sorted({r["k"] for r in rows}):
+        for layers in sorted({r["n_layers"] for r in rows if r["k"] == k}):
+            group = [r for r in rows if r["k"] == k and r["n_layers"] == layers]
+            solved = [r for r in group if r["seeds"] > r["failed"]
+                      and r["solved"] >= (r["seeds"] - r["failed"]) / 2]
+            best = max(group, key=lambda r: (r["solved"], r["accuracy"]))
+            out.append(f"- Dyck-{k}, {layers} layer{'s' * (layers > 1)}: {len(solved)} of "
+                       f"{len(group)} cells solved by at least half their seeds; best "
+                       f"{best['cell']} ({best['solved']} of {best['seeds'] - best['failed']} "
+                       f"seeds, {pct(best['accuracy'])}).")
+    blind = [r for r in rows if r["mask"] == "bidirectional" and r["pos_encoding"] == "none"]
+    if blind:
+        top = max(blind, key=lambda r: r["accuracy"] if math.isfinite(r["accuracy"]) else 0)
+        out.append(f"- No positions and a bidirectional mask (order-blind): the best such cell "
+                   f"scores {pct(top['accuracy'])}.")
+    constant = [r for r in rows if "constant" in r["failures"]]
+    if constant:
+        out.append(f"- {len(constant)} cells have seeds whose output is the same for every "
+                   f"input (all causal cells read at [start] are among them).")
+    return "\n".join(out)
+
+
+def budget_label(budget: str) -> str:
+    """``"1000:8000"`` -> ``"1000 steps, 8000 strings"``."""
+    steps, strings = budget_fields(budget)["max_steps"], budget_fields(budget)["n_train"]
+    return f"{steps} steps, {strings} strings"
+
+
+def budget_fields(budget: str) -> dict[str, int]:
+    """``"1000:8000"`` -> the GridSpec fields of a budget run in full (validated at the end)."""
+    try:
+        steps, strings = (int(x) for x in budget.split(":"))
+    except ValueError:
+        raise ValueError(f"a budget must be max_steps:n_train, got {budget!r}") from None
+    return {"max_steps": steps, "n_train": strings, "eval_every": steps}
+
+
+def budget_groups(records: Mapping[str, Sequence[Any]]) -> dict[str, list[Any]]:
+    """``{budget: records}`` -> ``{"<cell> @ <budget>": records of that cell}``."""
+    out: dict[str, list[Any]] = {}
+    for label, group in records.items():
+        for r in group:
+            m, d = r.config["model"], r.config["data"]
+            cell = f"k{d['k']}-L{m['n_layers']}-{m['mask']}-{m['pos_encoding']}-{m['readout']}"
+            out.setdefault(f"{cell} @ {label}", []).append(r)
+    return out
+
+
+def budget_rows(rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    """Display rows of every (budget, cell)."""
+    return [{"budget": label, "cell": r["cell"], **{k: v for k, v in summary_rows([r])[0].items()
+                                                     if k != "configuration"}}
+            for label, group in rows.items() for r in group]
+
+
+def budget_sentence(rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
+    """Mean accuracy and seeds solved of all cells at each budget, and the error ratio."""
+    parts, errors = [], []
+    for label, group in rows.items():
+        acc = [r["accuracy"] for r in group if math.isfinite(r["accuracy"])]
+        mean = sum(acc) / len(acc) if acc else math.nan
+        solved = sum(r["solved"] for r in group)
+        seeds = sum(r["seeds"] - r["failed"] for r in group)
+        parts.append(f"{label}: {pct(mean)} on average, {solved} of {seeds} seeds solved")
+        errors.append(1 - mean)
+    ratio = (f" The error falls by a factor of {errors[0] / errors[-1]:.1f} from the first "
+             "budget to the last." if len(errors) > 1 and errors[-1] > 0 else "")
+    return "; ".join(parts) + "." + ratio
+
+
+# ------------------------------------------------------------------------------ summary
+def _seeds_text(records: Sequence[Any], test: str = "hard") -> str:
+    """Mean accuracy over the seeds that trained, and how many failed and why."""
+    if not records:
+        return "not run"
+    ok = [r.accuracy(test) for r in records if r.status == "ok"]
+    failed = sorted({r.failure for r in records if r.status != "ok"})
+    text = pct(sum(ok) / len(ok)) if ok else "no seed trained"
+    if failed:
+        text += f" ({len(records) - len(ok)} of {len(records)} failed: {', '.join(failed)})"
+    return text
+
+
+def table52_rows(literal: Sequence[Any], sound: Sequence[Any]) -> list[dict[str, Any]]:
+    """Table 5.2 beside the literal rerun and the sound reruns, one row per experiment."""
+    from dyckbook.presets import THESIS_RESULTS
+
+    rows = []
+    for n, reported in THESIS_RESULTS.items():
+        lit = [r for r in literal if r.label == f"experiment {n}"]
+        rows.append({
+            "exp.": n, "Table 5.2": pct(reported.test_acc / 100, 2),
+            "literal: thesis split": pct(lit[0].accuracy("thesis"), 2) if lit else "not run",
+            "literal: hard": pct(lit[0].accuracy("hard")) if lit else "not run",
+            "sound: thesis' model": _seeds_text([r for r in sound
+                                                  if r.label.startswith(f"exp. {n}:")]),
+            "sound: read at [end]": _seeds_text([r for r in sound
+                                                 if r.label.startswith(f"exp. {n} read")]),
+        })
+    return rows
+
+
+# ------------------------------------------------------------------------------ verdicts
+def read_runs(paths: str, first_only: bool = False) -> list[Any]:
+    """Records of the runs whose results folders are listed (comma-separated); with
+    ``first_only`` the first folder that holds any records (e.g. the full grid, then the
+    reduced one)."""
+    out: list[Any] = []
+    for path in paths.split(","):
+        records = results.read_records(results.resolve(path.strip()) / "records.jsonl")
+        if first_only and records:
+            return records
+        out += records
+    return out
+
+
+def first_present(paths: str) -> str:
+    """The first of comma-separated results folders that holds records (or the first)."""
+    for path in paths.split(","):
+        if (results.resolve(path.strip()) / "records.jsonl").is_file():
+            return path.strip()
+    return paths.split(",")[0].strip()
+
+
+def read_evidence(path: str) -> dict[str, list[float]]:
+    """The per-model measurements an explainability run wrote (none if it did not run)."""
+    file = results.resolve(path) / "evidence.json"
+    return results.read_json(file) if file.is_file() else {}
+
+
+def rule_rows(rules: Sequence[Any]) -> list[dict[str, str]]:
+    """The rules as table rows."""
+    return [{"claim": r.claim, "the thesis says": r.statement, "evidence": r.evidence,
+             "reproduced if": r.reproduced_if, "refuted if": r.refuted_if} for r in rules]
+
+
+def _evidence_text(e: Any) -> str:
+    lo, hi = e.interval
+    strings = f", {e.n_strings} test strings each" if e.n_strings else ""
+    return f"{e.name}: {e.mean:.3f} [{lo:.3f}, {hi:.3f}], {e.n_seeds} seeds{strings}"
+
+
+def verdict_rows(judged: Sequence[Any]) -> list[dict[str, str]]:
+    """One row per verdict: the claim, the label, the numbers it rests on, the rule."""
+    return [{"claim": v.rule.claim, "verdict": v.label,
+             "evidence (mean [95% interval], seeds)": "; ".join(_evidence_text(e)
+                                                               for e in v.evidence),
+             "rule": f"reproduced if {v.rule.reproduced_if}; refuted if {v.rule.refuted_if}"}
+            for v in judged]
+
+
+def verdict_json(judged: Sequence[Any]) -> dict[str, Any]:
+    """``{claim: {label, evidence: {name: {mean, low, high, values}}}}`` for other pages."""
+    return {v.rule.claim: {"label": v.label, "evidence": {
+        e.name: {"mean": e.mean, "low": e.interval[0], "high": e.interval[1],
+                 "values": list(e.values)} for e in v.evidence}} for v in judged}
+
+
+def missing_sentence(rules: Sequence[Any], judged: Sequence[Any]) -> str:
+    """Which claims have no verdict because their evidence was not run."""
+    missing = [r.claim for r in rules if r.claim not in {v.rule.claim for v in judged}]
+    if not missing:
+        return "Every claim has its evidence in this build."
+    return (f"No verdict for {', '.join(missing)}: the runs that measure "
+            f"{'it' if len(missing) == 1 else 'them'} are not in this build.")
+
+
+def sources_sentence(**paths: str) -> str:
+    """Where the evidence was read."""
+    return "Evidence read from " + "; ".join(f"{k}: `{v}`" for k, v in paths.items()) + "."
+
+
+def permutation_check(n_strings: int, seed: int = 0) -> str:
+    """The proof, numerically: logits of bidirectional no-PE models (each readout, untrained,
+    since the argument holds for all weights) on strings and rearrangements of them."""
+    import numpy as np
+    import torch
+
+    from dyckbook import tokenizer
+    from dyckbook.languages import Dyck
+    from dyckbook.model import Classifier, ModelConfig
+
+    rng = np.random.default_rng(seed)
+    codes, lengths = Dyck(3).sample_codes(rng, np.full(n_strings, 12))
+    shuffled = rng.permuted(codes, axis=1)
+    gaps = []
+    for readout in ("start", "end", "mean"):
+        model = Classifier(ModelConfig(k=3, n_ctx=12, d_model=32, n_heads=2, d_mlp=64,
+                                       readout=readout), [seed]).eval()
+        with torch.no_grad():
+            a, b = (model(tokenizer.encode(c, lengths)) for c in (codes, shuffled))
+        gaps.append(float((a - b).abs().max()))
+    return (f"Numerically: for {n_strings} Dyck-3 words of length 12 and a random "
+            f"rearrangement of each, bidirectional models without positions give logits that "
+            f"differ by at most {max(gaps):.1e} (readouts [start], [end], mean), which is "
+            f"floating-point rounding.")
+
+
+# ------------------------------------------------------------------------------ explainability
+EXPLAIN_EVIDENCE = ("partner_attention", "preview_auc", "head_reset_drop")
+
+
+def measure_rows(measures: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    """Per configuration: every measure of ``explain.model_measures``, mean [95% interval]."""
+    from dyckbook.verdicts import bootstrap
+
+    names = ("accuracy", "partner_attention", "uniform_hard", "previous_share", "recent_share",
+             "preview_auc", "head_reset_drop", "head_movement")
+    out = []
+    for label, per_seed in measures.items():
+        row = {"model": label, "seeds": len(per_seed)}
+        for name in names:
+            values = [m[name] for m in per_seed if math.isfinite(m[name])]
+            mean = sum(values) / len(values) if values else math.nan
+            row[name.replace("_", " ")] = f"{mean:.3f} [{bootstrap(values)[0]:.3f}, " \
+                                         f"{bootstrap(values)[1]:.3f}]" if values else "n/a"
+        out.append(row)
+    return out
+
+
+def explain_evidence(measures: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, list]:
+    """The verdict-bearing measures, every model (all k, all seeds) pooled."""
+    return {name: [m[name] for per_seed in measures.values() for m in per_seed
+                   if math.isfinite(m[name])] for name in EXPLAIN_EVIDENCE}
+
+
+def explain_sentences(evidence: Mapping[str, Sequence[float]]) -> str:
+    """The three measures in words, each with its mean and 95% interval over models."""
+    from dyckbook.verdicts import bootstrap
+
+    def said(name: str) -> str:
+        values = evidence.get(name, [])
+        if not values:
+            return "not measured"
+        lo, hi = bootstrap(values)
+        return f"{sum(values) / len(values):.3f} [{lo:.3f}, {hi:.3f}] over {len(values)} models"
+
+    return (f"Attention of the best head on the partner where no heuristic finds it: "
+            f"{said('partner_attention')}. ROC AUC of the `[end]` self-attention as a "
+            f"membership score: {said('preview_auc')}. Hard-test accuracy lost when the head "
+            f"is reset to its initial weights: {said('head_reset_drop')}.")
+
+
+def load_models(folder: str) -> dict[str, list[tuple[Any, Any]]]:
+    """The models an explainability run saved, each with its (regenerated) hard test set:
+    ``{label: [(model, test set) per seed]}``."""
+    from dyckbook.protocol import make_splits
+    from dyckbook.run import RunConfig
+
+    path = results.resolve(folder)
+    out: dict[str, list[tuple[Any, Any]]] = {}
+    for record in results.read_records(path / "records.jsonl"):
+        model = results.load_model(path / f"model_{record.label}_s{record.seed}.pt")
+        config = RunConfig.from_dict(record.config)
+        out.setdefault(record.label, []).append(
+            (model, make_splits(config.data, record.seed).tests["hard"]))
+    return out
+
+
+def head_rows(drops: Mapping[str, Sequence[Any]],
+              partner: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
+    """Per model and seed: the head that matters most and the head that matches most."""
+    import numpy as np
+
+    out = []
+    for label in drops:
+        for seed, (d, p) in enumerate(zip(drops[label], partner[label])):
+            d, p = np.asarray(d), np.nan_to_num(np.asarray(p), nan=-1.0)
+            top, match = np.unravel_index(d.argmax(), d.shape), np.unravel_index(p.argmax(),
+                                                                                   p.shape)
+            out.append({"model": label, "seed": seed,
+                        "most needed head": f"L{top[0]}H{top[1]} ({pct(d[top])} lost)",
+                        "most matching head": f"L{match[0]}H{match[1]} ({p[match]:.2f} on the "
+                                              f"partner, {pct(d[match])} lost without it)"})
+    return out
+
+
+def head_sentence(drops: Mapping[str, Sequence[Any]], partner: Mapping[str, Sequence[Any]]) -> str:
+    """How often the head that matches brackets best is also the one the model needs most."""
+    rows = head_rows(drops, partner)
+    same = sum(r["most needed head"].split()[0] == r["most matching head"].split()[0]
+               for r in rows)
+    return (f"In {same} of {len(rows)} models the head that attends most to the matching bracket "
+            f"(where no heuristic explains it) is also the head whose removal costs the most "
+            f"accuracy.")

@@ -31,7 +31,8 @@ def wilson(correct: int, n: int, z: float = Z95) -> tuple[float, float]:
     p = correct / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # the interval always holds p; clamping to it removes rounding at p = 0 or 1 (e.g. 5e-17)
+    return min(p, max(0.0, centre - half)), max(p, min(1.0, centre + half))
 
 
 def _table(keys: np.ndarray, ok: np.ndarray) -> dict[Any, list[int]]:

@@ -7,12 +7,13 @@ import logging
 import math
 import multiprocessing
 import os
+import re
 import sys
 import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
-__all__ = ["MAX_WORKERS", "Progress", "cores", "make_executor", "progress"]
+__all__ = ["MAX_WORKERS", "Progress", "check_scheduler", "cores", "make_executor", "progress"]
 
 log = logging.getLogger(__name__)
 
@@ -52,11 +53,17 @@ def make_executor(scheduler: str | None, workers: int) -> cf.Executor:
     if isinstance(workers, bool) or not isinstance(workers, int) or not 0 <= workers <= MAX_WORKERS:
         raise ValueError(f"workers must be an int in 0..{MAX_WORKERS}, got {workers!r}")
     workers = workers or cores()
-    if scheduler in (None, "processes"):
+    if check_scheduler(scheduler) == "processes":
         return _Pool(workers)
-    if scheduler == "local" or (isinstance(scheduler, str) and scheduler.startswith("tcp://")
-                                and len(scheduler) > len("tcp://")):
-        return _Dask(scheduler, workers)
+    return _Dask(scheduler, workers)
+
+
+def check_scheduler(scheduler: str | None) -> str:
+    """``"processes"``, ``"local"`` or ``"remote"``; a ValueError for anything else."""
+    if scheduler in (None, "processes", "local"):
+        return scheduler or "processes"
+    if isinstance(scheduler, str) and re.fullmatch(r"tcp://[\w.\-\[\]:]+:\d+", scheduler):
+        return "remote"
     raise ValueError(f"scheduler must be 'processes', 'local' or 'tcp://HOST:PORT', "
                      f"got {scheduler!r}")
 
@@ -190,4 +197,5 @@ def _clock(seconds: float) -> str:
     if math.isnan(seconds):  # no rate yet
         return "?"
     minutes, secs = divmod(round(seconds), 60)
-    return f"{minutes // 60}:{minutes % 60:02d}:{secs:02d}" if minutes >= 60 else f"{minutes}:{secs:02d}"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"

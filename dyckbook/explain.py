@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import numpy as np
 import torch
@@ -14,22 +14,15 @@ from dyckbook import tokenizer
 from dyckbook.dataset import Dataset
 from dyckbook.evaluate import predict
 from dyckbook.model import MASKS, Classifier
+from dyckbook.thesis_model import ThesisClassifier
 
-__all__ = ["LongInputSummary", "MatchingScores", "PatternModel", "attention_patterns",
+__all__ = ["LongInputSummary", "MatchingScores", "attention_patterns",
            "end_self_attention", "head_movement", "head_reset_accuracy", "long_input_summary",
            "matching_scores", "minmax_scale", "partner_positions", "preview_auc",
            "preview_scores", "recent_openers", "roc_auc", "roc_curve", "visible_keys"]
 
 HEAD = ("classifier.weight", "classifier.bias")  # the classifier head's parameters
 _CHUNK = 512  # query rows long_input_summary handles at a time
-
-
-@runtime_checkable
-class PatternModel(Protocol):
-    """A model that returns its own attention patterns (the thesis' port,
-    ``ThesisClassifier``): one (batch, head, query, key) tensor per layer."""
-
-    def attention_patterns(self, tokens: torch.Tensor) -> list[torch.Tensor]: ...
 
 
 def _check_mask(mask: str) -> None:
@@ -47,7 +40,7 @@ def attention_patterns(model: nn.Module, data: Dataset | torch.Tensor,
 
     Args:
         model: a single-model ``Classifier`` (read through ``run_with_cache``) or a
-            :class:`PatternModel` such as ``ThesisClassifier``.
+            ``ThesisClassifier`` (its ``attention_patterns``).
         data: a Dataset (tokens of width pos + 2, pos = ``data.codes.shape[1]``) or tokens
             int64 (batch, pos).
 
@@ -60,8 +53,8 @@ def attention_patterns(model: nn.Module, data: Dataset | torch.Tensor,
         tokens = data
     else:
         raise ValueError(f"data must be a Dataset or int64 tokens (batch, pos), got {data!r:.80}")
-    if not isinstance(model, (Classifier, PatternModel)):
-        raise ValueError(f"model must be a Classifier or have attention_patterns(tokens), got "
+    if not isinstance(model, (Classifier, ThesisClassifier)):
+        raise ValueError(f"model must be a Classifier or a ThesisClassifier, got "
                          f"{type(model).__name__}")
     device = next(model.parameters()).device
     was = model.training
@@ -313,14 +306,21 @@ def roc_curve(scores: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.nd
             np.r_[0.0, np.cumsum(y)[last] / y.sum()])
 
 
-def _initial(model: nn.Module) -> Classifier:
-    if not isinstance(model, Classifier) or model.n_models != 1:
-        raise ValueError(f"model must be a single-model Classifier, got {model!r:.80}")
-    return Classifier(model.config, model.seeds).to(next(model.parameters()).device)
+def _initial(model: nn.Module) -> nn.Module:
+    """The model as training started (initialisation is deterministic in the seed)."""
+    if isinstance(model, ThesisClassifier):
+        initial = ThesisClassifier(model.config, model.seeds[0])
+    elif isinstance(model, Classifier) and model.n_models == 1:
+        initial = Classifier(model.config, model.seeds)
+    else:
+        raise ValueError(f"model must be a single-model Classifier or a ThesisClassifier, "
+                         f"got {model!r:.80}")
+    return initial.to(next(model.parameters()).device)
 
 
 def head_reset_accuracy(model: nn.Module, dataset: Dataset) -> float:
-    """Accuracy with the classifier head back at its initial values, all else trained.
+    """Accuracy with the classifier head back at its initial values, all else trained
+    (a single-model ``Classifier`` or a ``ThesisClassifier``).
 
     The thesis read the head's small movement as "the head does not matter"; this asks the
     model. A copy is changed, never ``model``.
@@ -432,3 +432,28 @@ def long_input_summary(pattern: np.ndarray, dataset: Dataset, index: int,
         uniform_mass=np.bincount(bins, uniform, minlength=2 * n_bins + 1) / n,
         visible=np.arange(1, n + 1) if mask == "causal" else np.full(n, n),
         levels=levels, partner_by_level=by_level, block_edges=edges, block_max=block_max)
+
+
+def model_measures(model: nn.Module, dataset: Dataset) -> dict[str, Any]:
+    """What the thesis read from attention, measured on one trained single model.
+
+    ``partner_attention``: attention on the partner at the closers both heuristics miss, for the
+    head that does it best on one half of the strings, measured on the other half (so the head
+    is not chosen on the strings it is scored on); ``best_head`` that (layer, head);
+    ``previous_share`` / ``recent_share`` / ``uniform_hard``: the bars a head must clear;
+    ``preview_auc``; ``head_reset_drop``: accuracy lost when the head goes back to its initial
+    weights; ``head_movement``; ``accuracy``.
+    """
+    mask = model.config.mask
+    halves = [np.arange(len(dataset)) % 2 == i for i in (0, 1)]
+    scores = [matching_scores(attention_patterns(model, dataset.subset(h)), dataset.subset(h),
+                              mask) for h in halves]
+    pick = np.nan_to_num(scores[0].partner_hard, nan=-1.0)
+    layer, head = np.unravel_index(int(np.argmax(pick)), pick.shape)
+    accuracy = float((predict(model, dataset) == dataset.labels).mean())
+    return {"partner_attention": float(scores[1].partner_hard[layer, head]),
+            "best_head": [int(layer), int(head)],
+            "previous_share": scores[1].previous_share, "recent_share": scores[1].recent_share,
+            "uniform_hard": scores[1].uniform_hard, "preview_auc": preview_auc(model, dataset),
+            "head_reset_drop": accuracy - head_reset_accuracy(model, dataset),
+            "head_movement": head_movement(model), "accuracy": accuracy}

@@ -9,7 +9,7 @@ finish, so an interrupted grid resumes where it stopped.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor, as_completed
 from dataclasses import asdict, dataclass, fields
 from itertools import product
@@ -151,6 +151,11 @@ class GridSpec:
         data = asdict(self)
         data["test_sets"] = list(self.test_sets)
         return data
+
+    @classmethod
+    def from_flat(cls, params: Mapping[str, Any]) -> GridSpec:
+        """A spec from the names of a notebook's parameters cell (other names are ignored)."""
+        return cls(**{f.name: params[f.name] for f in fields(cls) if f.name in params})
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> GridSpec:

@@ -250,33 +250,31 @@ def plot_matching(scores: explain.MatchingScores | Mapping[str, explain.Matching
     return fig
 
 
-def plot_preview_roc(scores: np.ndarray | Mapping[str, np.ndarray], labels: np.ndarray,
+def plot_preview_roc(scores: Mapping[str, tuple[np.ndarray, np.ndarray]],
                      title: str | None = None) -> Figure:
     """The ``[end]`` token's self-attention as a membership score: ROC curves, and its
     distribution by class for every model.
 
     Args:
-        scores: (batch,) from ``explain.preview_scores``, or ``{label: (batch,)}`` on the
-            same strings.
-        labels: (batch,) 0/1.
+        scores: ``{label: (scores (batch,) from explain.preview_scores, labels (batch,) 0/1)}``.
 
     Returns:
         A Figure with the ROC panel and one histogram panel per model.
     """
-    items = dict(scores) if isinstance(scores, Mapping) else {"model": scores}
-    y = np.asarray(labels).astype(bool)
+    items = {name: np.asarray(s) for name, (s, _) in scores.items()}
+    truth = {name: np.asarray(y).astype(bool) for name, (_, y) in scores.items()}
     with style_context():
         fig, axes = _figure(1, 1 + len(items), (3.9 * (1 + len(items)), 3.8))
         ax = axes[0, 0]
         for name, s in items.items():
-            fpr, tpr = explain.roc_curve(s, y)
-            ax.plot(fpr, tpr, lw=1.5, label=f"{name}: AUC {explain.roc_auc(s, y):.2f}")
+            fpr, tpr = explain.roc_curve(s, truth[name])
+            ax.plot(fpr, tpr, lw=1.5, label=f"{name}: AUC {explain.roc_auc(s, truth[name]):.2f}")
         ax.plot([0, 1], [0, 1], color="0.5", ls="--", lw=1, label="no information")
         ax.set(xlim=(0, 1), ylim=(0, 1.01), aspect="equal", xlabel="false-positive rate",
                ylabel="true-positive rate", title="ROC: score = [end] self-attention")
         ax.legend(loc="lower right")
         for ax, (name, s) in zip(axes[0, 1:], items.items()):
-            s = np.asarray(s, dtype=np.float64)
+            s, y = np.asarray(s, dtype=np.float64), truth[name]
             bins = np.histogram_bin_edges(s, bins=min(40, max(5, s.size // 10)))
             for cls, color, what in ((y, PALETTE[0], "members"), (~y, PALETTE[3], "non-members")):
                 ax.hist(s[cls], bins=bins, alpha=0.6, color=color, label=f"{what} ({cls.sum()})")
@@ -452,9 +450,13 @@ def plot_seeds(rows: Sequence[Mapping[str, Any]], value: str = "accuracy",
     with style_context():
         fig, axes = _figure(1, 1, (6.5, 0.5 * len(configs) + 1.4))
         ax = axes[0, 0]
-        sns.stripplot(x=[r[value] for r in ok], y=[r["config"] for r in ok], order=configs,
-                      orient="h", ax=ax, color=PALETTE[0], alpha=0.6, size=4, jitter=0.15,
-                      label="seed")
+        if ok:
+            sns.stripplot(x=[r[value] for r in ok], y=[r["config"] for r in ok], order=configs,
+                          orient="h", ax=ax, color=PALETTE[0], alpha=0.6, size=4, jitter=0.15,
+                          label="seed")
+        else:  # nothing trained: the failed seeds below are the whole figure
+            ax.set_yticks(range(len(configs)), configs)
+            ax.set_ylim(len(configs) - 0.5, -0.5)
         if failed:
             ax.scatter([r[value] for r in failed], [configs.index(r["config"]) for r in failed],
                        marker="x", color="0.5", s=20, label="failed seed")
@@ -519,6 +521,8 @@ def plot_grid(rows: Sequence[Mapping[str, Any]], value: str = "solved_share",
                         annot_kws={"fontsize": 7}, cbar=False, linewidths=0.5,
                         linecolor="white", xticklabels=readouts,
                         yticklabels=[f"{m}, {pe}" for m, pe in lines])
+            for r, c in zip(*np.nonzero(text == "all failed")):  # NaN: seaborn leaves it blank
+                ax.text(c + 0.5, r + 0.5, "all failed", ha="center", va="center", fontsize=7)
             ax.set_title(f"Dyck-{k}, {n_layers} layer{'s' * (n_layers > 1)}")
             ax.tick_params(length=0)
             ax.set(xlabel="readout" if i == len(ks) - 1 else "", ylabel="")

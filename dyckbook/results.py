@@ -191,19 +191,26 @@ def read_dataset(path: str | os.PathLike[str]) -> Dataset:
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
         header = json.loads(lines[0]) if lines else {}
-        if header.get("format") != _DATASET_FORMAT:
+        if not isinstance(header, dict) or header.get("format") != _DATASET_FORMAT:
             raise ValueError(f"first line is not a {_DATASET_FORMAT} header")
-        rows = [json.loads(line) for line in lines[1:] if line.strip()]
+        numbers, rows = [], []  # file line of every row (blank lines skipped)
+        for number, line in enumerate(lines[1:], 2):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as error:
+                    raise ValueError(f"line {number} is not JSON ({error})") from None
+                numbers.append(number)
         language = Dyck(header["k"], header["max_depth"], header["pairs"])
         data = Dataset.from_strings(language, [r["s"] for r in rows], [r["kind"] for r in rows])
+        stated = np.array([bool(r["member"]) for r in rows], dtype=bool)
     except FileNotFoundError:
         raise FileNotFoundError(f"no such file: {path}") from None
     except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
         raise ValueError(f"{path} is not a dyckbook dataset: {error}") from None
-    stated = np.array([bool(r["member"]) for r in rows])
     if (stated != data.labels.astype(bool)).any():
         bad = int(np.flatnonzero(stated != data.labels.astype(bool))[0])
-        raise ValueError(f"{path}: line {bad + 2} says member={stated[bad]} for "
+        raise ValueError(f"{path}: line {numbers[bad]} says member={stated[bad]} for "
                          f"{rows[bad]['s']!r}, which is wrong for {language.name}")
     return data
 

@@ -8,8 +8,11 @@ rules, declared here and printed in the book:
 
 ``constant``        the output does not depend on the input (margin spread < 1e-5 on the tests)
 ``chance``          accuracy on (up to 4,000 of) its training strings below 0.6
-``below_baseline``  training accuracy more than a point below a trivial rule on the same
-                    strings: the majority class or the first-symbol rule
+``below_baseline``  training accuracy less than 5 points above always answering the training
+                    set's majority class (matters when the classes are unbalanced)
+
+A model that trains to the limit of what its architecture can see (a model blind to order
+still learns to count) is not a failed run: what it cannot learn is the finding.
 """
 
 from __future__ import annotations
@@ -43,10 +46,9 @@ MODEL_CONFIGS = {"classifier": ModelConfig, "thesis": ThesisModelConfig}
 FAILURE_RULES = {
     "constant": "the output does not depend on the input (margin spread < 1e-5 on the tests)",
     "chance": "accuracy on its training strings below 0.6",
-    "below_baseline": "training accuracy more than 0.01 below the majority class or the "
-                      "first-symbol rule on the same strings",
+    "below_baseline": "training accuracy less than 5 points above the training set's majority "
+                      "class",
 }
-TRIVIAL = ("first_symbol",)  # the trivial rules of "below_baseline" (besides the majority class)
 DEFAULT_BASELINES = ("first_symbol", "counts", "bigrams", "local")
 _TRAIN_SAMPLE = 4000
 
@@ -95,7 +97,8 @@ class RunConfig:
     def from_flat(cls, params: Mapping[str, Any], model: str = "classifier") -> RunConfig:
         """A config from flat names, as a notebook's parameters cell declares them: every name
         that is a field of DataConfig, of the model config of kind ``model``, of TrainConfig, or
-        ``seed`` / ``baselines`` is used; other names (``run_name``, ``n_seeds``...) are not."""
+        ``seed`` / ``baselines`` is used; other names (``run_name``, ``n_seeds``...) are not.
+        Without ``n_ctx`` the model accepts exactly the longest training or test string."""
         if model not in MODEL_CONFIGS:
             raise ValueError(f"model must be one of {sorted(MODEL_CONFIGS)}, got {model!r}")
 
@@ -104,8 +107,10 @@ class RunConfig:
             return {k: v for k, v in params.items() if k in names}
 
         extra = {k: params[k] for k in ("seed", "baselines") if k in params}
-        return cls(DataConfig(**pick(DataConfig)), MODEL_CONFIGS[model](**pick(MODEL_CONFIGS[model])),
-                   TrainConfig(**pick(TrainConfig)), **extra)
+        data = DataConfig(**pick(DataConfig))
+        arch = {"n_ctx": max(data.lengths()[1], data.lengths(test=True)[1]),
+                **pick(MODEL_CONFIGS[model])}  # n_ctx: the longest string unless given
+        return cls(data, MODEL_CONFIGS[model](**arch), TrainConfig(**pick(TrainConfig)), **extra)
 
     def override(self, **changes: Any) -> RunConfig:
         """A copy with flat field names replaced in whichever config has them (``seed`` too);
@@ -164,6 +169,7 @@ class RunRecord:
     n_params: int
     history: list[dict[str, Any]]
     versions: dict[str, str] = field(default_factory=dict)
+    label: str = ""  # the configuration's name on the page that ran it
 
     @property
     def seed(self) -> int:
@@ -230,13 +236,13 @@ def thesis_config(experiment: int, literal: bool = True, seed: int = 0,
     return config.override(**overrides)
 
 
-def judge(train_accuracy: float, margin_std: float, trivial: Mapping[str, float]) -> str | None:
+def judge(train_accuracy: float, margin_std: float, majority: float) -> str | None:
     """The failure rule a run breaks (``FAILURE_RULES``), or None if it trained."""
     if margin_std < 1e-5:
         return "constant"
     if train_accuracy < 0.6:
         return "chance"
-    if trivial and train_accuracy < max(trivial.values()) - 0.01:
+    if train_accuracy < majority + 0.05:
         return "below_baseline"
     return None
 
@@ -273,9 +279,7 @@ def _evaluate(config: RunConfig, model: nn.Module, splits: Splits, result: Train
     baseline_train = {b: float((f.predict(sample.codes, sample.lengths) == sample.labels).mean())
                       for b, f in fitted.items()}
     majority = float(max(sample.labels.mean(), 1 - sample.labels.mean()))
-    trivial = {"majority": majority, **{b: baseline_train[b] for b in TRIVIAL
-                                        if b in baseline_train}}
-    failure = judge(train_accuracy, float(spread), trivial)
+    failure = judge(train_accuracy, float(spread), majority)
     n_params = sum(p.numel() for p in model.parameters())
     return RunRecord(
         config=config.to_dict(), status="failed" if failure else "ok", failure=failure,

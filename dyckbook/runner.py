@@ -24,7 +24,7 @@ import yaml
 
 from dyckbook import __version__
 from dyckbook import results as R
-from dyckbook.executors import Progress, cores, make_executor
+from dyckbook.executors import Progress, check_scheduler, cores, make_executor
 
 __all__ = ["INJECTED", "Manifest", "Notebook", "Run", "Task", "describe_error", "execute",
            "load_manifest", "prepare_for_book", "resolve_profile", "run", "run_hash",
@@ -34,7 +34,6 @@ log = logging.getLogger(__name__)
 
 INJECTED = ("run_name", "results_dir", "num_threads")  # set by the runner, declared by notebooks
 UNHASHED = frozenset({"num_threads"})  # injected values that cannot change results
-KERNEL = "python3"
 CHAPTERS_GROUP = "chapters"
 RECORD = "run.json"
 FAILED_NOTEBOOK = "failed.ipynb"
@@ -42,7 +41,6 @@ INDEX = R.RESULTS_DIR / "index.json"
 MANIFEST_VERSION = 2
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _SCALARS = (str, int, float, bool, type(None))
-_TYPES = {bool: "bool", int: "int", float: "float", str: "str", type(None): "None"}
 
 
 # ------------------------------------------------------------------------------ manifest
@@ -50,7 +48,7 @@ _TYPES = {bool: "bool", int: "int", float: "float", str: "str", type(None): "Non
 
 @dataclass(frozen=True)
 class Notebook:
-    """A notebook (or chapter) of the manifest and the parameters its ``parameters`` cell declares."""
+    """A notebook (or chapter) of the manifest, and what its ``parameters`` cell declares."""
 
     key: str  # manifest key: a notebook stem or a chapter name
     path: Path  # absolute path of the source notebook
@@ -60,7 +58,6 @@ class Notebook:
     outputs: tuple[str, ...]  # files a successful run must have written into results_dir
     keep: tuple[str, ...]  # files of results_dir that survive a rerun (resume caches)
     defaults: dict[str, Any]  # declared parameter -> default (a literal of the parameters cell)
-    types: dict[str, str]  # declared parameter -> its annotation ("None" when it has none)
 
 
 @dataclass(frozen=True)
@@ -71,51 +68,31 @@ class Run:
     notebook: Notebook
     params: dict[str, Any]  # every declared parameter, run_name and results_dir included
 
-    @property
-    def group(self) -> str:
-        """``book/runs/<group>`` and ``book/results/<group>``."""
-        return self.notebook.group
-
-    @property
-    def stage(self) -> int:
-        """The stage of its notebook."""
-        return self.notebook.stage
-
 
 @dataclass(frozen=True)
 class Manifest:
     """A loaded, validated manifest (``notebooks/experiments.yml``, version 2)."""
 
-    path: Path
     notebooks: dict[str, Notebook]
     runs: dict[str, tuple[str, dict[str, Any]]]  # run -> (notebook key, its params)
     profiles: dict[str, dict[str, Any]]  # profile -> its validated entry
 
 
 def load_manifest(path: str | os.PathLike[str] | None = None) -> Manifest:
-    """Load a manifest and check it against the notebooks' parameters cells.
-
-    Args:
-        path: the manifest; default ``notebooks/experiments.yml`` of the source repository.
-
-    Raises:
-        FileNotFoundError: no manifest, or a notebook it names is missing.
-        ValueError: the file is not UTF-8 YAML or breaks the format; the message names the
-            file and the entry (an override of an undeclared parameter is an error).
-    """
+    """Load a manifest (default ``notebooks/experiments.yml``) and check it against the
+    notebooks' parameters cells (an override of a parameter no notebook declares is an error).
+    A missing file is a FileNotFoundError, anything else a ValueError naming file and entry."""
     mpath = Path(path) if path is not None else R.source_root() / "notebooks" / "experiments.yml"
     if not mpath.is_file():
-        raise FileNotFoundError(f"manifest not found: {mpath}" + (
-            " (a folder)" if mpath.is_dir() else ""))
+        raise FileNotFoundError(f"manifest not found: {mpath}" + " (a folder)" * mpath.is_dir())
     try:
         raw = yaml.safe_load(mpath.read_bytes().decode("utf-8"))
+        return _parse(raw, mpath.resolve())
     except UnicodeDecodeError as error:
         raise ValueError(f"{mpath} is not UTF-8 text (byte {error.object[error.start]:#x} at "
                          f"offset {error.start})") from None
     except yaml.YAMLError as error:
         raise ValueError(f"{mpath} is not valid YAML: {' '.join(str(error).split())}") from None
-    try:
-        return _parse(raw, mpath.resolve())
     except ValueError as error:
         raise ValueError(f"{mpath}: {error}") from None
 
@@ -133,13 +110,13 @@ def _parse(raw: Any, mpath: Path) -> Manifest:
             if not isinstance(key, str) or not _NAME.fullmatch(key) or key in notebooks:
                 raise ValueError(f"{where}: keys must be unique plain names, got {key!r}")
             stage = entry.get("stage", 0 if chapter else 1)
-            if isinstance(stage, bool) or not isinstance(stage, int) or stage < 0:
+            if type(stage) is not int or stage < 0:
                 raise ValueError(f"{where}.stage must be an int >= 0, got {stage!r}")
-            outputs, keep = (_names(entry.get(f, []), f"{where}.{f}") for f in ("outputs", "keep"))
             path = (mpath.parent / str(entry["path"])).resolve()
-            notebooks[key] = Notebook(key, path, str(entry.get("title", key)),
-                                      CHAPTERS_GROUP if chapter else key, stage, outputs, keep,
-                                      *_declared(path, where))
+            notebooks[key] = Notebook(
+                key, path, str(entry.get("title", key)), CHAPTERS_GROUP if chapter else key, stage,
+                *(_names(entry.get(f, []), f"{where}.{f}") for f in ("outputs", "keep")),
+                _declared(path, where))
             if chapter:
                 runs[key] = (key, {})  # a chapter is one run named after it
     for name, entry in _entry(raw.get("runs"), "runs").items():
@@ -151,8 +128,8 @@ def _parse(raw: Any, mpath: Path) -> Manifest:
         if entry["notebook"] not in notebooks:
             raise ValueError(f"{where}.notebook must name a notebook of the manifest, "
                              f"got {entry['notebook']!r}")
-        runs[name] = (entry["notebook"], _params(entry.get("params"), f"{where}.params",
-                                                 [notebooks[entry["notebook"]]]))
+        nb = notebooks[entry["notebook"]]
+        runs[name] = (nb.key, _params(entry.get("params"), f"{where}.params", [nb]))
     profiles = _entry(raw.get("profiles"), "profiles")
     if not profiles:
         raise ValueError("profiles: the manifest defines none")
@@ -162,23 +139,21 @@ def _parse(raw: Any, mpath: Path) -> Manifest:
         prof = profiles[pname] = _entry(prof, where, {"description", "params", "notebooks", "runs",
                                                       "include", "exclude"})
         _params(prof.get("params"), f"{where}.params", used, any_of=True)
-        for key, over in _entry(prof.get("notebooks"), f"{where}.notebooks").items():
-            if key not in notebooks:
-                raise ValueError(f"{where}.notebooks: unknown notebook {key!r}")
-            _params(over, f"{where}.notebooks.{key}", [notebooks[key]])
-        for name, over in _entry(prof.get("runs"), f"{where}.runs").items():
-            if name not in runs:
-                raise ValueError(f"{where}.runs: unknown run {name!r}")
-            _params(over, f"{where}.runs.{name}", [notebooks[runs[name][0]]])
+        for field, known in (("notebooks", notebooks), ("runs", runs)):
+            for key, over in _entry(prof.get(field), f"{where}.{field}").items():
+                if key not in known:
+                    raise ValueError(f"{where}.{field}: unknown {field[:-1]} {key!r}")
+                nb = notebooks[key if field == "notebooks" else runs[key][0]]
+                _params(over, f"{where}.{field}.{key}", [nb])
         for field in ("include", "exclude"):
             for pattern in _names(prof.get(field, []), f"{where}.{field}", "patterns"):
                 if not fnmatch.filter(runs, pattern):
                     raise ValueError(f"{where}.{field}: {pattern!r} matches no run")
-    return Manifest(mpath, notebooks, runs, profiles)
+    return Manifest(notebooks, runs, profiles)
 
 
-def _declared(path: Path, where: str) -> tuple[dict[str, Any], dict[str, str]]:
-    """Defaults and annotations of a notebook's parameters cell (papermill's inspection)."""
+def _declared(path: Path, where: str) -> dict[str, Any]:
+    """The defaults of a notebook's parameters cell (papermill's inspection)."""
     import papermill
 
     if not path.is_file():
@@ -189,7 +164,8 @@ def _declared(path: Path, where: str) -> tuple[dict[str, Any], dict[str, str]]:
         raise ValueError(f"{where}: cannot read {path}: {error}") from None
     missing = [name for name in INJECTED if name not in found]
     if missing:
-        raise ValueError(f"{where}: the parameters cell of {path} must declare {missing}")
+        raise ValueError(f"{where}: the parameters cell of {path} must declare {missing} (as "
+                         "`name: type = literal`; papermill cannot read `X | None` annotations)")
     defaults = {}
     for name, info in found.items():
         try:
@@ -197,13 +173,12 @@ def _declared(path: Path, where: str) -> tuple[dict[str, Any], dict[str, str]]:
         except (ValueError, SyntaxError):
             raise ValueError(f"{where}: {path} sets {name} = {info['default']}, which is not a "
                              "literal") from None
-    return defaults, {name: info["inferred_type_name"] for name, info in found.items()}
+    return defaults
 
 
 def _entry(value: Any, where: str, allowed: Iterable[str] | None = None,
            required: Iterable[str] = ()) -> dict[str, Any]:
-    if value is None:
-        value = {}
+    value = {} if value is None else value
     if not isinstance(value, dict):
         raise ValueError(f"{where} must be a mapping, got {type(value).__name__}")  # noqa: TRY004
     unknown = sorted(map(str, set(value) - set(allowed))) if allowed is not None else []
@@ -225,8 +200,8 @@ def _names(value: Any, where: str, kind: str = "paths") -> tuple[str, ...]:
 
 def _params(value: Any, where: str, notebooks: Sequence[Notebook],
             any_of: bool = False) -> dict[str, Any]:
-    """Overrides checked against the declaring notebooks: declared, not injected, and of the
-    annotated type (``any_of``: profile-wide values need only one notebook declaring them)."""
+    """Overrides checked against the notebooks they reach: declared, not injected, flat scalars
+    (``any_of``: a profile-wide value needs one notebook declaring it)."""
     params = _entry(value, where)
     for name, v in params.items():
         if name in INJECTED:
@@ -236,62 +211,42 @@ def _params(value: Any, where: str, notebooks: Sequence[Notebook],
             keys = sorted(nb.key for nb in notebooks)
             raise ValueError(f"{where}: {'no notebook of' if any_of else 'notebook'} "
                              f"{keys[0] if len(keys) == 1 else keys} declares {name!r}")
-        if not isinstance(v, _SCALARS):
-            raise ValueError(f"{where}.{name} must be a flat scalar, got {type(v).__name__}")  # noqa: TRY004
-        for nb in declaring:
-            allowed = set(re.findall(r"\w+", nb.types[name])) & set(_TYPES.values())
-            if allowed and _TYPES[type(v)] not in allowed | ({"int"} if "float" in allowed
-                                                              else set()):
-                raise ValueError(f"{where}.{name} must be {nb.types[name]} (as {nb.key} "
-                                 f"declares it), got {v!r}")
+        if type(v) not in _SCALARS:
+            raise ValueError(f"{where}.{name} must be a flat scalar, got {type(v).__name__}")
     return params
 
 
 def resolve_profile(manifest: Manifest, profile: str) -> list[Run]:
-    """The runs of a profile, in manifest order, with resolved parameters.
+    """The runs of a profile, in manifest order (a ValueError if there is no such profile).
 
     Later wins: notebook defaults, run params, profile params (to every notebook declaring the
     name), profile ``notebooks.<key>``, profile ``runs.<run>``, then ``run_name`` and
-    ``results_dir`` (``num_threads`` is set when a run is executed).
-
-    Raises:
-        ValueError: ``profile`` is not in the manifest.
+    ``results_dir`` (``num_threads`` is set at execution).
     """
     if profile not in manifest.profiles:
         raise ValueError(f"profile must be one of {sorted(manifest.profiles)}, got {profile!r}")
-    prof = manifest.profiles[profile]
-    out = []
+    prof, out = manifest.profiles[profile], []
     for name, (key, params) in manifest.runs.items():
-        if not _chosen(name, prof):
-            continue
         nb = manifest.notebooks[key]
-        resolved = {**nb.defaults, **params}
-        resolved.update({k: v for k, v in (prof.get("params") or {}).items() if k in nb.defaults})
-        resolved.update((prof.get("notebooks") or {}).get(key) or {})
-        resolved.update((prof.get("runs") or {}).get(name) or {})
-        resolved.update(run_name=name, results_dir=(R.RESULTS_DIR / nb.group / name).as_posix())
-        out.append(Run(name, nb, resolved))
+        include, exclude = prof.get("include"), prof.get("exclude") or []
+        if ((include is None or any(fnmatch.fnmatchcase(name, p) for p in include))
+                and not any(fnmatch.fnmatchcase(name, p) for p in exclude)):
+            resolved = {**nb.defaults, **params, **{k: v for k, v in (
+                prof.get("params") or {}).items() if k in nb.defaults}}
+            resolved.update((prof.get("notebooks") or {}).get(key) or {})
+            resolved.update((prof.get("runs") or {}).get(name) or {})
+            resolved.update(run_name=name, results_dir=(R.RESULTS_DIR / nb.group / name).as_posix())
+            out.append(Run(name, nb, resolved))
     return out
 
 
-def _chosen(name: str, prof: Mapping[str, Any]) -> bool:
-    include, exclude = prof.get("include"), prof.get("exclude") or []
-    return ((include is None or any(fnmatch.fnmatchcase(name, p) for p in include))
-            and not any(fnmatch.fnmatchcase(name, p) for p in exclude))
-
-
 def select_runs(runs: Sequence[Run], only: Iterable[str] | None, profile: str) -> list[Run]:
-    """The runs matching ``only`` (run names, notebook keys or glob patterns; None: all).
-
-    Raises:
-        ValueError: a pattern matches no run of the profile.
-    """
-    if not only:
-        return list(runs)
+    """The runs matching ``only`` (run names, notebook keys or glob patterns; None: all); a
+    pattern that matches no run of the profile is a ValueError."""
     chosen: set[str] = set()
-    for pattern in only:
-        hits = {r.name for r in runs if any(fnmatch.fnmatchcase(c, pattern)
-                                            for c in (r.name, r.notebook.key))}
+    for pattern in only or ["*"]:
+        hits = {r.name for r in runs if fnmatch.fnmatchcase(r.name, pattern)
+                or fnmatch.fnmatchcase(r.notebook.key, pattern)}
         if not hits:
             raise ValueError(f"--only {pattern!r} matches no run of profile {profile!r} "
                              f"(see: dyckbook list --profile {profile})")
@@ -302,14 +257,12 @@ def select_runs(runs: Sequence[Run], only: Iterable[str] | None, profile: str) -
 def external_runs(manifest: Manifest, profile: str, root: Path) -> list[Run]:
     """Runs the profile excludes by name that another profile published (say, the full grid):
     the book lists them and later stages read them."""
-    prof, out = manifest.profiles[profile], []
+    out = []
     for name, (key, _) in manifest.runs.items():
-        excluded = any(fnmatch.fnmatchcase(name, p) for p in prof.get("exclude") or [])
-        nb = manifest.notebooks[key]
-        record = _record(nb.group, name, root)
-        if excluded and record.get("status") == "ok" and R.run_notebook_path(
-                nb.group, name, root).is_file():
-            out.append(Run(name, nb, record.get("params", {})))
+        record = _record(run := Run(name, manifest.notebooks[key], {}), root)
+        if (any(fnmatch.fnmatchcase(name, p) for p in manifest.profiles[profile].get("exclude")
+                or []) and record.get("status") == "ok" and _page(run, root).is_file()):
+            out.append(Run(name, run.notebook, record["params"]))
     return out
 
 
@@ -319,8 +272,7 @@ def external_runs(manifest: Manifest, profile: str, root: Path) -> list[Run]:
 def notebook_hash(path: str | os.PathLike[str]) -> str:
     """SHA-256 of a notebook's cell types and sources (outputs and metadata do not count)."""
     cells = json.loads(Path(path).read_text(encoding="utf-8"))["cells"]
-    return _digest([(c["cell_type"], "".join(c["source"]) if isinstance(c["source"], list)
-                     else c["source"]) for c in cells])
+    return _digest([(c["cell_type"], "".join(c["source"])) for c in cells])
 
 
 def file_hashes(folder: Path) -> dict[str, str]:
@@ -338,41 +290,46 @@ def run_hash(run: Run, inputs: Mapping[str, str]) -> str:
 
 
 def _inputs(runs: Iterable[Run], stage: int, root: Path) -> dict[str, str]:
-    return {r.name: _digest(_record(r.group, r.name, root).get("files"))
-            for r in runs if r.stage < stage}
+    return {r.name: _digest(_record(r, root).get("files"))
+            for r in runs if r.notebook.stage < stage}
 
 
 def run_status(run: Run, hash_: str, root: Path) -> str:
     """``ok``, ``stale`` (its hash changed), ``edited`` (a result file changed since it ran),
     ``missing``, ``failed`` or ``blocked``."""
-    record = _record(run.group, run.name, root)
+    record = _record(run, root)
     if record.get("status", "missing") != "ok":
         return str(record.get("status", "missing"))
-    if not R.run_notebook_path(run.group, run.name, root).is_file():
+    if not _page(run, root).is_file():
         return "missing"
     if record.get("hash") != hash_:
         return "stale"
-    rdir = R.run_results_dir(run.group, run.name, root)
-    return "ok" if file_hashes(rdir) == record.get("files") else "edited"
+    return "ok" if file_hashes(_folder(run, root)) == record.get("files") else "edited"
 
 
 def statuses(profile: str, manifest: str | os.PathLike[str] | None = None,
              out_root: str | os.PathLike[str] | None = None) -> list[tuple[Run, str, dict]]:
     """``(run, status, run.json)`` for every run of a profile (for ``dyckbook list``)."""
-    root = _root(out_root)
-    man = load_manifest(manifest)
-    runs = resolve_profile(man, profile)
-    every = runs + external_runs(man, profile, root)
-    return [(r, run_status(r, run_hash(r, _inputs(every, r.stage, root)), root),
-             _record(r.group, r.name, root)) for r in runs]
+    root, man = Path(out_root or R.repo_root()).resolve(), load_manifest(manifest)
+    every = (runs := resolve_profile(man, profile)) + external_runs(man, profile, root)
+    return [(r, run_status(r, run_hash(r, _inputs(every, r.notebook.stage, root)), root),
+             _record(r, root)) for r in runs]
 
 
-def _record(group: str, name: str, root: Path) -> dict[str, Any]:
-    path = R.run_results_dir(group, name, root) / RECORD
+def _record(run: Run, root: Path) -> dict[str, Any]:
+    path = _folder(run, root) / RECORD
     try:
         return R.read_json(path) if path.is_file() else {}
     except ValueError:
         return {}  # unreadable: the run counts as missing and is redone
+
+
+def _folder(run: Run, root: Path) -> Path:
+    return R.run_results_dir(run.notebook.group, run.name, root)
+
+
+def _page(run: Run, root: Path) -> Path:
+    return R.run_notebook_path(run.notebook.group, run.name, root)
 
 
 def _digest(obj: Any) -> str:
@@ -392,21 +349,14 @@ class Task:
     outputs: tuple[str, ...]  # files the run must write into results_dir
     files: dict[str, bytes]  # kept files of the run's results folder (relative to it)
     inputs: dict[str, bytes]  # earlier stages' result files and the index (relative to the root)
-    kernel: str = KERNEL
+    kernel: str = "python3"  # the kernel every notebook declares
 
 
 def execute(task: Task) -> dict[str, Any]:
-    """Execute one run with papermill in a private temporary folder (on any worker).
-
-    The kernel's working directory and ``DYCKBOOK_ROOT`` are that folder, so the notebook
-    reads its inputs and writes ``results_dir`` there; ``OMP_NUM_THREADS`` and friends equal
-    ``num_threads``. It talks to this process over IPC sockets (no TCP port, no warning).
-
-    Returns:
-        ``{"status": "ok"|"failed", "error", "notebook": executed notebook bytes or None,
-        "files": {relative path: bytes} of results_dir, "started", "finished", "duration_s",
-        "host"}``.
-    """
+    """Execute one run with papermill on whatever worker runs this, in a private temporary
+    folder (the kernel's working directory and ``DYCKBOOK_ROOT``); the kernel talks to it over
+    IPC sockets. Returns ``{"status", "error", "notebook": bytes | None, "files": {path in
+    results_dir: bytes}, "started", "finished", "duration_s", "host"}``."""
     import nbformat
     import papermill
     from papermill.exceptions import PapermillExecutionError
@@ -431,16 +381,15 @@ def execute(task: Task) -> dict[str, Any]:
                 kernel_name=task.kernel, progress_bar=False,
                 kernel_manager_class=_kernel_manager(env, root, Path(tmp) / "kernel"))
         except PapermillExecutionError as exc:
-            error = {"kind": "cell", "cell_index": _source_index(executed, exc.cell_index),
-                     "source_line": next((s.strip()[:80] for s in exc.source.splitlines()
-                                          if s.strip()), ""), "ename": exc.ename,
+            # papermill counts its injected-parameters cell; the reader opens the source
+            line = next((s.strip()[:80] for s in exc.source.splitlines() if s.strip()), "")
+            error = {"cell": f"cell {exc.cell_index - 1} [{line}]", "ename": exc.ename,
                      "evalue": exc.evalue}
         except Exception as exc:  # noqa: BLE001 - a kernel that will not start fails this run only
-            error = {"kind": "runner", "ename": type(exc).__name__, "evalue": str(exc)}
+            error = {"ename": type(exc).__name__, "evalue": str(exc)}
         missing = [o for o in task.outputs if not (out / o).is_file()]
         if error is None and missing:
-            error = {"kind": "outputs", "ename": "MissingOutputs",
-                     "evalue": f"the run wrote no {missing} into results_dir"}
+            error = {"ename": "MissingOutputs", "evalue": f"no {missing} in results_dir"}
         return {"status": "failed" if error else "ok", "error": error,
                 "notebook": executed.read_bytes() if executed.is_file() else None,
                 "files": {p.relative_to(out).as_posix(): p.read_bytes()
@@ -466,13 +415,6 @@ def _kernel_manager(env: dict[str, str], cwd: Path, sockets: Path) -> type:
     return _Manager
 
 
-def _source_index(executed: Path, index: int) -> int:
-    # papermill counts the injected-parameters cell; the reader opens the source notebook
-    cells = json.loads(executed.read_text(encoding="utf-8"))["cells"] if executed.is_file() else []
-    tags = [c.get("metadata", {}).get("tags", []) for c in cells[:index]]
-    return index - sum("injected-parameters" in t for t in tags)
-
-
 # ------------------------------------------------------------------------------ the client
 
 
@@ -480,65 +422,44 @@ def run(profile: str = "cpu", only: Sequence[str] | None = None, *, force: bool 
         jobs: int = 1, scheduler: str | None = None, executor: cf.Executor | None = None,
         manifest: str | os.PathLike[str] | None = None,
         out_root: str | os.PathLike[str] | None = None) -> int:
-    """Execute the runs of a profile that are not up to date, stage by stage, and publish them.
+    """Execute the runs of a profile (or those ``only`` names) that are not up to date, stage
+    by stage, on ``executor`` or one made by ``make_executor(scheduler, jobs)``; publish each.
 
-    Args:
-        profile: a profile of the manifest.
-        only: run names, notebook keys or glob patterns (None: every run of the profile).
-        force: rerun runs that are up to date.
-        jobs: workers of the pool or LocalCluster (0: one per core); each kernel gets
-            ``num_threads = cores // jobs`` (one on an existing cluster).
-        scheduler: see :func:`dyckbook.executors.make_executor` (None: the process pool).
-        executor: an executor to use instead (the caller shuts it down).
-        manifest: default ``notebooks/experiments.yml``.
-        out_root: default ``$DYCKBOOK_ROOT`` or the repository.
-
-    Returns:
-        0 if every selected run is up to date or succeeded, 1 if one failed or was blocked
-        (a failure blocks every later stage). Failures are logged at ERROR level (stderr).
-
-    Raises:
-        ValueError: a bad manifest, profile, ``only`` pattern, ``jobs`` or ``scheduler``.
-        KeyboardInterrupt: after cancelling outstanding runs (none of them is published).
+    Each kernel gets ``num_threads = cores // jobs`` (1 on an existing cluster). Returns 0 if
+    every selected run is up to date or succeeded, 1 if one failed (which blocks every later
+    stage); failures are logged at ERROR level. Bad arguments are ValueErrors; Ctrl-C cancels
+    the outstanding runs (none is published) and raises KeyboardInterrupt.
     """
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 0:
+    if type(jobs) is not int or jobs < 0:
         raise ValueError(f"jobs must be an int >= 0, got {jobs!r}")
-    root = _root(out_root)
-    man = load_manifest(manifest)
+    root, man = Path(out_root or R.repo_root()).resolve(), load_manifest(manifest)
     runs = resolve_profile(man, profile)
-    chosen = select_runs(runs, only, profile)
-    external = external_runs(man, profile, root)
+    chosen, external = select_runs(runs, only, profile), external_runs(man, profile, root)
     every = runs + external
     several = {key for key in man.notebooks if sum(k == key for k, _ in man.runs.values()) > 1}
-    remote = isinstance(scheduler, str) and scheduler.startswith("tcp://")
-    threads = 1 if remote else max(1, cores() // (jobs or cores()))
+    threads = 1 if check_scheduler(scheduler) == "remote" else max(1, cores() // (jobs or cores()))
     _write_index(root, profile, man, runs, external)
-    pool, futures, counts, failures = executor, {}, dict.fromkeys(
-        ("ok", "skipped", "failed", "blocked"), 0), []
+    pool, futures, done, failures = executor, {}, {"ok": 0, "skipped": 0, "blocked": 0}, []
     t0, interrupted = time.perf_counter(), False
     try:
         with Progress(len(chosen), f"profile {profile}", "run") as bar:
-            for stage in sorted({r.stage for r in chosen}):
-                batch = [r for r in chosen if r.stage == stage]
-                if failures:
-                    for r in batch:
-                        _publish(r, None, {"status": "blocked", "error": None}, root, profile)
-                        log.error("[block] %s: not run, an earlier stage failed", r.name)
-                    counts["blocked"] += len(batch)
-                    bar.skip(len(batch))
-                    continue
-                inputs = _inputs(every, stage, root)
+            for stage in sorted({r.notebook.stage for r in chosen}):
+                batch = [r for r in chosen if r.notebook.stage == stage]
+                inputs = _inputs(every, stage, root)  # the earlier stages' results, as they are
                 hashes = {r.name: run_hash(r, inputs) for r in batch}
-                todo = [r for r in batch if force or run_status(r, hashes[r.name], root) != "ok"]
+                todo = [r for r in batch if not failures and (
+                    force or run_status(r, hashes[r.name], root) != "ok")]
                 for r in batch:
-                    if r not in todo:
+                    if failures:
+                        _publish(r, None, {"status": "blocked"}, root, profile)
+                        log.error("[block] %s: not run, an earlier stage failed", r.name)
+                    elif r not in todo:
                         log.info("[skip] %s (up to date)", r.name)
-                counts["skipped"] += len(batch) - len(todo)
+                done["blocked" if failures else "skipped"] += len(batch) - len(todo)
                 bar.skip(len(batch) - len(todo))
-                if not todo:
-                    continue
-                pool = pool or make_executor(scheduler, jobs)
-                files = _input_files(root, [r for r in every if r.stage < stage])
+                if todo:
+                    pool = pool or make_executor(scheduler, jobs)
+                    files = _input_files(root, [r for r in every if r.notebook.stage < stage])
                 for r in todo:
                     log.info("[run] %s (%s)", r.name, r.notebook.key)
                     futures[pool.submit(execute, _task(r, threads, root, files))] = r
@@ -547,12 +468,12 @@ def run(profile: str = "cpu", only: Sequence[str] | None = None, *, force: bool 
                     try:
                         result = future.result()
                     except Exception as exc:  # noqa: BLE001 - a lost worker fails its run only
-                        result = {"status": "failed", "notebook": None, "files": {}, "error": {
-                            "kind": "worker", "ename": type(exc).__name__, "evalue": str(exc)}}
+                        result = {"status": "failed",
+                                  "error": {"ename": type(exc).__name__, "evalue": str(exc)}}
                     _publish(r, result, {**result, "hash": hashes[r.name]}, root, profile,
                              r.notebook.key in several)
-                    counts["ok" if result["status"] == "ok" else "failed"] += 1
                     if result["status"] == "ok":
+                        done["ok"] += 1
                         log.info("[ok] %s %.1f s on %s", r.name, result["duration_s"],
                                  result["host"])
                     else:
@@ -568,15 +489,15 @@ def run(profile: str = "cpu", only: Sequence[str] | None = None, *, force: bool 
             future.cancel()
         if pool is not None and executor is None:
             pool.shutdown(wait=not interrupted, cancel_futures=interrupted)
-    log.info("done in %.1f s: %s", time.perf_counter() - t0,
-             ", ".join(f"{v} {k}" for k, v in counts.items()))
+    log.info("done in %.1f s: %d ok, %d skipped, %d failed, %d blocked",
+             time.perf_counter() - t0, done["ok"], done["skipped"], len(failures), done["blocked"])
     for line in failures:
         log.error("%s", line)
-    return 1 if failures or counts["blocked"] else 0
+    return 1 if failures or done["blocked"] else 0
 
 
 def _task(run: Run, threads: int, root: Path, inputs: dict[str, bytes]) -> Task:
-    rdir = R.run_results_dir(run.group, run.name, root)
+    rdir = _folder(run, root)
     kept = {k: (rdir / k).read_bytes() for k in run.notebook.keep if (rdir / k).is_file()}
     return Task(run.name, run.notebook.path.read_text(encoding="utf-8"),
                 {**run.params, "num_threads": threads}, run.notebook.outputs, kept, inputs)
@@ -586,32 +507,32 @@ def _input_files(root: Path, earlier: Sequence[Run]) -> dict[str, bytes]:
     """The index and every file of the published earlier-stage runs, keyed relative to root."""
     paths = [root / INDEX] if earlier else []
     for r in earlier:
-        if _record(r.group, r.name, root).get("status") == "ok":
-            paths += [p for p in R.run_results_dir(r.group, r.name, root).rglob("*") if p.is_file()]
+        if _record(r, root).get("status") == "ok":
+            paths += [p for p in _folder(r, root).rglob("*") if p.is_file()]
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in paths}
 
 
 def _publish(run: Run, result: Mapping[str, Any] | None, record: Mapping[str, Any], root: Path,
              profile: str, several: bool = False) -> None:
-    """Swap in a run's results folder whole, then its page (only when it succeeded)."""
-    rdir = R.run_results_dir(run.group, run.name, root)
-    page = R.run_notebook_path(run.group, run.name, root)
-    ok = record["status"] == "ok"
+    """Swap in a run's results folder whole, then its page (only when it succeeded); a failed
+    or blocked run keeps only its kept files, its record and the failed notebook."""
+    rdir, page, ok = _folder(run, root), _page(run, root), record["status"] == "ok"
+    result = result or {}
     files = {k: (rdir / k).read_bytes() for k in run.notebook.keep if (rdir / k).is_file()}
-    returned = dict((result or {}).get("files", {}))
-    files.update(returned if ok else {k: v for k, v in returned.items() if k in run.notebook.keep})
-    notebook = (result or {}).get("notebook")
-    if not ok and notebook:
-        files[FAILED_NOTEBOOK] = notebook
+    files.update((k, v) for k, v in result.get("files", {}).items()
+                 if ok or k in run.notebook.keep)
+    if not ok and result.get("notebook"):
+        files[FAILED_NOTEBOOK] = result["notebook"]
     new, old = rdir.with_name(f".{run.name}.new"), rdir.with_name(f".{run.name}.old")
     for folder in (new, old):
         shutil.rmtree(folder, ignore_errors=True)
     for rel, data in files.items():
-        if rel != RECORD:
-            R.write_bytes(new / rel, data)
+        R.write_bytes(new / rel, data)
     R.write_json(new / RECORD, {
         "run": run.name, "notebook": run.notebook.key, "profile": profile, "params": run.params,
         "dyckbook": __version__, "hash": record.get("hash") if ok else None,
+        "notebook_hash": notebook_hash(run.notebook.path), "params_hash": _digest(
+            {k: v for k, v in run.params.items() if k not in UNHASHED}),
         "files": file_hashes(new), **{k: record.get(k) for k in (
             "status", "error", "started", "finished", "duration_s", "host")}})
     page.unlink(missing_ok=True)  # first: an interruption from here on leaves no page at all
@@ -620,15 +541,13 @@ def _publish(run: Run, result: Mapping[str, Any] | None, record: Mapping[str, An
     os.replace(new, rdir)
     shutil.rmtree(old, ignore_errors=True)
     if ok:
-        R.write_bytes(page, prepare_for_book(notebook, run, profile, several))
+        R.write_bytes(page, prepare_for_book(result["notebook"], run, profile, several))
 
 
 def describe_error(error: Mapping[str, Any]) -> str:
-    """One line: the failing cell (index and first line) and the exception."""
-    exc = " ".join(f"{error.get('ename')}: {error.get('evalue')}".split())
-    if error.get("kind") == "cell":
-        return f"cell {error['cell_index']} [{error['source_line']}] raised {exc}"
-    return exc
+    """One line: the failing cell (index and first line), if any, and the exception."""
+    exc = " ".join(f"{error['ename']}: {error['evalue']}".split())
+    return f"{error['cell']} raised {exc}" if "cell" in error else exc
 
 
 def prepare_for_book(notebook: bytes, run: Run, profile: str, several: bool) -> bytes:
@@ -638,7 +557,7 @@ def prepare_for_book(notebook: bytes, run: Run, profile: str, several: bool) -> 
     import nbformat
 
     nb = nbformat.reads(notebook.decode("utf-8"), as_version=4)
-    chapter = run.group == CHAPTERS_GROUP
+    chapter = run.notebook.group == CHAPTERS_GROUP
     for cell in nb.cells:
         tags = list(cell.metadata.get("tags", []))
         if {"parameters", "injected-parameters"} & set(tags):
@@ -648,14 +567,13 @@ def prepare_for_book(notebook: bytes, run: Run, profile: str, several: bool) -> 
             tags.append("hide-input")
         if tags:
             cell.metadata["tags"] = tags
-    source = run.notebook.path.as_posix().rsplit("/", 2)
-    nb.metadata.get("papermill", {}).update(input_path="/".join(source[-2:]),
-                                            output_path=f"{run.name}.ipynb")
+    source = "/".join(run.notebook.path.parts[-2:])
+    nb.metadata.get("papermill", {}).update(input_path=source, output_path=f"{run.name}.ipynb")
     if not chapter:
         rows = "\n".join(f"| `{k}` | `{v!r}` |" for k, v in run.params.items() if k not in UNHASHED)
         block = (f":::{{dropdown}} Parameters of run `{run.name}` (profile `{profile}`)\n"
-                 f"Executed from `{'/'.join(source[-2:])}` by `dyckbook run --profile "
-                 f"{profile}`.\n\n| parameter | value |\n|---|---|\n{rows}\n:::\n")
+                 f"Executed from `{source}` by `dyckbook run --profile {profile}`.\n\n"
+                 f"| parameter | value |\n|---|---|\n{rows}\n:::\n")
         first = next((i for i, c in enumerate(nb.cells) if c.cell_type == "markdown"), None)
         if first is not None and several and nb.cells[first].source.startswith("# "):
             title, _, rest = nb.cells[first].source.partition("\n")
@@ -669,17 +587,13 @@ def _write_index(root: Path, profile: str, man: Manifest, runs: Sequence[Run],
                  external: Sequence[Run]) -> None:
     # what the book and later stages read: the profile, and each run with the profile that made
     # it (runs of another profile that this one excludes are listed once published)
-    made_by = {r.name: _record(r.group, r.name, root).get("profile") for r in external}
+    made_by = {r.name: _record(r, root).get("profile") for r in external}
     R.write_json(root / INDEX, {
         "profile": profile,
         "description": " ".join(str(man.profiles[profile].get("description", "")).split()),
-        "runs": {r.name: {"group": r.group, "notebook": r.notebook.key, "stage": r.stage,
-                          "title": r.notebook.title, "profile": made_by.get(r.name, profile)}
-                 for r in [*runs, *external]}})
-
-
-def _root(out_root: str | os.PathLike[str] | None) -> Path:
-    return Path(out_root).resolve() if out_root is not None else R.repo_root()
+        "runs": {r.name: {"group": nb.group, "notebook": nb.key, "stage": nb.stage,
+                          "title": nb.title, "profile": made_by.get(r.name, profile)}
+                 for r in [*runs, *external] for nb in [r.notebook]}})
 
 
 def _now() -> str:

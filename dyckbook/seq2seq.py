@@ -56,13 +56,12 @@ class Seq2SeqConfig:
     def __post_init__(self) -> None:
         if self.arch not in ARCHS:
             raise ValueError(f"Seq2SeqConfig.arch must be one of {ARCHS}, got {self.arch!r}")
-        low = {"n_encoder_layers": int(self.arch == "encoder_decoder")}
         for name in ("k", "n_ctx", "n_encoder_layers", "n_decoder_layers", "d_model", "n_heads",
                      "d_mlp"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low.get(name, 1):
-                raise ValueError(f"Seq2SeqConfig.{name} must be an int >= {low.get(name, 1)}, "
-                                 f"got {value!r}")
+            low = int(name != "n_encoder_layers" or self.arch == "encoder_decoder")
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"Seq2SeqConfig.{name} must be an int >= {low}, got {value!r}")
         if self.arch == "decoder_only" and (self.n_encoder_layers or self.target_pos_encoding):
             raise ValueError("Seq2SeqConfig: decoder_only has no encoder and one sequence; set "
                              f"n_encoder_layers=0 and target_pos_encoding=None, got "
@@ -79,9 +78,8 @@ class Seq2SeqConfig:
                 raise ValueError(f"Seq2SeqConfig.{name} must be one of {allowed}, "
                                  f"got {getattr(self, name)!r}")
         if self.decoder_pe == "absolute":
-            raise ValueError("Seq2SeqConfig: 'absolute' (i/n) needs the final length, unknown "
-                             "while decoding; use absolute_ctx, sinusoidal or learned for the "
-                             "decoder")
+            raise ValueError("Seq2SeqConfig: the decoder cannot read 'absolute' (i/n): n is "
+                             "unknown while decoding; set target_pos_encoding to another")
 
     @property
     def decoder_pe(self) -> str:
@@ -173,7 +171,7 @@ class _Model(nn.Module):
     def _embed(self, embed: Embedding, pos: PositionalEncoding, tokens: torch.Tensor,
                record: Recorder | None, prefix: str,
                positions: torch.Tensor | None = None) -> torch.Tensor:
-        """Token embedding plus the encoding of ``positions`` (S, batch, pos) (default 0, 1, ...)."""
+        """Token embedding plus the encoding of ``positions`` (S, batch, pos) (default 0, 1..)."""
         x = embed(tokens)  # (S, batch, pos, d_model)
         if record is not None:
             record(f"{prefix}hook_embed", x)
@@ -222,15 +220,9 @@ class _Model(nn.Module):
         return source, target
 
     def forward(self, source: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        """Teacher-forced logits.
-
-        Args:
-            source: (S, batch, src_pos) ``<bos> prefix <eos>`` (a single model: (batch, src_pos)).
-            target: (S, batch, pos) ``<bos> completion`` (the decoder input).
-
-        Returns:
-            (S, batch, pos, d_vocab): position i predicts symbol i + 1 of ``completion <eos>``.
-        """
+        """Teacher-forced logits (S, batch, pos, d_vocab) of ``source`` (S, batch, src_pos)
+        ``<bos> prefix <eos>`` and ``target`` (S, batch, pos) ``<bos> completion``: position i
+        predicts token i of ``completion <eos>``. One model also takes (and gives) no S."""
         squeeze = source.dim() == 2
         logits = self._run(*self._inputs(source, target), None)
         return logits[0] if squeeze else logits
@@ -380,18 +372,14 @@ def greedy_decode(model: _Model, source: torch.Tensor, max_new_tokens: int,
                   use_cache: bool = True) -> torch.Tensor:
     """Batched greedy decoding: from ``<bos>``, append the most probable token until ``<eos>``.
 
-    With ``use_cache`` each step computes only the new position (keys and values of earlier
-    ones are kept); without, each step recomputes the decoder over the whole prefix so far (the
-    encoder's memory is computed once either way, as in the seed). Both give the same tokens.
-
-    Args:
-        model: an :class:`EncoderDecoder` or :class:`DecoderOnly` (eval mode is used).
-        source: (S, batch, src_pos) or, for one model, (batch, src_pos) ``<bos> prefix <eos>``.
-        max_new_tokens: most tokens emitted per row (``<eos>`` included).
+    With ``use_cache`` each step computes only the new position (earlier keys and values are
+    kept); without, it recomputes the decoder over the whole output so far (the encoder's memory
+    is computed once either way, as in the seed). Both give the same tokens. ``source`` is
+    (S, batch, src_pos), or (batch, src_pos) for one model; eval mode is used.
 
     Returns:
-        int64 (S, batch, steps) or (batch, steps): each row's tokens up to and including its
-        ``<eos>``, then ``<pad>``; steps <= max_new_tokens (the loop ends when every row is done).
+        int64 (S, batch, steps) or (batch, steps): each row's tokens up to its ``<eos>``, then
+        ``<pad>``; steps <= max_new_tokens (the loop ends when every row is done).
     """
     squeeze = source.dim() == 2
     source = model._check(source, "source", model.config.n_ctx + 2)
@@ -458,31 +446,26 @@ def _table(keys: np.ndarray, ok: np.ndarray) -> dict[int, list[int]]:
 
 def evaluate_completions(model: _Model, data: CompletionSet, batch_size: int = 500
                          ) -> tuple[Score, dict[str, Any]]:
-    """Exact match of greedy completions, and where the errors and the attention fall.
-
-    Args:
-        model: a single model (``n_models`` 1).
-        data: the prefixes to complete.
-        batch_size: rows per forward pass.
+    """Exact match of a single model's greedy completions, and where errors and attention fall.
 
     Returns:
-        ``(score, measures)``. The :class:`~dyckbook.evaluate.Score` counts exact matches of
-        greedy decoding (completion and ``<eos>``); ``per_length`` is by prefix length,
-        ``per_depth`` by completion length, ``per_kind`` by regime. ``measures``:
-        ``per_position`` ``{j: [n, correct]}`` teacher-forced accuracy of output j (j = the
-        completion's length is its ``<eos>``); ``per_max_depth`` exact match by the prefix's
-        deepest nesting; for the encoder–decoder ``cross_attention``: the attention each closer's
-        query puts on the opener it closes, ``share`` (layer, head) means over all closers,
-        ``best`` the [layer, head] with the largest, and for it ``by_depth`` (the opener's level,
-        1 = outermost) and ``by_distance`` (symbols from the opener to the prefix's end, 1 = the
-        last) as ``{key: [n, mean share]}``.
+        ``(score, measures)``. The :class:`~dyckbook.evaluate.Score` counts exact matches
+        (completion and ``<eos>``) by prefix length (``per_length``), completion length
+        (``per_depth``) and regime (``per_kind``). ``measures``: ``per_position`` ``{j: [n,
+        correct]}`` teacher-forced accuracy of output j (j = completion length: its ``<eos>``);
+        ``per_max_depth`` exact match by the prefix's deepest nesting; ``distinct_outputs``
+        how many different completions the model gave (1: it ignores its input); encoder–decoder
+        only, ``cross_attention``: the attention each closer's query puts on the opener it
+        closes, ``share`` (layer, head) means, ``best`` the [layer, head] with the largest and,
+        for it, ``by_depth`` (opener's level, 1 = outermost) and ``by_distance`` (symbols from
+        the opener to the prefix's end, 1 = last) as ``{key: [n, mean share]}``.
     """
     if model.n_models != 1:
         raise ValueError(f"evaluate_completions needs a single model, got {model.n_models}; "
                          f"use split()")
     task, width = CompletionTask(), int(data.lengths.max(initial=0))
     exact, hits = np.zeros(len(data), bool), np.zeros((2, width + 2), np.int64)
-    shares, depth, distance = [], [], []
+    shares, depth, distance, outputs = [], [], [], set()
     opened = open_positions(data.language, data.codes, data.lengths)
     for start in range(0, len(data), batch_size):
         rows = np.arange(start, min(start + batch_size, len(data)))
@@ -492,6 +475,7 @@ def evaluate_completions(model: _Model, data: CompletionSet, batch_size: int = 5
         out = greedy_decode(model, batch["source"][0], labels.shape[1])
         out = F.pad(out, (0, labels.shape[1] - out.shape[1]), value=SEQ_PAD)
         exact[rows] = (out == labels).all(-1).numpy()
+        outputs.update(tuple(row[row != SEQ_PAD].tolist()) for row in out)
         with torch.inference_mode():
             logits, cache = model.run_with_cache(batch["source"][0], batch["target"][0],
                                                  lambda name: "cross_attn.hook_pattern" in name)
@@ -511,7 +495,8 @@ def evaluate_completions(model: _Model, data: CompletionSet, batch_size: int = 5
     keys = np.arange(width + 2)[hits[0] > 0]
     measures: dict[str, Any] = {
         "per_position": {int(j): [int(hits[0, j]), int(hits[1, j])] for j in keys},
-        "per_max_depth": _table(data.language.max_depths(data.codes, data.lengths), exact)}
+        "per_max_depth": _table(data.language.max_depths(data.codes, data.lengths), exact),
+        "distinct_outputs": len(outputs)}
     if shares:
         share = np.concatenate(shares)  # (closers, layer, head)
         mean = share.mean(0)

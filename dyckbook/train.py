@@ -5,10 +5,9 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Protocol
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -35,13 +34,11 @@ class TrainConfig:
     eval_every: int = 0  # validate every this many steps (0: at the end of every epoch)
     target_accuracy: float | None = None  # stop a model once its validation accuracy reaches it
     freeze: tuple[str, ...] = ()  # parameters kept at their initial values (by name)
-    snapshot: tuple[str, ...] = ()  # parameters recorded at step 0 and at every validation
     bucket: bool = False  # batch strings of similar length together (long inputs: less padding)
     progress: bool = False  # a progress bar over steps (tqdm.auto)
 
     def __post_init__(self) -> None:
-        for name in ("freeze", "snapshot"):
-            object.__setattr__(self, name, tuple(getattr(self, name)))
+        object.__setattr__(self, "freeze", tuple(self.freeze))
         if isinstance(self.lr, bool) or not self.lr > 0:
             raise ValueError(f"TrainConfig.lr must be > 0, got {self.lr!r}")
         for name in ("batch_size", "epochs"):
@@ -63,7 +60,7 @@ class TrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data.update(freeze=list(self.freeze), snapshot=list(self.snapshot))
+        data["freeze"] = list(self.freeze)
         return data
 
     @classmethod
@@ -99,22 +96,18 @@ class TrainResult:
     Attributes:
         history: one dict per validation: ``step``, ``epoch`` (fractional), ``lr``,
             ``train_loss`` (per model: mean over the steps since the last validation),
-            ``val_accuracy`` (per model), ``seconds`` (since the start).
+            ``val_accuracy`` (per model), ``seconds`` (since the start); a model that has
+            stopped has None in the lists.
         stopped_at: per model, the step at which it reached ``target_accuracy`` (its weights
             are those of that step), or None.
-        steps: optimiser steps taken.
+        steps: optimiser steps taken (by the models that trained longest).
         seconds: wall time.
-        snapshots: ``{name: (n_snapshots, *parameter shape)}`` values of the snapshot
-            parameters (dyckbook's networks lead with the model dimension S).
-        snapshot_steps: (n_snapshots,) the step of each snapshot (0 = before training).
     """
 
     history: list[dict[str, Any]]
     stopped_at: list[int | None]
     steps: int
     seconds: float
-    snapshots: dict[str, np.ndarray] = field(default_factory=dict)
-    snapshot_steps: list[int] = field(default_factory=list)
 
 
 def _schedule(config: TrainConfig, total: int):
@@ -186,7 +179,9 @@ def train(model: nn.Module, task: Task, train_sets: Sequence[Dataset],
     dropout from its own stream (the model's), clips its own gradient norm and stops on its own
     validation accuracy; Adam updates each element from that element's gradients only, so
     training S models at once gives each the weights it would get alone, to floating-point
-    rounding. The caller's global random state is not used.
+    rounding. A model that stops is taken out of the computation (the network shrinks) and
+    gets back the weights of its stopping step at the end. The caller's global random state
+    is not used.
 
     Args:
         model: a network with ``n_models`` and ``seeds`` (``Classifier``, ``ThesisClassifier``,
@@ -209,10 +204,10 @@ def train(model: nn.Module, task: Task, train_sets: Sequence[Dataset],
         raise ValueError(f"train_sets must be non-empty and of one size, got sizes {sorted(sizes)}")
     n = sizes.pop()
     names = dict(model.named_parameters())
-    for name in config.freeze + config.snapshot:
-        if name not in names:
-            raise ValueError(f"TrainConfig names unknown parameter {name!r}; known: {sorted(names)}")
     for name in config.freeze:
+        if name not in names:
+            raise ValueError(f"TrainConfig.freeze names unknown parameter {name!r}; known: "
+                             f"{sorted(names)}")
         names[name].requires_grad_(False)
     sets = list(train_sets) + list(val_sets or [])
     width = max(int(ds.lengths.max(initial=0)) for ds in sets)
@@ -226,76 +221,102 @@ def train(model: nn.Module, task: Task, train_sets: Sequence[Dataset],
                                  fused=True)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(config, total))
     orders = [torch.Generator().manual_seed(seed_for(s, "order")) for s in model.seeds]
+    seeds, streams = list(model.seeds), list(getattr(model, "streams", []))
+    active = list(range(n_models))  # models still training, in the network's order
     stopped: list[int | None] = [None] * n_models
-    frozen = [p.detach().clone() for p in params]
-    snaps: dict[str, list[np.ndarray]] = {name: [] for name in config.snapshot}
-    snap_steps: list[int] = []
+    final: dict[int, dict[str, torch.Tensor]] = {}  # weights of the models that stopped
     history: list[dict[str, Any]] = []
     losses = torch.zeros(n_models)
     counted = 0
     start = time.perf_counter()
-
-    def snapshot(step: int) -> None:
-        snap_steps.append(step)
-        for name in config.snapshot:
-            snaps[name].append(names[name].detach().cpu().numpy().copy())
-
-    snapshot(0)
     bar = None
     if config.progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=total, desc="training", unit="step", leave=False)
     model.train()
-    perms: list[torch.Tensor] = []
+    perms: dict[int, torch.Tensor] = {}
     step = 0
-    while step < total:
+    while step < total and active:
         if step % per_epoch == 0:
-            perms = [_epoch_order(n, g, d["lengths"], config) for g, d in zip(orders, data)]
+            perms = {s: _epoch_order(n, orders[s], data[s]["lengths"], config) for s in active}
         i = step % per_epoch
-        rows = [p[i * config.batch_size:(i + 1) * config.batch_size] for p in perms]
-        loss = task.loss(model, task.batch(data, rows))  # (S,)
+        rows = [perms[s][i * config.batch_size:(i + 1) * config.batch_size] for s in active]
+        loss = task.loss(model, task.batch([data[s] for s in active], rows))  # (active,)
         optimizer.zero_grad(set_to_none=True)
         loss.sum().backward()
+        # drop the graph: its gradient accumulators would keep the shapes of a network that
+        # _keep_models shrinks before the next step
+        loss = loss.detach()
         if config.grad_clip is not None:
-            _clip(params, config.grad_clip, n_models)
+            _clip(params, config.grad_clip, len(active))
         optimizer.step()
         scheduler.step()
         step += 1
-        losses += loss.detach()
+        losses[active] += loss
         counted += 1
-        done = [s for s in range(n_models) if stopped[s] is not None]
-        if done:  # a model that has stopped keeps the weights of its stopping step
-            with torch.no_grad():
-                for p, f in zip(params, frozen):
-                    p[done] = f[done]
         if bar is not None:
             bar.update(1)
-        if step % eval_every == 0 or step == total:
-            record = {"step": step, "epoch": step / per_epoch, "lr": scheduler.get_last_lr()[0],
-                      "train_loss": (losses / counted).tolist()}
-            losses.zero_()
-            counted = 0
-            if val is not None:
-                accuracy = _accuracy(model, task, val)
-                record["val_accuracy"] = accuracy
-                for s, acc in enumerate(accuracy):
-                    if (stopped[s] is None and config.target_accuracy is not None
-                            and acc >= config.target_accuracy):
-                        stopped[s] = step
-                        with torch.no_grad():
-                            for p, f in zip(params, frozen):
-                                if n_models > 1:
-                                    f[s] = p[s]
-            record["seconds"] = time.perf_counter() - start
-            history.append(record)
-            snapshot(step)
-            if all(s is not None for s in stopped):
-                break
+        if step % eval_every and step != total:
+            continue
+        record = {"step": step, "epoch": step / per_epoch, "lr": scheduler.get_last_lr()[0],
+                  "train_loss": [float(losses[s]) / counted if s in active else None
+                                 for s in range(n_models)]}
+        losses.zero_()
+        counted = 0
+        if val is not None:
+            accuracy = _accuracy(model, task, [val[s] for s in active])
+            record["val_accuracy"] = [accuracy[active.index(s)] if s in active else None
+                                      for s in range(n_models)]
+            done = [s for s, acc in zip(active, accuracy)
+                    if config.target_accuracy is not None and acc >= config.target_accuracy]
+            for s in done:
+                stopped[s] = step
+                final[s] = _weights(model, active.index(s))
+            if done and len(done) < len(active):  # train on without the models that stopped
+                keep = [j for j, s in enumerate(active) if s not in done]
+                _keep_models(model, optimizer, keep)
+            active = [s for s in active if s not in done]
+        record["seconds"] = time.perf_counter() - start
+        history.append(record)
     if bar is not None:
         bar.close()
+    for s in active:
+        final[s] = _weights(model, active.index(s))
+    _restore_models(model, [final[s] for s in range(n_models)], seeds, streams)
     for name in config.freeze:
         names[name].requires_grad_(True)
     model.eval()
-    return TrainResult(history, stopped, step, time.perf_counter() - start,
-                       {k: np.stack(v) for k, v in snaps.items()}, snap_steps)
+    return TrainResult(history, stopped, step, time.perf_counter() - start)
+
+
+def _weights(model: nn.Module, j: int) -> dict[str, torch.Tensor]:
+    """Model j's parameters (a network without a model dimension is its own model 0)."""
+    single = model.n_models == 1 and not hasattr(model, "streams")
+    return {name: (p.detach() if single else p.detach()[j]).clone()
+            for name, p in model.named_parameters()}
+
+
+def _keep_models(model: nn.Module, optimizer: torch.optim.Optimizer, keep: list[int]) -> None:
+    """Shrink the network (and Adam's state) to the models at positions ``keep``."""
+    with torch.no_grad():
+        for p in model.parameters():
+            state = optimizer.state.get(p, {})
+            for key in ("exp_avg", "exp_avg_sq"):
+                if key in state:
+                    state[key] = state[key][keep].clone()
+            p.data = p.data[keep].clone()
+    model.seeds[:] = [model.seeds[j] for j in keep]
+    model.streams[:] = [model.streams[j] for j in keep]
+
+
+def _restore_models(model: nn.Module, weights: list[dict[str, torch.Tensor]], seeds: list[int],
+                    streams: list[torch.Generator]) -> None:
+    """Put every model's final weights back into the full network."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            stacked = [w[name] for w in weights]
+            p.data = stacked[0].clone() if p.shape == stacked[0].shape else torch.stack(stacked)
+    if streams:
+        model.seeds[:] = seeds
+        model.streams[:] = streams

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,7 +62,10 @@ def bootstrap(values: Sequence[float], level: float = 0.95, seed: int = 0) -> tu
     rng = np.random.default_rng(seed)
     means = x[rng.integers(0, x.size, size=(_N_BOOT, x.size))].mean(axis=1)
     tail = (1.0 - level) / 2
-    return float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail))
+    # clipped to the values' range: a mean of equal values can round past them (3 x 0.99 gives
+    # 0.98999...), which would move a label at a bar
+    low, high = np.clip(np.quantile(means, [tail, 1 - tail]), x.min(), x.max())
+    return float(low), float(high)
 
 
 def held_out_best(table: Mapping[str, Mapping[int, float]]) -> tuple[list[float], list[str]]:
@@ -212,3 +216,86 @@ def verdicts(evidence: Mapping[str, Evidence]) -> list[Verdict]:
             out.append(Verdict(rule, rule.judge(evidence),
                                tuple(evidence[name] for name in rule.needs)))
     return out
+
+
+# ------------------------------------------------------------------------------ evidence
+def _lower(*candidates: Evidence | None) -> Evidence | None:
+    """The candidate with the lower mean ("the lower of Dyck-1 and Dyck-3")."""
+    present = [c for c in candidates if c is not None and c.values]
+    return min(present, key=lambda e: e.mean) if present else None
+
+
+def _cell(record: Any) -> tuple[int, int, str, str, str]:
+    m, d = record.config["model"], record.config["data"]
+    return d["k"], m["n_layers"], m["mask"], m["pos_encoding"], m["readout"]
+
+
+def _best(name: str, records: Sequence[Any], keep: Callable[[tuple], bool],
+          value: Callable[[Any], float]) -> Evidence | None:
+    """Held-out best configuration among the records whose cell passes ``keep``."""
+    table: dict[str, dict[int, float]] = {}
+    for r in records:
+        if keep(_cell(r)):
+            table.setdefault("-".join(map(str, _cell(r))), {})[int(r.config["seed"])] = value(r)
+    values, _ = held_out_best(table)
+    n = [r.scores["hard"].n for r in records if keep(_cell(r))]
+    return Evidence(name, tuple(values), int(np.mean(n)) if n else 0) if values else None
+
+
+def _length_pair(k: int, group: Sequence[Any]) -> tuple[Evidence, Evidence] | None:
+    """Accuracy beyond and within the training lengths of the held-out best configuration
+    (chosen by its accuracy beyond), seed by seed."""
+    beyond: dict[str, dict[int, float]] = {}
+    within: dict[str, dict[int, float]] = {}
+    for r in group:
+        name, seed, score = r.label, int(r.config["seed"]), r.scores["hard"]
+        top = int(r.config["data"]["max_length"])
+        beyond.setdefault(name, {})[seed] = score.accuracy_between(top + 1, 10**9)
+        within.setdefault(name, {})[seed] = score.accuracy_between(0, top)
+    values, chosen = held_out_best(beyond)
+    if not values:
+        return None
+    seeds = sorted(set.intersection(*(set(v) for v in beyond.values())))
+    inside = tuple(within[c][s] for c, s in zip(chosen, seeds))
+    return (Evidence(f"beyond_lengths k{k}", tuple(values)),
+            Evidence(f"within_lengths k{k}", inside))
+
+
+def gather(experiments: Sequence[Any] = (), grid: Sequence[Any] = (),
+           lengths: Sequence[Any] = (), explain: Mapping[str, Sequence[float]] | None = None
+           ) -> dict[str, Evidence]:
+    """The evidence of every rule, from the records of the runs that measured it.
+
+    Args:
+        experiments: records of the sound reruns of the thesis' experiments (labels
+            ``exp. 1: bidirectional ...`` and ``exp. 3: bidirectional ...``).
+        grid: records of the ablation grid.
+        lengths: records of the length study (labels ``Dyck-<k> <mask>-<pe>-<readout>``).
+        explain: the explainability page's per-model measurements (``partner_attention``,
+            ``preview_auc``, ``head_reset_drop``).
+
+    Returns:
+        ``{name: Evidence}`` for every piece of evidence the records support.
+    """
+    out: dict[str, Evidence | None] = {}
+    hard = lambda r: r.accuracy("hard")  # noqa: E731
+    bidirectional = [Evidence(f"bidirectional k{k}", tuple(
+        hard(r) for r in experiments if r.label.startswith(f"exp. {e}: bidirectional")
+        and r.status == "ok")) for k, e in ((1, 1), (3, 3))]
+    out["bidirectional"] = _lower(*bidirectional)
+    ks = sorted({_cell(r)[0] for r in grid})
+    out["causal_best"] = _lower(*(_best(f"causal_best k{k}", grid, lambda c, k=k: c[0] == k
+                                        and c[2] == "causal" and c[4] != "start", hard)
+                                  for k in ks))
+    for k in ks:
+        for layers, name in ((1, f"one_layer_k{k}"), (2, f"two_layers_k{k}")):
+            out[name] = _best(name, grid, lambda c, k=k, n=layers: c[0] == k and c[1] == n, hard)
+    pairs = [_length_pair(k, [r for r in lengths if r.label.startswith(f"Dyck-{k} ")])
+             for k in sorted({int(r.config["data"]["k"]) for r in lengths})]
+    pairs = [p for p in pairs if p is not None]
+    if pairs:
+        out["beyond_lengths"], out["within_lengths"] = min(pairs, key=lambda p: p[0].mean)
+    for name in ("partner_attention", "preview_auc", "head_reset_drop"):
+        if explain and explain.get(name):
+            out[name] = Evidence(name, tuple(float(v) for v in explain[name]))
+    return {k: v for k, v in out.items() if v is not None}
