@@ -16,8 +16,8 @@ __version__ = version("dyckbook")
 _EXPORTS = {
     "Alphabet": "vocab", "Dyck": "languages", "sample_negatives": "negatives",
     "Dataset": "dataset", "DataConfig": "protocol", "make_splits": "protocol",
-    "ModelConfig": "model", "Classifier": "model", "TrainConfig": "train", "train": "train",
-    "RunConfig": "run", "RunRecord": "run", "run": "run", "run_seeds": "run",
+    "ModelConfig": "model", "Classifier": "model", "TrainConfig": "train",
+    "RunConfig": "run", "RunRecord": "run", "run_seeds": "run",
     "thesis_config": "run", "load_model": "results", "save_model": "results",
 }
 

@@ -45,19 +45,25 @@ class Recorder:
             self.cache[name] = value[0].detach()
 
 
-def dropout(x: torch.Tensor, p: float, streams: Streams, training: bool) -> torch.Tensor:
+def dropout(x: torch.Tensor, p: float, streams: Streams, training: bool,
+            full: tuple[int, ...] | None = None) -> torch.Tensor:
     """Dropout with one mask per model, each drawn from that model's generator.
 
     Args:
         x: (S, ...) activations.
         p: drop probability.
-        streams: S generators (a model's masks do not depend on the other models).
+        streams: S generators.
         training: apply only in training mode.
+        full: the per-model shape to draw masks at, cut down to ``x.shape[1:]`` (positions at
+            the model's n_positions): a batch padded wider for another model then draws the
+            same masks for this one, so a model's dropout never depends on the others'.
     """
     if not training or p == 0.0:
         return x
-    keep = torch.stack([torch.empty(x.shape[1:], device=x.device).bernoulli_(1.0 - p, generator=g)
-                        for g in streams])
+    shape = full or x.shape[1:]
+    cut = tuple(slice(0, n) for n in x.shape[1:])
+    keep = torch.stack([torch.empty(shape).bernoulli_(1.0 - p, generator=g)[cut]
+                        for g in streams]).to(x.device)
     return x * keep / (1.0 - p)
 
 
@@ -203,11 +209,12 @@ class Attention(nn.Module):
     """
 
     def __init__(self, n_models: int, d_model: int, n_heads: int, p_drop: float,
-                 streams: Streams) -> None:
+                 streams: Streams, n_positions: int | None = None) -> None:
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
         self.n_heads, self.p_drop, self.streams = n_heads, p_drop, streams
+        self.n_positions = n_positions  # dropout masks are drawn at this many positions
         # (S, head) multipliers of each head's output, e.g. 0 to ablate a head; None: all 1
         self.head_scale: torch.Tensor | None = None
         self.qkv = Linear(n_models, d_model, 3 * d_model)
@@ -278,7 +285,9 @@ class Attention(nn.Module):
                 record(f"{prefix}.hook_v", v.view(*heads, n_k, -1).transpose(2, 3))
                 record(f"{prefix}.hook_attn_scores", scores.view(*heads, n_q, n_k))
                 record(f"{prefix}.hook_pattern", pattern.view(*heads, n_q, n_k))
-            pattern = dropout(pattern.view(n, -1, n_q, n_k), p, self.streams, self.training)
+            full = (None if self.n_positions is None
+                    else (batch * self.n_heads, self.n_positions, self.n_positions))
+            pattern = dropout(pattern.view(n, -1, n_q, n_k), p, self.streams, self.training, full)
             z = pattern.view(n * batch, self.n_heads, n_q, n_k) @ v
             if record is not None:
                 record(f"{prefix}.hook_z", z.view(n, batch, self.n_heads, n_q, -1).transpose(2, 3))
@@ -310,13 +319,16 @@ class Block(nn.Module):
     LayerNorm after it (``post``, the original Transformer and the thesis) or before (``pre``)."""
 
     def __init__(self, n_models: int, d_model: int, n_heads: int, d_mlp: int, p_drop: float,
-                 norm: str, act_fn: str, streams: Streams, cross: bool = False) -> None:
+                 norm: str, act_fn: str, streams: Streams, cross: bool = False,
+                 n_positions: int | None = None) -> None:
         super().__init__()
         if norm not in NORMS:
             raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
         self.norm, self.p_drop, self.streams = norm, p_drop, streams
-        self.attn = Attention(n_models, d_model, n_heads, p_drop, streams)
-        self.cross_attn = Attention(n_models, d_model, n_heads, p_drop, streams) if cross else None
+        self.n_positions = n_positions  # dropout masks are drawn at this many positions
+        self.attn = Attention(n_models, d_model, n_heads, p_drop, streams, n_positions)
+        self.cross_attn = (Attention(n_models, d_model, n_heads, p_drop, streams, n_positions)
+                           if cross else None)
         self.mlp = MLP(n_models, d_model, d_mlp, act_fn)
         self.ln1 = LayerNorm(n_models, d_model)
         self.ln_cross = LayerNorm(n_models, d_model) if cross else None
@@ -325,8 +337,9 @@ class Block(nn.Module):
     def _sub(self, x: torch.Tensor, ln: LayerNorm, fn: Callable[[torch.Tensor], torch.Tensor],
              record: Recorder | None, name: str) -> torch.Tensor:
         """One residual sub-block ``x + dropout(fn(x))`` with its LayerNorm."""
+        full = None if self.n_positions is None else (x.shape[1], self.n_positions, x.shape[3])
         out = dropout(fn(ln(x) if self.norm == "pre" else x), self.p_drop, self.streams,
-                      self.training)
+                      self.training, full)
         if record is not None:
             record(name, out)
         x = x + out

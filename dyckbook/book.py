@@ -15,12 +15,12 @@ __all__ = ["glue", "glue_figure", "glue_md", "glue_table", "markdown_table", "pc
            "span"]
 
 
-def setup(results_dir: str | os.PathLike[str], num_threads: int | None = None) -> Path:
+def setup(results_dir: str | os.PathLike[str], num_threads: int = 0) -> Path:
     """Prepare a notebook run: torch threads, a quiet non-interactive plot backend, the folder.
 
     Args:
         results_dir: where the run writes (relative to the output root, or absolute).
-        num_threads: torch's intra-op threads (None: leave as is).
+        num_threads: torch's intra-op threads (0: leave as is).
 
     Returns:
         The absolute results folder (created).
@@ -30,7 +30,7 @@ def setup(results_dir: str | os.PathLike[str], num_threads: int | None = None) -
 
     matplotlib.use("Agg")
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
-    if num_threads is not None:
+    if num_threads:
         torch.set_num_threads(int(num_threads))
     path = results.resolve(results_dir)
     path.mkdir(parents=True, exist_ok=True)
@@ -64,11 +64,14 @@ def glue_table(name: str, rows: Sequence[Mapping[str, Any]], display: bool = Tru
 
 
 def glue_figure(name: str, fig: Any, results_dir: str | os.PathLike[str]) -> Path:
-    """Save ``fig`` as ``fig_<name>.png`` in the results folder and glue it as ``fig_<name>``
-    (shown where the page writes ``{glue:figure} fig_<name>`` with its caption)."""
+    """Save ``fig`` as ``fig_<name>.png`` in the results folder and glue that PNG as
+    ``fig_<name>`` (shown where the page writes ``{glue:figure} fig_<name>``; a figure glued
+    as an object would render as text under the non-interactive backend)."""
+    from IPython.display import Image
+
     path = results.resolve(results_dir) / f"fig_{name}.png"
     fig.savefig(path, dpi=120, bbox_inches="tight")
-    _glue(f"fig_{name}", fig)
+    _glue(f"fig_{name}", Image(filename=str(path)))
     return path
 
 
@@ -113,7 +116,8 @@ def run_all(configs: Mapping[str, Any], seeds: Sequence[int], out: str | os.Path
     done = {}
     for label, config in configs.items():
         print(f"{label}: {len(seeds)} seed(s) ...", flush=True)
-        done[label] = run.run_seeds(config, list(seeds), batched)
+        done[label] = run.run_seeds(config, list(seeds), batched,
+                                    progress=not os.environ.get("DYCKBOOK_QUIET"))
         for r in done[label]:
             r.record.label = label
         results.append_records(results.resolve(out) / "records.jsonl",
@@ -146,12 +150,14 @@ def versus_shortcuts(row: Mapping[str, Any]) -> str:
     "Beats" only when the configuration's whole 95% interval lies above the best shortcut's
     accuracy; "does no better" when it lies below or straddles it.
     """
-    name, best = max(row["baselines"].items(), key=lambda kv: kv[1])
     trained = row["seeds"] - row["failed"]
     if trained == 0:
         return f"{row['label']}: no seed trained ({', '.join(row['failures'])})."
     head = (f"{row['label']} scores {pct(row['accuracy'])} {span(row['low'], row['high'])} "
             f"over {trained} seed{'s' * (trained != 1)}")
+    if not row["baselines"]:
+        return f"{head}."
+    name, best = max(row["baselines"].items(), key=lambda kv: kv[1])
     if row["low"] > best:
         return f"{head}, {100 * (row['accuracy'] - best):.1f} points above the best shortcut " \
                f"({name}, {pct(best)})."
@@ -524,7 +530,8 @@ def permutation_check(n_strings: int, seed: int = 0) -> str:
 
 
 # ------------------------------------------------------------------------------ explainability
-EXPLAIN_EVIDENCE = ("partner_attention", "preview_auc", "head_reset_drop")
+EXPLAIN_EVIDENCE = ("partner_attention", "preview_auc", "head_reset_drop", "previous_share",
+                    "recent_share", "uniform_hard")
 
 
 def measure_rows(measures: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:

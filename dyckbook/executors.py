@@ -36,8 +36,8 @@ def make_executor(scheduler: str | None, workers: int) -> cf.Executor:
         scheduler: None or ``"processes"``: a local process pool (spawned workers, one torch
             thread each). ``"local"``: a Dask ``LocalCluster`` of worker processes with one
             thread each. ``"tcp://HOST:PORT"``: the Dask scheduler of an existing cluster.
-            Under Dask a task whose worker dies is retried once on another worker, then fails
-            with ``KilledWorker`` (on an existing cluster, start its scheduler with
+            Under Dask a task whose worker dies is retried once (on a fresh worker), then
+            fails with ``KilledWorker`` (on an existing cluster, start its scheduler with
             ``DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES=1`` for the same rule).
         workers: processes of the pool or the LocalCluster; 0 means one per core (ignored for
             an existing cluster, whose workers are its own).
@@ -110,9 +110,9 @@ class _Dask(cf.Executor):
             except (OSError, TimeoutError) as error:
                 raise ValueError(f"cannot reach the Dask scheduler {scheduler!r}: "
                                  f"{error}") from None
+            log.info("Dask cluster %s, dashboard %s", scheduler, self._client.dashboard_link)
         # pure=False: two tasks with equal arguments are two runs, never merged into one
         self._executor = self._client.get_executor(pure=False)
-        log.info("Dask dashboard: %s", self._client.dashboard_link)
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> cf.Future:
         return self._executor.submit(fn, *args, **kwargs)

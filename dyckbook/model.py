@@ -56,7 +56,8 @@ class ModelConfig:
         if self.d_model % self.n_heads:
             raise ValueError(f"ModelConfig.d_model ({self.d_model}) must be divisible by "
                              f"n_heads ({self.n_heads})")
-        if isinstance(self.dropout, bool) or not 0.0 <= self.dropout < 1.0:
+        if (isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float))
+                or not 0.0 <= self.dropout < 1.0):
             raise ValueError(f"ModelConfig.dropout must be in [0, 1), got {self.dropout!r}")
         for name, allowed in (("mask", MASKS), ("pos_encoding", POS_ENCODINGS),
                               ("readout", READOUTS), ("norm", NORMS), ("act_fn", ACTIVATIONS)):
@@ -106,8 +107,8 @@ class Classifier(nn.Module):
         self.embed = Embedding(n, c.d_vocab, c.d_model)
         self.pos = PositionalEncoding(c.pos_encoding, n, c.n_positions, c.d_model, c.n_ctx)
         self.blocks = nn.ModuleList(
-            Block(n, c.d_model, c.n_heads, c.d_mlp, c.dropout, c.norm, c.act_fn, self.streams)
-            for _ in range(c.n_layers))
+            Block(n, c.d_model, c.n_heads, c.d_mlp, c.dropout, c.norm, c.act_fn, self.streams,
+                  n_positions=c.n_positions) for _ in range(c.n_layers))
         self.ln_final = LayerNorm(n, c.d_model) if c.norm == "pre" else None
         self.classifier = Linear(n, c.d_model, 2)
         init_models(self, [seed_for(s, "init") for s in seeds])
@@ -150,7 +151,8 @@ class Classifier(nn.Module):
             if record is not None:
                 record("hook_pos_embed", pe.expand_as(x))
             x = x + pe
-        x = dropout(x, c.dropout, self.streams, self.training)
+        x = dropout(x, c.dropout, self.streams, self.training,
+                    (x.shape[1], c.n_positions, c.d_model))
         causal = c.mask == "causal"  # right padding: a causal query never sees a pad
         mask = None
         if not causal and not bool(real.all()):

@@ -67,7 +67,14 @@ class DataConfig:
     #                               | "80/20" (train/val; the test set generated apart)
 
     def __post_init__(self) -> None:
+        if isinstance(self.test_sets, str):
+            raise ValueError(f"DataConfig.test_sets must be a sequence of regime names, "
+                             f"got the string {self.test_sets!r}")
         object.__setattr__(self, "test_sets", tuple(self.test_sets))
+        for name in ("positive_fraction", "held_out"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"DataConfig.{name} must be a number, got {value!r}")
         for name in ("k", "n_train", "n_val", "n_test", "window", "min_length", "max_length"):
             value = getattr(self, name)
             low = 0 if name in ("min_length", "n_val") else 1
@@ -98,6 +105,9 @@ class DataConfig:
                              f"got {self.positive_fraction!r}")
         if not (0.0 < self.held_out < 1.0):
             raise ValueError(f"DataConfig.held_out must be in (0, 1), got {self.held_out!r}")
+        if self.thesis_split == "80/20" and self.lengths(test=True) == self.lengths():
+            raise ValueError("DataConfig.thesis_split '80/20' leaves no test split: it needs test "
+                             "lengths of their own (the thesis' experiment 6)")
 
     def lengths(self, test: bool = False) -> tuple[int, int]:
         """``(shortest, longest)`` of the training or the test strings."""
@@ -273,19 +283,31 @@ def _first_per_length(lengths: np.ndarray, rows: np.ndarray, need: dict[int, int
 
 def _draw(language: Dyck, regime: str, lengths: np.ndarray, window: int,
           rng: np.random.Generator, accept: Callable[[np.ndarray], np.ndarray]) -> Dataset:
-    """Strings of a regime at exactly the requested lengths, each from the accepted pool."""
-    got: list[Dataset] = []
+    """``lengths.size`` strings of a regime, one per requested length, each from the accepted
+    pool. A length whose strings all lie outside the pool (a short length with a handful of
+    words, say) cannot be served: its share goes to the other requested lengths at random."""
+    got: list[Dataset] = [Dataset.empty(language)]
     values, counts = np.unique(lengths, return_counts=True)
     need = dict(zip(values.tolist(), counts.tolist()))
+    misses = dict.fromkeys(need, 0)
+    served = set(need)  # the lengths whose pool has strings (as far as we know)
     for _ in range(64):
         if not need:
-            return Dataset.concat(got) if got else Dataset.empty(language)
+            return Dataset.concat(got)
         want = np.repeat(np.asarray(list(need), np.int64), [2 * c + 2 for c in need.values()])
         batch = _sample(language, regime, want, window, rng)
         rows = _first_per_length(batch.lengths, np.flatnonzero(accept(batch.hashes())), need)
         got.append(batch.subset(rows))
         found = np.bincount(batch.lengths[rows], minlength=max(need) + 1)
-        need = {L: c - int(found[L]) for L, c in need.items() if c > found[L]}
+        for L in list(need):
+            misses[L] = 0 if found[L] else misses.get(L, 0) + 1
+            need[L] -= int(found[L])
+            if need[L] and misses[L] >= 4 and len(served) > 1:  # nothing of length L in the pool
+                served.discard(L)
+                for M in rng.choice(sorted(served), need[L]):
+                    need[int(M)] = need.get(int(M), 0) + 1
+                need[L] = 0
+        need = {L: c for L, c in need.items() if c > 0}
     raise RuntimeError(f"could not draw {sum(need.values())} {regime} strings of lengths "
                        f"{sorted(need)[:5]} from their pool for {language.name}")
 

@@ -293,11 +293,13 @@ def _evaluate(config: RunConfig, model: nn.Module, splits: Splits, result: Train
         versions={"dyckbook": version("dyckbook"), "torch": torch.__version__})
 
 
-def run_seeds(config: RunConfig, seeds: Sequence[int], batched: bool = True) -> list[RunResult]:
+def run_seeds(config: RunConfig, seeds: Sequence[int], batched: bool = True,
+              progress: bool = False) -> list[RunResult]:
     """Run ``config`` once per seed; with ``batched`` the seeds train as one computation.
 
     Batching changes nothing but the speed (``dyckbook.train``); the thesis' ported model has
-    no model dimension and always trains one seed at a time.
+    no model dimension and always trains one seed at a time. ``progress`` shows a bar over
+    the training steps.
 
     Returns:
         One :class:`RunResult` per seed, in order.
@@ -312,7 +314,8 @@ def run_seeds(config: RunConfig, seeds: Sequence[int], batched: bool = True) -> 
     for group in groups:
         model = build_model(config.model, [configs[i].seed for i in group])
         result = train(model, task, [splits[i].train for i in group],
-                       [splits[i].val for i in group] if val else None, config.train)
+                       [splits[i].val for i in group] if val else None, config.train,
+                       progress=progress)
         singles = model.split() if isinstance(model, Classifier) else [model]
         for s, (i, single) in enumerate(zip(group, singles)):
             record = _evaluate(configs[i], single, splits[i], result, s)

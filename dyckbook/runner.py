@@ -378,7 +378,7 @@ def execute(task: Task) -> dict[str, Any]:
         try:
             papermill.execute_notebook(
                 nbformat.reads(task.source, as_version=4), str(executed), parameters=task.params,
-                kernel_name=task.kernel, progress_bar=False,
+                kernel_name=task.kernel, progress_bar=False, shutdown_kernel="immediate",
                 kernel_manager_class=_kernel_manager(env, root, Path(tmp) / "kernel"))
         except PapermillExecutionError as exc:
             # papermill counts its injected-parameters cell; the reader opens the source
@@ -461,7 +461,7 @@ def run(profile: str = "cpu", only: Sequence[str] | None = None, *, force: bool 
                     pool = pool or make_executor(scheduler, jobs)
                     files = _input_files(root, [r for r in every if r.notebook.stage < stage])
                 for r in todo:
-                    log.info("[run] %s (%s)", r.name, r.notebook.key)
+                    log.info("[queued] %s (%s)", r.name, r.notebook.key)
                     futures[pool.submit(execute, _task(r, threads, root, files))] = r
                 for future in cf.as_completed(list(futures)):
                     r = futures.pop(future)

@@ -194,37 +194,36 @@ class _Model(nn.Module):
             record("hook_logits", logits)
         return logits
 
-    def _check(self, tokens: torch.Tensor, name: str, n_pos: int) -> torch.Tensor:
-        if not isinstance(tokens, torch.Tensor) or tokens.dtype != torch.long:
-            raise ValueError(f"{name} must be an int64 torch.Tensor, got {tokens!r:.60}")
-        if tokens.dim() == 2 and self.n_models == 1:
-            tokens = tokens[None]
-        if tokens.dim() != 3 or tokens.shape[0] != self.n_models or 0 in tokens.shape:
-            raise ValueError(f"{name} must be (models={self.n_models}, batch, pos), "
-                             f"got shape {tuple(tokens.shape)}")
-        if tokens.shape[2] > n_pos:
-            raise ValueError(f"{name} has {tokens.shape[2]} positions, more than {n_pos}")
-        low, high = (int(v) for v in torch.aminmax(tokens))
-        if low < 0 or high >= self.config.d_vocab:
-            raise ValueError(f"{name} holds id {low if low < 0 else high}, outside "
-                             f"[0, {self.config.d_vocab})")
-        return tokens
-
-    def _inputs(self, source: torch.Tensor, target: torch.Tensor):
-        c = self.config
-        source = self._check(source, "source", c.n_ctx + 2)
-        target = self._check(target, "target", c.n_ctx + 1)
-        if source.shape[:2] != target.shape[:2]:
+    def _inputs(self, **tokens: torch.Tensor) -> list[torch.Tensor]:
+        """Each of ``source`` / ``target`` as int64 (S, batch, pos) of vocabulary ids (one model
+        may omit S), checked, with one (S, batch) for all."""
+        out = []
+        for name, x in tokens.items():
+            if not isinstance(x, torch.Tensor) or x.dtype != torch.long:
+                raise ValueError(f"{name} must be an int64 torch.Tensor, got {x!r:.60}")
+            x = x[None] if x.dim() == 2 and self.n_models == 1 else x
+            if x.dim() != 3 or x.shape[0] != self.n_models or 0 in x.shape:
+                raise ValueError(f"{name} must be (models={self.n_models}, batch, pos), "
+                                 f"got shape {tuple(x.shape)}")
+            limit = self.config.n_ctx + (2 if name == "source" else 1)
+            if x.shape[2] > limit:
+                raise ValueError(f"{name} has {x.shape[2]} positions, more than {limit}")
+            low, high = (int(v) for v in torch.aminmax(x))
+            if low < 0 or high >= self.config.d_vocab:
+                raise ValueError(f"{name} holds id {low if low < 0 else high}, outside "
+                                 f"[0, {self.config.d_vocab})")
+            out.append(x)
+        if len({x.shape[:2] for x in out}) > 1:
             raise ValueError(f"source and target must share (models, batch), got "
-                             f"{tuple(source.shape)} and {tuple(target.shape)}")
-        return source, target
+                             f"{[tuple(x.shape) for x in out]}")
+        return out
 
     def forward(self, source: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """Teacher-forced logits (S, batch, pos, d_vocab) of ``source`` (S, batch, src_pos)
         ``<bos> prefix <eos>`` and ``target`` (S, batch, pos) ``<bos> completion``: position i
         predicts token i of ``completion <eos>``. One model also takes (and gives) no S."""
         squeeze = source.dim() == 2
-        logits = self._run(*self._inputs(source, target), None)
+        logits = self._run(*self._inputs(source=source, target=target), None)
         return logits[0] if squeeze else logits
 
     def run_with_cache(self, source: torch.Tensor, target: torch.Tensor, names: Hooks = None
@@ -241,7 +240,7 @@ class _Model(nn.Module):
             raise ValueError(f"run_with_cache needs a single model, this network holds "
                              f"{self.n_models}; use split()")
         record = Recorder(names)
-        return self._run(*self._inputs(source, target), record)[0], record.cache
+        return self._run(*self._inputs(source=source, target=target), record)[0], record.cache
 
     def split(self) -> list[_Model]:
         """The S models as separate single-model networks (copies of their parameters)."""
@@ -382,7 +381,7 @@ def greedy_decode(model: _Model, source: torch.Tensor, max_new_tokens: int,
         ``<pad>``; steps <= max_new_tokens (the loop ends when every row is done).
     """
     squeeze = source.dim() == 2
-    source = model._check(source, "source", model.config.n_ctx + 2)
+    (source,) = model._inputs(source=source)
     if (isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int)
             or not 1 <= max_new_tokens <= model.config.n_ctx + 1):
         raise ValueError(f"max_new_tokens must be an int in 1..n_ctx + 1 = "

@@ -35,11 +35,15 @@ class TrainConfig:
     target_accuracy: float | None = None  # stop a model once its validation accuracy reaches it
     freeze: tuple[str, ...] = ()  # parameters kept at their initial values (by name)
     bucket: bool = False  # batch strings of similar length together (long inputs: less padding)
-    progress: bool = False  # a progress bar over steps (tqdm.auto)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "freeze", tuple(self.freeze))
-        if isinstance(self.lr, bool) or not self.lr > 0:
+        for name in ("lr", "grad_clip", "weight_decay", "target_accuracy"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool)
+                                      or not isinstance(value, (int, float))):
+                raise ValueError(f"TrainConfig.{name} must be a number, got {value!r}")
+        if self.lr is None or not self.lr > 0:
             raise ValueError(f"TrainConfig.lr must be > 0, got {self.lr!r}")
         for name in ("batch_size", "epochs"):
             _check_int(name, getattr(self, name), 1)
@@ -52,7 +56,7 @@ class TrainConfig:
                              f"got {self.schedule!r}")
         if self.grad_clip is not None and not self.grad_clip > 0:
             raise ValueError(f"TrainConfig.grad_clip must be > 0 or None, got {self.grad_clip!r}")
-        if self.weight_decay < 0:
+        if self.weight_decay is None or self.weight_decay < 0:
             raise ValueError(f"TrainConfig.weight_decay must be >= 0, got {self.weight_decay!r}")
         if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
             raise ValueError(f"TrainConfig.target_accuracy must be in (0, 1], "
@@ -172,7 +176,8 @@ def _accuracy(model: nn.Module, task: Task, data: list[dict[str, torch.Tensor]],
 
 
 def train(model: nn.Module, task: Task, train_sets: Sequence[Dataset],
-          val_sets: Sequence[Dataset] | None, config: TrainConfig) -> TrainResult:
+          val_sets: Sequence[Dataset] | None, config: TrainConfig,
+          progress: bool = False) -> TrainResult:
     """Train the ``model.n_models`` models of ``model``, model s on ``train_sets[s]``.
 
     Model s draws its batches from its own generator (seeded from ``model.seeds[s]``), its
@@ -190,6 +195,8 @@ def train(model: nn.Module, task: Task, train_sets: Sequence[Dataset],
         train_sets: one training set per model, all of the same size.
         val_sets: one validation set per model, or None (no validation, no early stop).
         config: the :class:`TrainConfig`.
+        progress: show a progress bar over steps (``tqdm.auto``: in a notebook, under
+            papermill and on a terminal).
 
     Returns:
         The :class:`TrainResult`; the model is left in eval mode.
@@ -209,6 +216,8 @@ def train(model: nn.Module, task: Task, train_sets: Sequence[Dataset],
             raise ValueError(f"TrainConfig.freeze names unknown parameter {name!r}; known: "
                              f"{sorted(names)}")
         names[name].requires_grad_(False)
+    if val_sets is not None and not all(len(ds) for ds in val_sets):
+        raise ValueError("val_sets must be None or hold a non-empty dataset for every model")
     sets = list(train_sets) + list(val_sets or [])
     width = max(int(ds.lengths.max(initial=0)) for ds in sets)
     data = [task.tensors(ds, width) for ds in train_sets]
@@ -230,7 +239,7 @@ def train(model: nn.Module, task: Task, train_sets: Sequence[Dataset],
     counted = 0
     start = time.perf_counter()
     bar = None
-    if config.progress:
+    if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=total, desc="training", unit="step", leave=False)

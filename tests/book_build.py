@@ -1,4 +1,4 @@
-"""Build the Jupyter Book from a copy of the current sources, once per source state, for the book tests.
+"""Build the Jupyter Book from a copy of the current sources, once per source state, for its tests.
 
 `tests/test_book.py` and `tests/test_browser.py` both need a built book. Under
 `pytest -n 2 --dist loadfile` they run in different worker processes, so the build is shared
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import os
 import shutil
 import subprocess
 import sys
@@ -38,7 +37,7 @@ BUILD_FLAGS = ("-W", "-n", "--keep-going")
 
 def mathjax_source_dir() -> Path:
     """The es5 folder of MathJax 3 shipped by the pip package ``django-static-mathjax``."""
-    import mathjax  # noqa: PLC0415  (a book dependency, only needed here)
+    import mathjax
 
     return Path(mathjax.__file__).resolve().parent / "static" / "mathjax" / "es5"
 
@@ -150,10 +149,11 @@ class BookBuildError(RuntimeError):
 
 
 SMOKE_CACHE = ARTIFACTS / "smoke-runs"
+SMOKE_PROFILE = "smoke"
 
 
 class SmokeRunError(RuntimeError):
-    """The smoke profile did not run cleanly; the message holds the runner's output."""
+    """The smoke profile did not run cleanly; the message holds the runner's log."""
 
 
 def smoke_root() -> Path:
@@ -164,9 +164,11 @@ def smoke_root() -> Path:
     notebook tests and the book build share it across pytest workers through a file lock.
 
     Raises:
-        SmokeRunError: if any run failed (the message names each failed run and cell).
+        SmokeRunError: if any run failed (the log names each failed run and cell).
     """
-    from dyckbook import runner  # noqa: PLC0415
+    import logging
+
+    from dyckbook import runner
 
     key = source_hash()
     dest = SMOKE_CACHE / key
@@ -177,10 +179,17 @@ def smoke_root() -> Path:
                     shutil.rmtree(old, ignore_errors=True)
             shutil.rmtree(dest, ignore_errors=True)
             dest.mkdir(parents=True)
-            lines: list[str] = []
-            rc = runner.run(profile="smoke", out_root=dest, jobs=2, echo=lines.append)
-            (dest / "runner.log").write_text("\n".join(lines))
+            log = logging.getLogger("dyckbook")
+            handler = logging.FileHandler(dest / "runner.log")
+            log.addHandler(handler)
+            log.setLevel(logging.INFO)
+            try:
+                rc = runner.run(SMOKE_PROFILE, out_root=dest, jobs=2)
+            finally:
+                log.removeHandler(handler)
+                handler.close()
             if rc != 0:
+                lines = (dest / "runner.log").read_text().splitlines()
                 raise SmokeRunError("the smoke profile failed:\n" + "\n".join(lines[-60:]))
             (dest / "ok").write_text(key)
     return dest
@@ -217,7 +226,7 @@ def build_book(dest: Path) -> Path:
         shutil.copytree(runs / generated, src / generated, dirs_exist_ok=True)
     proc = subprocess.run(
         [_venv_bin("jupyter-book"), "build", str(src), *BUILD_FLAGS, "--path-output", str(dest)],
-        capture_output=True, text=True,
+        capture_output=True, text=True, check=False,
     )
     log = proc.stdout + proc.stderr
     (dest / "build.log").write_text(log)

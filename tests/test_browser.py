@@ -2,18 +2,20 @@
 
 Checks per page: it loads with no request leaving the disk, every image decoded, every math
 element rendered by MathJax as SVG with no raw TeX left, no console error beyond the documented
-allow-list (tests/browser_allowlist.txt). A full-page screenshot of each page is saved under
+allow-list (tests/browser_allowlist.txt), and at a phone's 375 px nothing makes the page wider
+than the screen. Once: the landing page names its profile, the footer, logo and favicon render,
+a run's page offers its executed notebook. A full-page screenshot of each page is saved under
 test-artifacts/screenshots/ for a human to look at.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
-
-from book_build import ARTIFACTS, REPO, toc_files
+from book_build import ARTIFACTS, REPO, SMOKE_PROFILE, toc_files
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -26,6 +28,7 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 SCREENSHOTS = ARTIFACTS / "screenshots"
+PHONE = {"width": 375, "height": 812}
 LOCAL_SCHEMES = ("file:", "data:", "blob:", "about:")
 
 pytestmark = [
@@ -94,13 +97,36 @@ async () => {
 """
 
 
+# At the current viewport: how much wider than the screen the page is, and the widest culprits.
+OVERFLOW_JS = """
+() => {
+  const width = document.documentElement.clientWidth;
+  const scrolled = e => {  // inside a box that scrolls or clips: cannot widen the page
+    for (let a = e.parentElement; a && a !== document.body; a = a.parentElement) {
+      if (getComputedStyle(a).overflowX !== 'visible') return true;
+    }
+    return false;
+  };
+  const over = [...document.querySelectorAll('body *')].filter(e => {
+    const r = e.getBoundingClientRect(), s = getComputedStyle(e);
+    return s.position !== 'fixed' && !scrolled(e) && (r.right > width + 1 || (
+      s.overflowX === 'visible' && e.clientWidth > 0 && r.left + e.scrollWidth > width + 1));
+  });
+  const deepest = over.filter(e => !over.some(o => o !== e && e.contains(o)));
+  return {excess: document.documentElement.scrollWidth - width,
+          culprits: deepest.slice(0, 3).map(e => `<${e.tagName.toLowerCase()} class="${
+            e.className}">${(e.textContent || '').trim().slice(0, 40)}`)};
+}
+"""
+
+
 def _slug(doc: str) -> str:
     return doc.replace("/", "__")
 
 
 @pytest.fixture(scope="module")
 def html_dir() -> Path:
-    from book_build import built_book_html  # noqa: PLC0415
+    from book_build import built_book_html
 
     return built_book_html()
 
@@ -149,6 +175,10 @@ def test_every_toc_page_renders_offline(html_dir: Path, browser) -> None:
         page.goto(page_file.as_uri(), wait_until="load")
         info = page.evaluate(INSPECT_JS)
         page.screenshot(path=str(SCREENSHOTS / f"{_slug(doc)}.png"), full_page=True)
+        page.set_viewport_size(PHONE)
+        wide = page.evaluate(OVERFLOW_JS)
+        if wide["excess"] > 1:
+            page.screenshot(path=str(SCREENSHOTS / f"{_slug(doc)}@375px.png"), full_page=True)
         context.close()
 
         where = f"{doc}:"
@@ -164,10 +194,13 @@ def test_every_toc_page_renders_offline(html_dir: Path, browser) -> None:
         failures += [f"{where} a Python repr instead of content: {t!r}" for t in info["reprs"]]
         failures += [f"{where} network request: {u}" for u in network]
         failures += [f"{where} console {m}" for m in console if not any(p.search(m) for p in allow)]
+        if wide["excess"] > 1:
+            failures.append(f"{where} {wide['excess']} px wider than a 375 px screen: "
+                            f"{wide['culprits']}")
         if "summary" in doc and not info["tables"]:
             failures.append(f"{where} the summary page has no table")
     assert not failures, "\n".join(failures)
-    assert len(list(SCREENSHOTS.glob("*.png"))) == len(docs)
+    assert len(list(SCREENSHOTS.glob("*.png"))) >= len(docs)
 
 
 def test_math_pages_use_local_svg_mathjax(html_dir: Path, browser) -> None:
@@ -185,3 +218,25 @@ def test_math_pages_use_local_svg_mathjax(html_dir: Path, browser) -> None:
     assert n_svg >= 10
     mathjax = [u for u in requested if "mathjax" in u.lower()]
     assert mathjax and all(u.startswith("file:") and "/_static/mathjax/" in u for u in mathjax)
+
+
+def test_landing_page_footer_logo_favicon_and_notebook_download(html_dir: Path, browser) -> None:
+    """What a visitor of the published site sees on every page, and a run's page offers."""
+    page = browser.new_page()
+    landing = html_dir / f"{toc_files()[0]}.html"
+    page.goto(landing.as_uri(), wait_until="load")
+    note = " ".join(page.locator(".build-profile").inner_text().split())
+    assert f"profile {SMOKE_PROFILE} of notebooks/experiments.yml" in note
+    assert "make book" in page.locator(".extra_footer").inner_text()
+    assert page.evaluate("[...document.querySelectorAll('img.logo__image')]"
+                         ".some(i => i.complete && i.naturalWidth > 0)")
+    icon = page.get_attribute("link[rel='icon']", "href")
+    assert icon and (landing.parent / icon).is_file()
+    assert page.get_attribute("a[href^='https://github.com/dyckbook/dyckbook']", "href")
+    run = next(p for p in sorted((html_dir / "book" / "runs").rglob("*.html"))
+               if "chapters" not in p.parts)
+    page.goto(run.as_uri(), wait_until="load")
+    download = page.get_attribute("a[href$='.ipynb']", "href")
+    notebook = json.loads((run.parent / download).read_text())
+    assert any(c.get("outputs") for c in notebook["cells"] if c["cell_type"] == "code")
+    page.close()

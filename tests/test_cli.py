@@ -1,109 +1,188 @@
-"""Tests for the CLI (``python -m dyckbook generate|check``), run as real subprocesses."""
+"""The command line: what good input writes, and a catalogue of bad input (one line, exit 2)."""
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from reference_checker import is_dyck
 
-ROOT = Path(__file__).resolve().parents[1]
+from dyckbook.__main__ import main
 
-
-def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "dyckbook", *args], capture_output=True,
-                          text=True, env=env, cwd=cwd or ROOT, timeout=120)
+REPO = Path(__file__).resolve().parents[1]
+FIXTURE_MANIFEST = REPO / "tests" / "fixtures" / "experiments.yml"
 
 
-def assert_one_line_error(result: subprocess.CompletedProcess, *needles: str) -> None:
-    assert result.returncode == 2, result
-    assert "Traceback" not in result.stderr
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, result.stderr
-    for needle in needles:
-        assert needle in lines[0], lines[0]
+def call(argv: list[str], capsys) -> tuple[int, str, str]:
+    try:
+        code = main(argv)
+    except SystemExit as exit_:  # argparse's errors
+        code = exit_.code
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
-@pytest.mark.slow  # a subprocess that imports torch
-def test_generate_writes_a_verified_dataset(tmp_path):
-    out = tmp_path / "data.jsonl"
-    result = run("generate", "--k", "3", "--n", "200", "--min-length", "0", "--max-length", "16",
-                 "--negatives", "hard", "--seed", "1", "--out", str(out))
-    assert result.returncode == 0, result.stderr
-    assert "200" in result.stdout
-    from dyckbook.data import DatasetSpec, generate_dataset, load_jsonl
-
-    loaded = load_jsonl(out)
-    spec = DatasetSpec(language="dyck", k=3, n=200, min_length=0, max_length=16,
-                       negatives="hard", seed=1)
-    assert loaded.spec == spec
-    assert loaded.strings() == generate_dataset(spec).strings()  # same seed, same data
-    meta = json.loads((tmp_path / "data.jsonl.meta.json").read_text())
-    assert meta["n_lines"] == 200
+def _tree(folder: Path) -> set[str]:
+    return {p.relative_to(folder).as_posix() for p in folder.rglob("*")}
 
 
-@pytest.mark.slow  # a subprocess that imports torch
-def test_generate_shuffle_dyck_with_random_negatives(tmp_path):
-    from dyckbook.data import load_jsonl
-
-    out = tmp_path / "s.jsonl"
-    result = run("generate", "--language", "shuffle-dyck", "--k", "2", "--n", "50",
-                 "--max-length", "12", "--negatives", "random", "--out", str(out))
-    assert result.returncode == 0, result.stderr
-    assert load_jsonl(out).spec.language == "shuffle_dyck"
+# ------------------------------------------------------------------------------ good input
 
 
-@pytest.mark.slow  # a subprocess that imports torch
-def test_generate_comma_separated_kinds(tmp_path):
-    from dyckbook.data import load_jsonl
-    from dyckbook.negatives import HARD_KINDS
+def test_generate_writes_a_verified_balanced_dataset(tmp_path: Path, capsys) -> None:
+    from dyckbook.results import read_dataset
 
-    kinds = HARD_KINDS[:2]
-    out = tmp_path / "h.jsonl"
-    result = run("generate", "--k", "2", "--n", "60", "--max-length", "12", "--negatives",
-                 ",".join(kinds), "--out", str(out))
-    assert result.returncode == 0, result.stderr
-    loaded = load_jsonl(out)
-    assert loaded.spec.negatives == tuple(kinds)
-    assert set(loaded.kinds) <= {"positive", *kinds}
+    out = tmp_path / "d.jsonl"
+    old = os.umask(0o022)
+    try:
+        code, stdout, err = call(["generate", "--k", "3", "--n", "301", "--min-length", "2",
+                                  "--max-length", "16", "--seed", "5", "--out", str(out)], capsys)
+    finally:
+        os.umask(old)
+    assert code == 0, err
+    assert stdout.strip() == f"wrote 301 strings (150 members) to {out}"
+    assert stat.S_IMODE(out.stat().st_mode) == 0o644
+    rows = [json.loads(line) for line in out.read_text().splitlines()[1:]]
+    pairs = json.loads(out.read_text().splitlines()[0])["pairs"]
+    assert len(rows) == 301 and sum(r["member"] for r in rows) == 150
+    assert all(is_dyck(r["s"], pairs) == r["member"] for r in rows)  # an independent checker
+    assert all(2 <= len(r["s"]) <= 16 and len(r["s"]) % 2 == 0 for r in rows)
+    assert {r["kind"] for r in rows if not r["member"]} <= {
+        "dip", "rotation", "swap", "crossing", "deep_mismatch"}
+    assert len(read_dataset(out)) == 301  # the package's reader agrees with the labels
+    first = out.read_bytes()
+    assert call(["generate", "--k", "3", "--n", "301", "--min-length", "2", "--max-length", "16",
+                 "--seed", "5", "--out", str(out)], capsys)[0] == 0
+    assert out.read_bytes() == first  # same seed, same bytes
+    assert _tree(tmp_path) == {"d.jsonl"}  # no temporary file left
 
 
-def test_check_verdicts():
-    ok = run("check", "--k", "2", "()", "([])", "")
-    assert ok.returncode == 0, ok.stderr
-    assert ok.stdout.count("not a member") == 0 and ok.stdout.count("member") == 3
-    bad = run("check", "--k", "2", "()", "([)]")
-    assert bad.returncode == 1
-    assert "not a member\t'([)]'" in bad.stdout
-    depth = run("check", "--k", "1", "--max-depth", "1", "(())")
-    assert depth.returncode == 1
-    shuffle = run("check", "--language", "shuffle-dyck", "--k", "2", "([)]")
-    assert shuffle.returncode == 0
+def test_generate_random_negatives_and_the_module_entry_point(tmp_path: Path) -> None:
+    out = tmp_path / "r.jsonl"
+    proc = subprocess.run([sys.executable, "-m", "dyckbook", "generate", "--n", "40",
+                           "--max-length", "12", "--negatives", "random", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    kinds = {json.loads(line)["kind"] for line in out.read_text().splitlines()[1:]}
+    assert kinds == {"member", "random"}
 
 
-@pytest.mark.parametrize("args, needles", [
-    (["check", "--k", "1", "(x)"], ["'x'"]),
-    (["check", "--k", "0", "()"], ["k"]),
-    (["check", "--k", "two", "()"], ["--k must be an integer"]),
-    (["check", "--language", "shuffle-dyck", "--max-depth", "2", "()"], ["--max-depth"]),
-    (["check", "--k", "1"], ["STRING"]),
-    (["generate", "--n", "10", "--max-length", "8", "--out", "x.jsonl", "--negatives", "nope"],
-     ["negatives"]),
-    (["generate", "--n", "0", "--max-length", "8", "--out", "x.jsonl"], ["n must be >= 1"]),
-    (["generate", "--n", "10", "--min-length", "9", "--max-length", "8", "--out", "x.jsonl"],
-     ["min_length"]),
-    (["generate", "--n", "10", "--max-length", "8", "--out", "x.jsonl",
-      "--positive-fraction", "2"], ["positive_fraction"]),
-    (["generate", "--n", "10", "--max-length", "2", "--out", "x.jsonl"], ["no negative"]),
-    (["generate", "--n", "10", "--max-length", "-4", "--out", "x.jsonl"], ["--max-length"]),
-    (["generate", "--n", "10", "--max-length", "8"], ["--out"]),
-    (["frobnicate"], ["invalid choice"]),
-])
-def test_bad_arguments_give_one_line_and_status_2(tmp_path, args, needles):
-    result = run(*args, cwd=tmp_path)
-    assert_one_line_error(result, *needles)
-    assert not (tmp_path / "x.jsonl").exists()
+def test_check_prints_a_verdict_per_string(capsys) -> None:
+    code, out, _ = call(["check", "--k", "2", "()", "([])", ""], capsys)
+    assert code == 0 and out.count("not a member") == 0 and out.count("member") == 3
+    code, out, _ = call(["check", "--k", "2", "()", "([)]"], capsys)
+    assert code == 1 and "not a member\t'([)]'" in out
+    assert call(["check", "--max-depth", "1", "(())"], capsys)[0] == 1
+
+
+def test_list_shows_each_run_status_and_parameters(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("DYCKBOOK_ROOT", str(tmp_path))
+    code, out, _ = call(["list", "--profile", "scaled", "--manifest", str(FIXTURE_MANIFEST)],
+                        capsys)
+    assert code == 0
+    lines = out.splitlines()
+    assert [line.split()[:2] for line in lines[1:-1:2]] == [
+        ["chapter", "missing"], ["alpha", "missing"], ["beta", "missing"], ["summary", "missing"]]
+    assert "scale=7.0" in lines[6] and "seed=2" in lines[6]
+    assert lines[-1] == "profile scaled: 4 missing"
+    assert _tree(tmp_path) == set()  # listing writes nothing
+
+
+# ------------------------------------------------------------------------------ bad input
+
+LONG = "a" * 300
+
+
+def _bad_manifests(tmp: Path) -> None:
+    (tmp / "bad.yml").write_text("version: 2\nruns: {alpha: [unclosed\n")
+    (tmp / "latin1.yml").write_bytes("version: 2  # caf\xe9\n".encode("latin-1"))
+    (tmp / "v1.yml").write_text(FIXTURE_MANIFEST.read_text().replace("version: 2", "version: 1"))
+    (tmp / "afile").write_text("x")
+
+
+GEN = ["generate", "--n", "10", "--max-length", "8"]
+K = ["generate", "--n", "10", "--max-length", "8", "--out", "x", "--k"]
+MAN = ["--manifest", str(FIXTURE_MANIFEST)]
+CATALOGUE = [
+    ([*K, "0"], "--k must be in 1..8, got 0"),
+    ([*K, "-1"], "got -1"),
+    ([*K, "9"], "got 9"),
+    ([*K, "two"], "--k must be an integer, got 'two'"),
+    ([*K, "1.5"], "got '1.5'"),
+    (["generate", "--n", "0", "--max-length", "8", "--out", "x"], "--n must be in 1..1000000"),
+    (["generate", "--n", "-3", "--max-length", "8", "--out", "x"], "got -3"),
+    (["generate", "--n", "1000000000", "--max-length", "8", "--out", "x"], "got 1000000000"),
+    (["generate", "--n", "abc", "--max-length", "8", "--out", "x"], "'abc'"),
+    ([*GEN[:4], "40000", "--out", "x"], "--max-length must be in 0..10000, got 40000"),
+    ([*GEN[:4], "100000", "--out", "x"], "got 100000"),
+    ([*GEN[:4], "1e8", "--out", "x"], "--max-length must be an integer, got '1e8'"),
+    ([*GEN[:4], "-4", "--out", "x"], "got -4"),
+    ([*GEN, "--min-length", "9", "--out", "x"], "--min-length 9 .. --max-length 8 holds no even"),
+    ([*GEN[:4], "3", "--min-length", "3", "--out", "x"], "holds no even length"),
+    (["generate", "--n", "10000", "--max-length", "4000", "--out", "x"],
+     "exceeds the limit of 20,000,000"),
+    ([*GEN, "--negatives", "nope", "--out", "x"], "invalid choice: 'nope'"),
+    ([*GEN[:4], "4", "--out", "x"], "Dyck-1 has no such non-member at lengths 0..4"),
+    ([*GEN, "--window", "1", "--out", "x"], "--window must be >= 2, got 1"),
+    ([*GEN, "--k", "3", "--window", "16", "--out", "x"], "--window 16: k=3 and width=16"),
+    ([*GEN, "--window", "4", "--negatives", "random", "--out", "x"], "applies to --negatives hard"),
+    ([*GEN, "--seed", "-1", "--out", "x"], "--seed must be in 0.."),
+    ([*GEN, "--seed", "x", "--out", "x"], "--seed must be an integer"),
+    (GEN, "the following arguments are required: --out"),
+    (["generate", "--max-length", "8", "--out", "x"], "required: --n"),
+    ([*GEN, "--out", ""], "--out must name a file, got ''"),
+    ([*GEN, "--out", "{tmp}"], "(a folder)"),
+    ([*GEN, "--out", "sub/"], "--out must name a file, got 'sub/'"),
+    ([*GEN, "--out", "/dev/null"], "'/dev/null' is not a regular file"),
+    ([*GEN, "--out", "/dev/full"], "'/dev/full' is not a regular file"),
+    ([*GEN, "--out", "{tmp}/nofolder/x.jsonl"], "nofolder is not an existing folder"),
+    ([*GEN, "--out", "{tmp}/afile/x.jsonl"], "afile is not an existing folder"),
+    ([*GEN, "--out", "/proc/x.jsonl"], "cannot write there"),
+    ([*GEN, "--out", f"{{tmp}}/{LONG}.jsonl"], "cannot write there (File name too long)"),
+    ([*GEN, "--out", "x", "--frob"], "unrecognized arguments: --frob"),
+    (["check", "(x)"], "'x' (U+0078) at position 1, which is not in the alphabet '()'"),
+    (["check", "--k", "0", "()"], "--k must be in 1..8, got 0"),
+    (["check", "--k", "1"], "required: STRING"),
+    (["check", "--max-depth", "0", "()"], "--max-depth must be >= 1, got 0"),
+    (["check", "--max-depth", "x", "()"], "--max-depth must be an integer"),
+    (["list", "--profile", "nope", *MAN], "profile must be one of"),
+    (["list", "--manifest", "{tmp}/missing.yml"], "manifest not found"),
+    (["list", "--manifest", "{tmp}"], "(a folder)"),
+    (["list", "--manifest", "{tmp}/bad.yml"], "bad.yml is not valid YAML"),
+    (["list", "--manifest", "{tmp}/latin1.yml"], "latin1.yml is not UTF-8 text (byte 0xe9"),
+    (["run", "--manifest", "{tmp}/v1.yml"], "v1.yml: version must be 2, got 1"),
+    (["run", "--profile", "smoke", "--only", "nope", *MAN], "'nope' matches no run"),
+    (["run", "--jobs", "-1", *MAN], "--jobs must be in 0..512"),
+    (["run", "--jobs", "100000", *MAN], "got 100000"),
+    (["run", "--profile", "smoke", "--scheduler", "threads", *MAN], "scheduler must be"),
+    (["run", "--profile", "smoke", "--scheduler", "tcp://nohost", *MAN], "'tcp://nohost'"),
+    (["run", "-v", "-q", *MAN], "not allowed with argument"),
+    ([], "the following arguments are required: command"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+]
+
+
+@pytest.mark.parametrize("argv, needle", CATALOGUE, ids=[" ".join(a)[:60] for a, _ in CATALOGUE])
+def test_bad_input_is_one_line_exit_2_and_leaves_nothing(argv: list[str], needle: str,
+                                                         tmp_path: Path, capsys,
+                                                         monkeypatch) -> None:
+    _bad_manifests(tmp_path)
+    before = _tree(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DYCKBOOK_ROOT", str(tmp_path / "out"))
+    code, out, err = call([a.replace("{tmp}", str(tmp_path)) for a in argv], capsys)
+    assert code == 2, (out, err)
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dyckbook"), err
+    assert needle.replace("{tmp}", str(tmp_path)) in lines[0]
+    assert "Traceback" not in err and out == ""
+    assert _tree(tmp_path) == before  # nothing written, not even the output root
+
+
+def test_the_catalogue_is_long_enough() -> None:
+    assert len(CATALOGUE) >= 40

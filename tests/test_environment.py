@@ -1,9 +1,9 @@
-"""environment.yml (for conda users) must declare exactly pyproject.toml's dependencies."""
+"""environment.yml (for conda users) declares exactly pyproject.toml's dependencies, pins Python."""
 
 import re
-import tomllib
 from pathlib import Path
 
+import tomllib
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,10 +26,13 @@ def _pyproject_requirements() -> dict[str, str]:
     return {CONDA_NAMES.get(name, name): spec for name, spec in out.items()}
 
 
+def _environment() -> dict:
+    return yaml.safe_load((ROOT / "environment.yml").read_text())
+
+
 def _environment_requirements() -> dict[str, str]:
-    env = yaml.safe_load((ROOT / "environment.yml").read_text())
     out: dict[str, str] = {}
-    for entry in env["dependencies"]:
+    for entry in _environment()["dependencies"]:
         if isinstance(entry, dict):
             for pip_entry in entry["pip"]:
                 if not pip_entry.startswith("-e"):
@@ -46,8 +49,21 @@ def test_environment_yml_equals_pyproject():
     assert _environment_requirements() == _pyproject_requirements()
 
 
-def test_environment_uses_conda_forge_and_python_floor():
-    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+def test_environment_pins_the_python_that_pyproject_allows_and_ci_uses():
+    env = _environment()
     assert env["channels"] == ["conda-forge"]
-    requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
-    assert f"python{requires}" in env["dependencies"]
+    pins = [d for d in env["dependencies"] if isinstance(d, str) and _split(d)[0] == "python"]
+    assert len(pins) == 1 and re.fullmatch(r"python=3\.\d+", pins[0]), pins
+    version = pins[0].removeprefix("python=")
+    floor = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    floor = tuple(map(int, floor.removeprefix(">=").split(".")))
+    assert tuple(map(int, version.split("."))) >= floor
+    for workflow in (ROOT / ".github" / "workflows").glob("*.yml"):
+        assert f'python-version: "{version}"' in workflow.read_text(), workflow.name
+
+
+def test_dask_is_an_extra_and_make_venv_installs_it():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    assert {_split(r)[0] for r in extras["dask"]} == {"dask", "distributed"}
+    assert "'.[book,dask,dev]'" in (ROOT / "Makefile").read_text()

@@ -1,173 +1,125 @@
-"""Tests for dyckbook.evaluate: per-length / per-kind / confusion against hand counts, metrics schema."""
+"""Tests for dyckbook.evaluate: Wilson intervals, score tables, pooling, binning, predictions."""
 
-from __future__ import annotations
-
-import copy
-import json
 import math
 
+import numpy as np
 import pytest
 import torch
-from torch import nn
 
-from dyckbook.evaluate import (
-    METRICS_SCHEMA,
-    MetricsValidationError,
-    evaluate,
-    validate_metrics,
-    write_metrics_json,
-)
+from dyckbook import tokenizer
+from dyckbook.dataset import MEMBER, Dataset
+from dyckbook.evaluate import Score, binned, margins, pool, predict, score, wilson
+from dyckbook.languages import Dyck
+from dyckbook.model import Classifier, ModelConfig
 
-torch.set_num_threads(1)
+LANG = Dyck(2)
 
 
-class FirstTokenRule(nn.Module):
-    """Stub classifier: predicts member iff the first bracket is '(' (id 3)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.dummy = nn.Parameter(torch.zeros(()))
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        member = (tokens[:, 1] == 3).float()
-        return torch.stack([1 - member, member], dim=-1) * 4.0 + self.dummy
-
-
-def batch(rows: list[tuple[list[int], int, str]]) -> dict:
-    width = max(len(t) for t, _, _ in rows)
-    tokens = torch.full((len(rows), width), 1, dtype=torch.long)
-    for b, (t, _, _) in enumerate(rows):
-        tokens[b, : len(t)] = torch.tensor(t)
-    return {
-        "tokens": tokens,
-        "labels": torch.tensor([lab for _, lab, _ in rows]),
-        "lengths": torch.tensor([len(t) - 2 for t, _, _ in rows]),
-        "kinds": [kind for _, _, kind in rows],
-    }
+@pytest.mark.parametrize("correct, n, low, high", [
+    (5, 10, 0.2366, 0.7634),  # hand-computed closed form, z = 1.96
+    (0, 10, 0.0, 0.2775),
+    (10, 10, 0.7225, 1.0),
+    (81, 100, 0.7222, 0.8749),
+    (1, 1, 0.2065, 1.0),
+])
+def test_wilson_matches_the_closed_form(correct, n, low, high):
+    lo, hi = wilson(correct, n)
+    assert lo == pytest.approx(low, abs=1e-4) and hi == pytest.approx(high, abs=1e-4)
 
 
-# (tokens, label, kind); the rule predicts 1 iff tokens[1] == 3
-ROWS = [
-    ([0, 3, 4, 2], 1, "positive"),  # len 2, pred 1: tp
-    ([0, 3, 3, 4, 4, 2], 1, "positive"),  # len 4, pred 1: tp
-    ([0, 2], 1, "positive"),  # len 0, pred 0 ([end] at 1): fn
-    ([0, 4, 3, 2], 0, "closer_first"),  # len 2, pred 0: tn
-    ([0, 3, 4, 4, 3, 2], 0, "equal_counts"),  # len 4, pred 1: fp
-    ([0, 3, 3, 4, 3, 2], 0, "unequal_counts"),  # len 4, pred 1: fp
-]
+def test_wilson_contains_p_within_unit_interval_and_narrows_with_n():
+    for n in (1, 2, 7, 50, 1000):
+        for correct in range(0, n + 1, max(1, n // 7)):
+            lo, hi = wilson(correct, n)
+            assert 0.0 <= lo <= correct / n <= hi <= 1.0
+    assert np.diff([np.subtract(*wilson(n // 2, n)[::-1]) for n in (10, 100, 1000)]).max() < 0
+    assert all(math.isnan(v) for v in wilson(0, 0))
+    narrow, wide = wilson(50, 100, z=1.0), wilson(50, 100)
+    assert wide[0] < narrow[0] < narrow[1] < wide[1]
+    with pytest.raises(ValueError, match="correct must lie in \\[0, n=10\\], got 11"):
+        wilson(11, 10)
 
 
-def test_evaluate_against_hand_counts():
-    loader = [batch(ROWS[:4]), batch(ROWS[4:])]
-    model = FirstTokenRule()
-    model.train()
-    metrics = evaluate(model, loader, return_predictions=True)
-    assert model.training  # mode restored
-    assert metrics["n"] == 6
-    assert metrics["accuracy"] == pytest.approx(3 / 6)
-    assert metrics["per_length"] == {
-        0: {"n": 1, "accuracy": 0.0},
-        2: {"n": 2, "accuracy": 1.0},
-        4: {"n": 3, "accuracy": 1 / 3},
-    }
-    assert metrics["per_kind"] == {
-        "closer_first": {"n": 1, "accuracy": 1.0},
-        "equal_counts": {"n": 1, "accuracy": 0.0},
-        "positive": {"n": 3, "accuracy": 2 / 3},
-        "unequal_counts": {"n": 1, "accuracy": 0.0},
-    }
-    assert metrics["confusion"] == [[1, 2], [1, 2]]  # [[tn, fp], [fn, tp]]
-    assert metrics["predictions"] == [1, 1, 0, 0, 1, 1]
-    # loss: mean cross-entropy of logits (4, 0) / (0, 4) against the labels, computed directly
-    right = -math.log(math.exp(4) / (math.exp(4) + 1))
-    wrong = -math.log(1 / (math.exp(4) + 1))
-    assert metrics["loss"] == pytest.approx((3 * right + 3 * wrong) / 6)
+def _set():
+    strings = ["()", "([])", "[]()", ")(", "(]", "([)]", "(([]))", "]]", "", "(("]
+    kinds = [MEMBER, MEMBER, MEMBER, "dip", "random", "crossing", MEMBER, "random", MEMBER,
+             "random"]
+    return Dataset.from_strings(LANG, strings, kinds)
 
 
-def test_evaluate_empty_loader():
-    metrics = evaluate(FirstTokenRule(), [])
-    assert metrics["n"] == 0 and math.isnan(metrics["accuracy"])
+def test_score_tables_count_every_string_once():
+    ds = _set()
+    predicted = np.array([1, 1, 0, 0, 1, 1, 1, 0, 0, 0])
+    s = score(predicted, ds)
+    assert (s.n, s.correct) == (10, 6)
+    for table in (s.per_length, s.per_kind, s.per_depth):
+        assert sum(v[0] for v in table.values()) == s.n
+        assert sum(v[1] for v in table.values()) == s.correct
+    assert s.per_length == {0: [1, 0], 2: [5, 4], 4: [3, 1], 6: [1, 1]}
+    assert s.per_kind == {MEMBER: [5, 3], "crossing": [1, 0], "dip": [1, 1], "random": [3, 2]}
+    assert s.per_depth[3] == [1, 1] and s.per_depth[0] == [3, 2]  # "", ")(" and "]]"
+    assert s.accuracy == 0.6 and s.interval == wilson(6, 10)
+    assert s.balanced_accuracy == pytest.approx(0.5 * (3 / 5 + 3 / 5))
+    assert s.accuracy_of("per_kind", "random") == pytest.approx(2 / 3)
+    assert math.isnan(s.accuracy_of("per_kind", "swap"))
+    with pytest.raises(ValueError, match="predicted must have shape \\(10,\\), got \\(9,\\)"):
+        score(predicted[:9], ds)
 
 
-def valid_metrics() -> dict:
-    split = evaluate(FirstTokenRule(), [batch(ROWS)])
-    return {
-        "schema_version": 1,
-        "experiment": "01_dyck1/smoke",
-        "seed": 0,
-        "config": {"model": {"d_model": 16}, "train": {"lr": 0.001}},
-        "data": {"k": 1, "max_length": 16},
-        "history": [{"epoch": 1, "step": 10, "train_loss": 0.5, "val_accuracy": 0.75, "seconds": 1.2}],
-        "final": {"test": split, "val": split},
-        "timing": {"train_seconds": 1.2},
-    }
+def test_accuracy_between_pools_the_keys_in_range():
+    s = score(np.array([1, 1, 0, 0, 1, 1, 1, 0, 0, 0]), _set())
+    assert s.accuracy_between(2, 4) == pytest.approx(5 / 8)
+    assert s.accuracy_between(0, 100) == s.accuracy
+    assert s.accuracy_between(5, 6) == 1.0
+    assert math.isnan(s.accuracy_between(7, 9))
+    assert s.accuracy_between(1, 3, table="per_depth") == pytest.approx(
+        sum(v[1] for d, v in s.per_depth.items() if 1 <= d <= 3)
+        / sum(v[0] for d, v in s.per_depth.items() if 1 <= d <= 3))
 
 
-def test_valid_metrics_validate_and_round_trip(tmp_path):
-    metrics = valid_metrics()
-    validate_metrics(metrics)
-    path = tmp_path / "metrics.json"
-    write_metrics_json(path, metrics)
-    loaded = json.loads(path.read_text())
-    validate_metrics(loaded)
-    assert loaded["final"]["test"]["per_length"]["4"] == {"n": 3, "accuracy": 1 / 3}
-    assert loaded["final"]["test"]["confusion"] == [[1, 2], [1, 2]]
+def test_balanced_accuracy_is_the_mean_of_the_class_accuracies():
+    s = Score(n=110, correct=0, per_length={}, per_depth={},
+              per_kind={MEMBER: [100, 90], "dip": [4, 1], "swap": [6, 5]})
+    assert s.balanced_accuracy == pytest.approx(0.5 * (0.9 + 0.6))
+    assert math.isnan(Score(3, 3, {}, {MEMBER: [3, 3]}, {}).balanced_accuracy)
+    assert math.isnan(Score(3, 3, {}, {"dip": [3, 3]}, {}).balanced_accuracy)
+    assert math.isnan(Score(0, 0, {}, {}, {}).accuracy)
 
 
-@pytest.mark.parametrize(
-    "breaker,fragment",
-    [
-        (lambda m: m.pop("history"), "history"),
-        (lambda m: m.update(seed="zero"), "seed"),
-        (lambda m: m["final"]["test"].update(accuracy=1.5), "maximum"),
-        (lambda m: m["final"]["test"].update(confusion=[[1, 2, 3], [1, 2]]), "confusion"),
-        (lambda m: m["final"]["test"]["per_length"].update({"four": {"n": 1, "accuracy": 1.0}}), "four"),
-        (lambda m: m["final"]["val"]["per_kind"]["positive"].pop("n"), "'n'"),
-        (lambda m: m.update(final={}), "final"),
-        (lambda m: m["history"][0].update(epoch=-1), "epoch"),
-        (lambda m: m["timing"].pop("train_seconds"), "train_seconds"),
-    ],
-)
-def test_broken_metrics_fail(tmp_path, breaker, fragment):
-    metrics = valid_metrics()
-    broken = copy.deepcopy(metrics)
-    breaker(broken)
-    with pytest.raises(MetricsValidationError, match=fragment):
-        validate_metrics(broken)
-    path = tmp_path / "metrics.json"
-    with pytest.raises(MetricsValidationError):
-        write_metrics_json(path, broken)
-    assert not path.exists()
+def test_pool_and_binned_preserve_totals():
+    rng = np.random.default_rng(0)
+    ds = _set()
+    scores = [score(rng.integers(0, 2, len(ds)), ds) for _ in range(4)]
+    pooled = pool(scores)
+    assert pooled.n == 40 and pooled.correct == sum(s.correct for s in scores)
+    for table in ("per_length", "per_kind", "per_depth"):
+        for key, (n, ok) in getattr(pooled, table).items():
+            assert n == sum(getattr(s, table).get(key, [0, 0])[0] for s in scores)
+            assert ok == sum(getattr(s, table).get(key, [0, 0])[1] for s in scores)
+    table = {1: [3, 2], 2: [5, 5], 7: [4, 0], 9: [1, 1], 10: [2, 1]}
+    bins = binned(table, 5)
+    assert bins == {0: [8, 7], 5: [5, 1], 10: [2, 1]}
+    assert binned(table, 1) == table
+    with pytest.raises(ValueError, match="width must be an int >= 1, got 0"):
+        binned(table, 0)
 
 
-def test_jsonschema_backend_agrees_when_available():
-    jsonschema = pytest.importorskip("jsonschema")
-    jsonschema.Draft202012Validator.check_schema(METRICS_SCHEMA)
-    validate_metrics(valid_metrics(), backend="jsonschema")
-    broken = valid_metrics()
-    broken["final"]["test"]["accuracy"] = 2.0
-    with pytest.raises(MetricsValidationError):
-        validate_metrics(broken, backend="jsonschema")
+def test_score_dict_round_trip():
+    s = score(np.ones(10, np.int8), _set())
+    data = s.to_dict()
+    assert data["accuracy"] == s.accuracy and data["interval"] == list(s.interval)
+    assert Score.from_dict(data) == s
 
 
-def test_unserialisable_metrics_are_rejected():
-    metrics = valid_metrics()
-    metrics["data"]["spec"] = object()
-    with pytest.raises(ValueError, match="JSON"):
-        validate_metrics(metrics)
-
-
-def test_distinct_accuracy_counts_each_string_once():
-    # "()" (a member the rule accepts) 8 times plus 2 strings the rule gets wrong, then "()"
-    # again (padded wider, in another batch: still the same string) and "(())": 10 / 12 over
-    # the rows, 2 / 4 over the distinct strings
-    rows = [([0, 3, 4, 2], 1, "positive")] * 8 + [ROWS[2], ROWS[4]]
-    padded = batch([([0, 3, 4, 2], 1, "positive"), ([0, 3, 3, 4, 4, 2], 1, "positive")])
-    metrics = evaluate(FirstTokenRule(), [batch(rows), padded])
-    assert metrics["accuracy"] == pytest.approx(10 / 12)
-    assert metrics["distinct"] == {"n": 4, "accuracy": pytest.approx(2 / 4)}
-    # a string seen with both labels is two entries (the data is contradictory, not duplicated)
-    both = evaluate(FirstTokenRule(), [batch([([0, 3, 4, 2], 1, "positive"),
-                                              ([0, 3, 4, 2], 0, "closer_first")])])
-    assert both["distinct"] == {"n": 2, "accuracy": 0.5}
-    assert math.isnan(evaluate(FirstTokenRule(), [])["distinct"]["accuracy"])
+def test_margins_and_predict_agree_with_the_model():
+    model = Classifier(ModelConfig(k=2, n_ctx=8, d_model=8, n_heads=1, d_mlp=16, n_layers=1),
+                       [0]).train()
+    ds = _set()
+    m = margins(model, ds, batch_size=3)
+    assert model.training  # restored
+    with torch.no_grad():
+        logits = model.eval()(tokenizer.encode(ds.codes, ds.lengths))
+    assert m.dtype == np.float64 and np.allclose(m, (logits[:, 1] - logits[:, 0]).numpy(),
+                                                 atol=1e-6)
+    assert (predict(model, ds) == (m > 0)).all()
+    assert margins(model, Dataset.empty(LANG)).shape == (0,)

@@ -12,6 +12,7 @@ from dyckbook import tokenizer
 from dyckbook.dataset import Dataset
 from dyckbook.languages import Dyck
 from dyckbook.model import ClassificationTask, Classifier, ModelConfig
+from dyckbook.thesis_model import ThesisClassifier, ThesisModelConfig
 from dyckbook.train import TrainConfig, train
 
 LANG = Dyck(2)
@@ -90,25 +91,27 @@ def test_patterns_are_eval_mode_even_with_dropout(data: Dataset) -> None:
                                   E.attention_patterns(model, data))
 
 
-def test_pattern_model_protocol_is_read_layer_by_layer(data: Dataset) -> None:
-    class Fake(nn.Module):  # a ThesisClassifier stand-in: returns its own patterns
-        def __init__(self) -> None:
-            super().__init__()
-            self.w = nn.Parameter(torch.zeros(1))
-
-        def attention_patterns(self, tokens: torch.Tensor) -> list[torch.Tensor]:
-            b, n = tokens.shape
-            base = tokens[:, None, :, None].float().expand(b, 1, n, n)
-            return [base + layer for layer in range(3)]
-
-    p = E.attention_patterns(Fake(), data, batch_size=5)
-    tokens = tokenizer.encode(data.codes, data.lengths, data.codes.shape[1]).numpy()
-    assert p.shape == (3, len(data), 1, tokens.shape[1], tokens.shape[1])
-    np.testing.assert_array_equal(p[2, :, 0, :, 0], tokens + 2)
+def test_the_thesis_port_is_read_through_its_own_forward_pass(data: Dataset) -> None:
+    config = ThesisModelConfig(k=2, n_ctx=16, d_model=16, d_mlp=32, n_heads=2,
+                               pos_encoding="sinusoidal")
+    model = ThesisClassifier(config, seed=4)
+    tokens = tokenizer.encode(data.codes, data.lengths, data.codes.shape[1])
+    want = np.stack([p.numpy() for p in model.attention_patterns(tokens)])
+    got = E.attention_patterns(model, data, batch_size=7)
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    wrong = np.stack([p.numpy() for p in model.thesis_attention_patterns(tokens)])
+    assert not np.allclose(got[1], wrong[1], atol=1e-3)  # the library's read-out differs
+    assert E.head_movement(model) == 0.0
+    with torch.no_grad():
+        model.classifier.bias.copy_(torch.tensor([-50.0, 50.0]))  # "member" for everything
+    assert E.head_movement(model) > 0
+    assert E.head_reset_accuracy(model, data) == E.head_reset_accuracy(
+        ThesisClassifier(config, seed=4), data)
+    assert model.classifier.bias[1] == 50.0  # the model itself is untouched
     with pytest.raises(ValueError, match="model must be"):
         E.attention_patterns(nn.Linear(2, 2), data)
     with pytest.raises(ValueError, match="data must be"):
-        E.attention_patterns(tiny(), data.codes)
+        E.attention_patterns(model, data.codes)
 
 
 # -------------------------------------------------------------------------------------------

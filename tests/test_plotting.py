@@ -100,10 +100,10 @@ def test_matching_has_a_panel_per_model_and_four_bars_per_head() -> None:
 def test_preview_roc_has_the_roc_and_a_histogram_per_model() -> None:
     rng = np.random.default_rng(5)
     labels = np.r_[np.zeros(30), np.ones(30)].astype(int)
-    scores = {"a": rng.random(60) + labels, "b": rng.random(60)}
-    fig = drawn(P.plot_preview_roc(scores, labels), 3)
+    scores = {"a": (rng.random(60) + labels, labels), "b": (rng.random(60), labels)}
+    fig = drawn(P.plot_preview_roc(scores), 3)
     assert "AUC 1.00" in fig.axes[0].get_legend().get_texts()[0].get_text()
-    drawn(P.plot_preview_roc(scores["b"], labels), 2, draw=False)
+    drawn(P.plot_preview_roc({"b": scores["b"]}), 2, draw=False)
 
 
 # -------------------------------------------------------------------------------------------
@@ -202,7 +202,7 @@ def test_grid_has_a_panel_per_k_and_depth(value: str) -> None:
     texts = [t.get_text() for t in fig.axes[3].texts]
     assert len(texts) == 7  # 4 lines x 2 readouts, one cell not run
     assert all(("/5" in t) == (value == "solved_share") for t in texts)
-    assert fig.axes[0].texts[0].get_text() == "all failed"
+    assert [t.get_text() for t in fig.axes[0].texts].count("all failed") == 1
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()][:2] == [
         "bidirectional, none", "bidirectional, learned"]
     with pytest.raises(ValueError, match="value"):
@@ -232,7 +232,7 @@ def test_probes_panel_per_target_with_seeds() -> None:
 def test_ablation_heatmap_of_the_mean_drop() -> None:
     drops = [np.array([[0.1, 0.0], [0.3, -0.1]]), np.array([[0.3, 0.0], [0.1, -0.1]])]
     fig = drawn(P.plot_ablation(drops), 2)
-    assert [t.get_text() for t in fig.axes[0].texts][0] == "+0.200\n±0.100"
+    assert fig.axes[0].texts[0].get_text() == "+0.200\n±0.100"
     drawn(P.plot_ablation(drops[0]), 2, draw=False)
     with pytest.raises(ValueError, match="drops"):
         P.plot_ablation(np.zeros(3))

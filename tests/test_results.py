@@ -1,112 +1,230 @@
-"""Tests for the results layer: path conventions, run records, and reading only published results."""
-
-from __future__ import annotations
+"""Tests for dyckbook.results: safe atomic writes, JSON, run records, datasets and model files."""
 
 import json
-from pathlib import Path
+import math
+import os
+import stat
 
+import numpy as np
 import pytest
+import torch
 
-from dyckbook import results as R
-
-
-def publish(root: Path, group: str, run: str, *, status: str = "ok", hash_: str = "h",
-            metrics: dict | None = None) -> None:
-    """Fake what the runner leaves behind for one run."""
-    rdir = R.run_results_dir(group, run, root)
-    rdir.mkdir(parents=True, exist_ok=True)
-    if metrics is not None:
-        R.write_json(rdir / "metrics.json", metrics)
-    (rdir / "per_length.csv").write_text("length,accuracy\n2,1.0\n4,0.5\n")
-    if status == "ok":
-        nb = R.run_notebook_path(group, run, root)
-        nb.parent.mkdir(parents=True, exist_ok=True)
-        nb.write_text("{}")
-    R.write_run_record(group, run, {"status": status, "hash": hash_, "params": {"seed": 1},
-                                    "duration_s": 1.5}, root)
+from dyckbook import results
+from dyckbook.dataset import Dataset
+from dyckbook.evaluate import Score
+from dyckbook.languages import Dyck
+from dyckbook.model import Classifier, ModelConfig
+from dyckbook.run import RunRecord
+from dyckbook.thesis_model import ThesisClassifier, ThesisModelConfig
 
 
-def test_path_conventions(tmp_path: Path) -> None:
-    assert R.run_notebook_path("01_dyck1", "dyck1-exp1-s0", tmp_path) == (
-        tmp_path / "book" / "runs" / "01_dyck1" / "dyck1-exp1-s0.ipynb")
-    assert R.run_results_dir("01_dyck1", "dyck1-exp1-s0", tmp_path) == (
-        tmp_path / "book" / "results" / "01_dyck1" / "dyck1-exp1-s0")
-    assert R.run_results_rel("chapters", "dyck_languages") == Path(
-        "book/results/chapters/dyck_languages")
-    assert R.resolve("/abs/x", tmp_path) == Path("/abs/x")
-    assert R.resolve("book/results/a", tmp_path) == tmp_path.resolve() / "book/results/a"
+def _mode(path):
+    return stat.S_IMODE(os.stat(path).st_mode)
 
 
-@pytest.mark.parametrize("bad", ["", "..", ".", "a/b", ".hidden"])
-def test_names_that_would_escape_the_layout_are_rejected(bad: str) -> None:
-    with pytest.raises(ValueError, match="plain file name"):
-        R.run_results_dir("01_dyck1", bad)
-    with pytest.raises(ValueError, match="plain file name"):
-        R.run_notebook_path(bad, "run")
+def test_write_bytes_refuses_what_is_not_a_regular_file(tmp_path):
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    with pytest.raises(ValueError, match=f"refusing to replace {folder}"):
+        results.write_bytes(folder, b"x")
+    with pytest.raises(ValueError, match="refusing to replace /dev/null"):
+        results.write_bytes("/dev/null", b"x")
+    plain = tmp_path / "plain.txt"
+    plain.write_text("keep")
+    with pytest.raises(ValueError, match=f"{plain} is not a folder"):
+        results.write_bytes(plain / "inside.txt", b"x")
+    link = tmp_path / "link"
+    link.symlink_to(folder)
+    with pytest.raises(ValueError, match="refusing"):
+        results.write_bytes(link, b"x")
+    assert plain.read_text() == "keep" and list(folder.iterdir()) == []
 
 
-def test_repo_root_follows_env_then_manifest_search(tmp_path: Path,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(R.ROOT_ENV, str(tmp_path))
-    assert R.repo_root() == tmp_path.resolve()
-    monkeypatch.delenv(R.ROOT_ENV)
-    (tmp_path / "notebooks").mkdir()
-    (tmp_path / "notebooks" / "experiments.yml").write_text("version: 1\n")
-    monkeypatch.chdir(tmp_path / "notebooks")  # a notebook opened by hand in JupyterLab
-    assert R.repo_root() == tmp_path.resolve()
-    assert R.resolve("book/results/x") == tmp_path.resolve() / "book/results/x"
+def test_write_bytes_replaces_a_file_and_makes_folders(tmp_path):
+    path = tmp_path / "a" / "b" / "c.bin"
+    assert results.write_bytes(path, b"one") == path
+    results.write_bytes(path, b"two")
+    assert path.read_bytes() == b"two"
+    assert sorted(p.name for p in path.parent.iterdir()) == ["c.bin"]
 
 
-def test_records_round_trip_and_reject_unknown_status(tmp_path: Path) -> None:
-    assert R.read_run_record("g", "r", tmp_path) is None
-    R.write_run_record("g", "r", {"status": "failed", "hash": None}, tmp_path)
-    assert R.read_run_record("g", "r", tmp_path) == {"status": "failed", "hash": None}
-    with pytest.raises(ValueError, match="status"):
-        R.write_run_record("g", "r", {"status": "fine"}, tmp_path)
-    (R.run_results_dir("g", "r", tmp_path) / "run.json").write_text("{not json")
-    assert R.read_run_record("g", "r", tmp_path) is None
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_files_get_the_permissions_of_the_umask(tmp_path, umask, mode):
+    old = os.umask(umask)
+    try:
+        path = results.write_text(tmp_path / "f.txt", "x")
+        again = results.write_json(path, {"a": 1})  # replacing keeps to the umask too
+    finally:
+        os.umask(old)
+    assert _mode(path) == _mode(again) == mode
 
 
-def test_only_successful_runs_are_read(tmp_path: Path) -> None:
-    publish(tmp_path, "g", "a", metrics={"acc": 1.0})
-    publish(tmp_path, "g", "b", status="failed", metrics={"acc": 0.0})
-    assert R.load_run_metrics("g", "a", tmp_path) == {"acc": 1.0}
-    assert R.load_per_length("g", "a", tmp_path)[1] == {"length": "4", "accuracy": "0.5"}
-    for run in ("b", "never"):
-        with pytest.raises(FileNotFoundError, match="no successful result"):
-            R.load_run_metrics("g", run, tmp_path)
-    # an ok record whose notebook is gone is not published
-    R.run_notebook_path("g", "a", tmp_path).unlink()
-    assert not R.is_ok("g", "a", tmp_path)
-    with pytest.raises(FileNotFoundError):
-        R.load_per_length("g", "a", tmp_path)
+def test_nothing_is_left_behind_on_failure(tmp_path, monkeypatch):
+    path = tmp_path / "f.txt"
+    results.write_text(path, "old")
+    with pytest.raises(TypeError):
+        results.write_bytes(path, "not bytes")
+
+    def broken(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", broken)
+    with pytest.raises(OSError, match="disk full"):
+        results.write_text(path, "new")
+    assert path.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["f.txt"]
 
 
-def test_collect_results_reads_only_current_runs_of_the_indexed_profile(tmp_path: Path) -> None:
-    publish(tmp_path, "g", "x-s0", hash_="h0", metrics={"acc": 0.9})
-    publish(tmp_path, "g", "x-s1", hash_="h1", metrics={"acc": 0.8})
-    publish(tmp_path, "g", "x-s2", hash_="old", metrics={"acc": 0.1})  # stale parameters
-    publish(tmp_path, "g", "x-s3", status="failed", metrics={"acc": 0.5})
-    publish(tmp_path, "g", "leftover", hash_="z", metrics={"acc": 0.0})  # another profile
-    publish(tmp_path, "other", "y", hash_="hy", metrics={"acc": 1.0})
-    # without an index: every ok run of the group
-    assert [r["run"] for r in R.collect_results("g", tmp_path)] == [
-        "leftover", "x-s0", "x-s1", "x-s2"]
-    index = {"profile": "cpu", "runs": {
-        "x-s1": {"group": "g", "hash": "h1"}, "x-s0": {"group": "g", "hash": "h0"},
-        "x-s2": {"group": "g", "hash": "h2"}, "x-s3": {"group": "g", "hash": "h3"},
-        "y": {"group": "other", "hash": "hy"}}}
-    R.write_json(tmp_path / "book" / "results" / "index.json", index, sort_keys=False)
-    rows = R.collect_results("g", tmp_path)
-    assert [r["run"] for r in rows] == ["x-s0", "x-s1"]
-    assert rows[0] == {"run": "x-s0", "params": {"seed": 1}, "metrics": {"acc": 0.9},
-                       "duration_s": 1.5}
-    assert R.published_runs(root=tmp_path) == [("g", "x-s1"), ("g", "x-s0"), ("other", "y")]
-    assert R.read_index(tmp_path)["profile"] == "cpu"
+def test_json_round_trip_and_errors(tmp_path):
+    path = tmp_path / "x.json"
+    results.write_json(path, {"b": np.float32(0.5), "a": np.arange(3), "n": math.nan,
+                              "t": (1, np.int64(2)), 3: "key"})
+    assert results.read_json(path) == {"a": [0, 1, 2], "b": 0.5, "n": None, "t": [1, 2],
+                                       "3": "key"}
+    assert path.read_text().endswith("\n")
+    with pytest.raises(FileNotFoundError, match=str(tmp_path / "none.json")):
+        results.read_json(tmp_path / "none.json")
+    path.write_text("{oops")
+    with pytest.raises(ValueError, match=f"{path} is not a UTF-8 JSON file"):
+        results.read_json(path)
 
 
-def test_write_json_is_sorted_and_leaves_no_temporary(tmp_path: Path) -> None:
-    path = R.write_json(tmp_path / "d" / "m.json", {"b": 1, "a": [1, 2]})
-    assert json.loads(path.read_text()) == {"a": [1, 2], "b": 1}
-    assert path.read_text().index('"a"') < path.read_text().index('"b"')
-    assert [p.name for p in (tmp_path / "d").iterdir()] == ["m.json"]
+def _record(seed, accuracy=0.75):
+    score = Score(4, round(4 * accuracy), {2: [4, round(4 * accuracy)]}, {"member": [4, 3]},
+                  {1: [4, 3]})
+    return RunRecord(config={"seed": seed, "data": {"k": 1}}, status="ok", failure=None,
+                     train_accuracy=0.9, margin_std=0.1, scores={"hard": score},
+                     baselines={"hard": {"counts": score}}, baseline_train={"counts": 0.5},
+                     data={"train": {"n": 4}}, steps=3, stopped_at=None, seconds=0.1,
+                     n_params=10, history=[{"step": 3, "train_loss": 0.5}], label="x")
+
+
+def _json(data):
+    return json.dumps(data, sort_keys=True)  # NaN compares equal as text
+
+
+def test_records_append_and_read_back(tmp_path):
+    path = tmp_path / "records.jsonl"
+    assert results.read_records(path) == []
+    results.append_records(path, [_record(0), _record(1)])
+    results.append_records(path, [_record(2, 0.5).to_dict()])
+    back = results.read_records(path)
+    assert [r.seed for r in back] == [0, 1, 2]
+    for r, seed, acc in zip(back, [0, 1, 2], [0.75, 0.75, 0.5]):
+        assert _json(r.to_dict()) == _json(_record(seed, acc).to_dict())
+        assert r.scores["hard"].per_length == {2: [4, round(4 * acc)]}
+    assert len(path.read_text().splitlines()) == 3
+    with path.open("a") as f:
+        f.write('{"config": {}}\n')
+    with pytest.raises(ValueError, match=f"{path}:4 is not a run record"):
+        results.read_records(path)
+
+
+LANG = Dyck(2, max_depth=3, pairs=("⟨⟩", "[]"))
+
+
+def _dataset():
+    return Dataset.from_strings(LANG, ["⟨⟩", "[⟨⟩]", "⟩⟨", "", "[[[[]]]]"],
+                                ["member", "member", "dip", "member", "random"])
+
+
+def test_dataset_round_trip(tmp_path):
+    path = results.write_dataset(tmp_path / "d.jsonl", _dataset())
+    back = results.read_dataset(path)
+    ds = _dataset()
+    assert back.language == LANG and back.strings() == ds.strings()
+    assert back.labels.tolist() == ds.labels.tolist() == [1, 1, 0, 1, 0]  # depth 4 is out
+    assert back.kinds.tolist() == ds.kinds.tolist()
+    assert "⟨" in path.read_text(encoding="utf-8")  # written as text, not escapes
+
+
+def test_dataset_errors_name_the_file_and_line(tmp_path):
+    path = results.write_dataset(tmp_path / "d.jsonl", _dataset())
+    lines = path.read_text(encoding="utf-8").splitlines()
+    wrong = tmp_path / "wrong.jsonl"
+    wrong.write_text("\n".join(lines[:3] + [lines[3].replace("false", "true")] + lines[4:]),
+                     encoding="utf-8")
+    with pytest.raises(ValueError, match=f"{wrong}: line 4 says member=True for '⟩⟨'"):
+        results.read_dataset(wrong)
+    header = tmp_path / "header.jsonl"
+    header.write_text("\n".join(['{"format": "other"}'] + lines[1:]), encoding="utf-8")
+    with pytest.raises(ValueError, match=f"{header} is not a dyckbook dataset: first line"):
+        results.read_dataset(header)
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("\n".join(lines[:4] + ["{not json"] + lines[5:]), encoding="utf-8")
+    with pytest.raises(ValueError, match=f"{broken} is not a dyckbook dataset: line 5 is not"):
+        results.read_dataset(broken)
+    blank = tmp_path / "blank.jsonl"  # blank lines are skipped but still counted
+    blank.write_text("\n".join(lines[:2] + ["", lines[2], lines[3].replace("false", "true")]),
+                     encoding="utf-8")
+    with pytest.raises(ValueError, match=f"{blank}: line 5 says member=True"):
+        results.read_dataset(blank)
+    listed = tmp_path / "list.jsonl"
+    listed.write_text("[1, 2]\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=f"{listed} is not a dyckbook dataset: first line"):
+        results.read_dataset(listed)
+    with pytest.raises(FileNotFoundError, match=str(tmp_path / "none.jsonl")):
+        results.read_dataset(tmp_path / "none.jsonl")
+
+
+def _models():
+    tokens = torch.tensor([[0, 3, 5, 6, 4, 2, 1], [0, 3, 4, 2, 1, 1, 1]])
+    classifier = Classifier(ModelConfig(k=2, n_ctx=6, d_model=8, n_heads=2, d_mlp=8,
+                                        n_layers=1, pos_encoding="learned"), [5])
+    thesis = ThesisClassifier(ThesisModelConfig(k=2, n_ctx=6, d_model=8, d_mlp=8, n_layers=1,
+                                                pos_encoding="absolute"), seed=6)
+    return tokens, {"classifier": classifier, "thesis": thesis}
+
+
+@pytest.mark.parametrize("kind", ["classifier", "thesis"])
+def test_model_round_trip(tmp_path, kind):
+    tokens, models = _models()
+    model = models[kind]
+    with torch.no_grad():
+        for p in model.parameters():  # not the initial weights, which the seed rebuilds
+            p.add_(0.01)
+    path = results.save_model(tmp_path / f"{kind}.pt", model)
+    back = results.load_model(path)
+    assert type(back) is type(model) and back.config == model.config
+    assert back.seeds == model.seeds and not back.training
+    with torch.no_grad():
+        assert torch.equal(back(tokens), model.eval()(tokens))
+
+
+def test_model_file_errors(tmp_path):
+    _, models = _models()
+    missing = tmp_path / "none.pt"
+    with pytest.raises(FileNotFoundError, match=str(missing)):
+        results.load_model(missing)
+    corrupt = tmp_path / "corrupt.pt"
+    corrupt.write_bytes(b"PK\x03\x04 truncated zip, not a torch file")
+    with pytest.raises(ValueError, match=f"{corrupt} is not a dyckbook model file"):
+        results.load_model(corrupt)
+    foreign = tmp_path / "foreign.pt"
+    torch.save({"weights": torch.zeros(3)}, foreign)
+    with pytest.raises(ValueError, match=f"{foreign} is not a dyckbook model file"):
+        results.load_model(foreign)
+    path = results.save_model(tmp_path / "m.pt", models["classifier"])
+    payload = torch.load(path, weights_only=True)
+    payload["config"]["d_model"] = 16
+    torch.save(payload, path)
+    with pytest.raises(ValueError, match=f"the weights in {path} do not fit its config"):
+        results.load_model(path)
+    payload["config"]["kind"] = "rnn"
+    torch.save(payload, path)
+    with pytest.raises(ValueError, match=f"{path} holds an unknown model kind 'rnn'"):
+        results.load_model(path)
+    with pytest.raises(ValueError, match="single model, got one holding 2"):
+        results.save_model(tmp_path / "two.pt", Classifier(models["classifier"].config, [1, 2]))
+
+
+def test_result_paths(tmp_path, monkeypatch):
+    monkeypatch.setenv(results.ROOT_ENV, str(tmp_path))
+    assert results.repo_root() == tmp_path.resolve()
+    assert results.run_results_dir("g", "r") == tmp_path.resolve() / "book/results/g/r"
+    assert results.run_notebook_path("g", "r", root="/x") == results.resolve(
+        "book/runs/g/r.ipynb", "/x")
+    assert results.resolve("/abs/p") == results.resolve("/abs/p", "/elsewhere")
+    for bad in ("", "a/b", ".hidden"):
+        with pytest.raises(ValueError, match="must be a plain file name"):
+            results.run_results_dir(bad, "r")

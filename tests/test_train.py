@@ -1,241 +1,213 @@
-"""Tests for dyckbook.train: overfitting, determinism, resume, snapshots, early stopping, devices."""
-
-from __future__ import annotations
+"""Tests for dyckbook.train: the loop's steps, schedule, data order, freezing, stopping, errors."""
 
 import math
+from dataclasses import replace
+from itertools import pairwise
 
 import numpy as np
 import pytest
 import torch
 
-from dyckbook.model import ModelConfig, TransformerClassifier
-from dyckbook.train import TrainConfig, TrainResult, select_device, train
+from dyckbook import negatives as N
+from dyckbook.dataset import Dataset
+from dyckbook.evaluate import predict
+from dyckbook.languages import Dyck, sample_lengths
+from dyckbook.model import ClassificationTask, Classifier, ModelConfig
+from dyckbook.train import TrainConfig, train
 
-torch.set_num_threads(1)
-
-START, PAD, END, OPEN, CLOSE = 0, 1, 2, 3, 4
-
-
-def balanced(s: str) -> bool:
-    """Independent Dyck-1 checker (a counter)."""
-    depth = 0
-    for c in s:
-        depth += 1 if c == "(" else -1
-        if depth < 0:
-            return False
-    return depth == 0
+LANG = Dyck(1)
+CONFIG = ModelConfig(k=1, n_ctx=16, d_model=16, n_heads=2, d_mlp=32, n_layers=1, dropout=0.0,
+                     pos_encoding="learned")
 
 
-def make_examples(seed: int, n: int, max_len: int = 8) -> list[tuple[str, int]]:
-    """Half balanced strings (random walks kept >= 0), half equal-count non-members."""
+def _data(seed, n=50, shortest=2):
     rng = np.random.default_rng(seed)
-    out: list[tuple[str, int]] = []
-    while len(out) < n:
-        length = int(rng.integers(1, max_len // 2 + 1)) * 2
-        s = "".join(rng.permutation(list("(" * (length // 2) + ")" * (length // 2))))
-        label = int(balanced(s))
-        if sum(1 for _, lab in out if lab == label) < n / 2:  # keep the classes balanced
-            out.append((s, label))
-    return out
+    lengths = sample_lengths(rng, n - n // 2, shortest, 16)
+    members = Dataset.from_codes(LANG, *LANG.sample_codes(rng, lengths))
+    codes, lengths, kinds = N.sample_negatives(LANG, rng, lengths[: n // 2], "random")
+    return Dataset.concat([members, Dataset.from_codes(LANG, codes, lengths, kinds)])
 
 
-def collate(examples: list[tuple[str, int]]) -> dict:
-    width = max(len(s) for s, _ in examples) + 2
-    tokens = torch.full((len(examples), width), PAD, dtype=torch.long)
-    for b, (s, _) in enumerate(examples):
-        tokens[b, : len(s) + 2] = torch.tensor([START] + [OPEN if c == "(" else CLOSE for c in s] + [END])
-    return {
-        "tokens": tokens,
-        "labels": torch.tensor([lab for _, lab in examples]),
-        "lengths": torch.tensor([len(s) for s, _ in examples]),
-        "kinds": ["positive" if lab else "equal_counts" for _, lab in examples],
-    }
+class Recording(ClassificationTask):
+    """The classification task, remembering the rows of every training batch."""
+
+    def __init__(self):
+        self.rows = []
+
+    def batch(self, data, rows):
+        self.rows.append([r.clone() for r in rows])
+        return super().batch(data, rows)
 
 
-class Loader:
-    """A minimal deterministic loader with the set_epoch protocol (shuffle from (seed, epoch))."""
-
-    def __init__(self, examples, batch_size: int, shuffle: bool, seed: int = 0) -> None:
-        self.examples, self.batch_size, self.shuffle, self.seed = examples, batch_size, shuffle, seed
-        self.epoch = 0
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-
-    def __len__(self) -> int:
-        return math.ceil(len(self.examples) / self.batch_size)
-
-    def __iter__(self):
-        order = np.arange(len(self.examples))
-        if self.shuffle:
-            order = np.random.default_rng([self.seed, self.epoch]).permutation(order)
-        for i in range(0, len(order), self.batch_size):
-            yield collate([self.examples[j] for j in order[i : i + self.batch_size]])
+def test_a_tiny_model_overfits_a_tiny_set():
+    data = _data(0, n=16, shortest=6)
+    model = Classifier(CONFIG, [0])
+    result = train(model, ClassificationTask(), [data], [data],
+                   TrainConfig(lr=1e-2, batch_size=16, max_steps=150, eval_every=10,
+                               target_accuracy=1.0))
+    assert result.stopped_at[0] is not None and result.steps == result.stopped_at[0]
+    assert not model.training
+    assert (predict(model, data) == data.labels).all()
+    assert result.history[-1]["val_accuracy"] == [1.0]
+    assert result.history[-1]["train_loss"][0] < result.history[0]["train_loss"][0]
 
 
-def tiny_model(seed: int = 0, dropout: float = 0.1) -> TransformerClassifier:
-    cfg = ModelConfig(
-        d_vocab=5, n_ctx=8, d_model=32, n_heads=2, d_mlp=64, n_layers=2, dropout=dropout,
-        pos_encoding="learned", readout="mean",
-    )
-    return TransformerClassifier(cfg, generator=torch.Generator().manual_seed(seed))
+@pytest.mark.parametrize("settings, steps, evals", [
+    ({"epochs": 3}, 12, [4, 8, 12]),
+    ({"epochs": 2, "eval_every": 3}, 8, [3, 6, 8]),
+    ({"max_steps": 7}, 7, [4, 7]),
+    ({"max_steps": 7, "epochs": 100, "eval_every": 2}, 7, [2, 4, 6, 7]),
+])
+def test_epoch_and_step_mode_step_counts(settings, steps, evals):
+    task = Recording()
+    model = Classifier(CONFIG, [1])
+    result = train(model, task, [_data(1)], None, TrainConfig(batch_size=16, **settings))
+    assert result.steps == steps == len(task.rows)  # 50 strings, 16 a batch: 4 steps an epoch
+    assert [h["step"] for h in result.history] == evals
+    assert [h["epoch"] for h in result.history] == [s / 4 for s in evals]
+    assert [len(r[0]) for r in task.rows[:4]] == [16, 16, 16, 2]
+    assert all("val_accuracy" not in h for h in result.history)
 
 
-def strip_time(history: list[dict]) -> list[dict]:
-    return [{k: v for k, v in rec.items() if k != "seconds"} for rec in history]
+def _epochs(rows, per_epoch):
+    return [torch.cat([r[0] for r in rows[i:i + per_epoch]])
+            for i in range(0, len(rows), per_epoch)]
 
 
-def quick(**overrides) -> TrainConfig:
-    fields = {"lr": 3e-3, "epochs": 3, "device": "cpu", "progress": False, "seed": 1}
-    fields.update(overrides)
-    return TrainConfig(**fields)
+@pytest.mark.parametrize("bucket", [False, True])
+def test_epoch_order_is_a_permutation_and_bucket_groups_similar_lengths(bucket):
+    data = _data(2, n=100)
+    task = Recording()
+    train(Classifier(CONFIG, [2]), task, [data], None,
+          TrainConfig(batch_size=16, epochs=3, bucket=bucket))
+    epochs = _epochs(task.rows, 7)
+    for order in epochs:
+        assert sorted(order.tolist()) == list(range(100))
+    assert not torch.equal(epochs[0], epochs[1])
+    lengths = torch.from_numpy(data.lengths)
+    # with bucketing the full batches cover disjoint length ranges (the epoch fits one window)
+    spans = sorted((int(lengths[r[0]].min()), int(lengths[r[0]].max()))
+                   for r in task.rows[:6])
+    disjoint = all(a[1] <= b[0] for a, b in pairwise(spans))
+    assert disjoint == bucket
+    if bucket:  # the batches are shuffled, not served in length order
+        firsts = [int(lengths[r[0]].min()) for r in task.rows[:6]]
+        assert firsts != sorted(firsts)
 
 
-def test_tiny_model_overfits_32_examples():
-    data = make_examples(0, 32)
-    loader = Loader(data, 8, shuffle=True)
-    result = train(tiny_model(dropout=0.0), loader, Loader(data, 32, False), quick(epochs=60, target_val_accuracy=1.0))
-    assert result.history[-1]["train_accuracy"] == 1.0
-    assert result.history[-1]["val_accuracy"] == 1.0
-    assert result.stopped_early
+def test_models_draw_their_own_order():
+    task = Recording()
+    data = _data(3)
+    train(Classifier(CONFIG, [5, 6]), task, [data, data], None,
+          TrainConfig(batch_size=16, max_steps=4))
+    alone = Recording()
+    train(Classifier(CONFIG, [6]), alone, [data], None, TrainConfig(batch_size=16, max_steps=4))
+    assert all(torch.equal(a[1], b[0]) for a, b in zip(task.rows, alone.rows))
+    assert not all(torch.equal(r[0], r[1]) for r in task.rows)
 
 
-def test_same_seed_same_history_and_weights():
-    data = make_examples(1, 48)
-    runs = []
+def _factor(schedule, step, warmup, total):
+    if step < warmup:
+        return (step + 1) / warmup
+    progress = min(1.0, (step - warmup) / (total - warmup))
+    return {"constant": 1.0, "linear": 1.0 - progress,
+            "cosine": 0.5 * (1 + math.cos(math.pi * progress))}[schedule]
+
+
+@pytest.mark.parametrize("schedule", ["constant", "linear", "cosine"])
+def test_learning_rate_schedule(schedule):
+    total, warmup = 12, 4
+    result = train(Classifier(CONFIG, [0]), ClassificationTask(), [_data(0, n=16)], None,
+                   TrainConfig(lr=0.01, batch_size=8, max_steps=total, warmup_steps=warmup,
+                               schedule=schedule, eval_every=1))
+    lrs = [h["lr"] for h in result.history]  # the rate of the next step, after each step
+    expected = [0.01 * _factor(schedule, s, warmup, total) for s in range(1, total + 1)]
+    assert lrs == pytest.approx(expected, abs=1e-12)
+    assert lrs[:3] == pytest.approx([0.005, 0.0075, 0.01])
+    if schedule == "cosine":
+        assert lrs[7] == pytest.approx(0.005) and lrs[-1] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_freeze_keeps_named_parameters_and_leaves_them_trainable():
+    model = Classifier(CONFIG, [4])
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    frozen = ("embed.weight", "blocks.0.attn.qkv.weight")
+    train(model, ClassificationTask(), [_data(4)], None,
+          TrainConfig(batch_size=16, max_steps=5, freeze=frozen))
+    after = model.state_dict()
+    for name, value in before.items():
+        assert torch.equal(value, after[name]) == (name in frozen), name
+    assert all(p.requires_grad for p in model.parameters())
+
+
+def test_training_is_deterministic_and_leaves_global_random_state_alone():
+    torch.manual_seed(123)
+    np.random.seed(123)
+    torch_state, numpy_state = torch.get_rng_state(), np.random.get_state()[1].copy()
+    weights = []
     for _ in range(2):
-        model = tiny_model(seed=2)
-        result = train(model, Loader(data, 8, True), Loader(data, 16, False), quick(schedule="cosine", warmup_steps=3))
-        runs.append((strip_time(result.history), model.state_dict()))
-    assert runs[0][0] == runs[1][0]
-    for key in runs[0][1]:
-        assert torch.equal(runs[0][1][key], runs[1][1][key]), key
-    other = tiny_model(seed=2)
-    result = train(other, Loader(data, 8, True), Loader(data, 16, False), quick(schedule="cosine", warmup_steps=3, seed=2))
-    assert strip_time(result.history) != runs[0][0]  # the seed drives dropout
+        model = Classifier(replace(CONFIG, dropout=0.3), [8])
+        train(model, ClassificationTask(), [_data(8)], None,
+              TrainConfig(batch_size=16, max_steps=6, grad_clip=0.1))
+        weights.append(model.state_dict())
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+    assert torch.equal(torch.get_rng_state(), torch_state)
+    assert (np.random.get_state()[1] == numpy_state).all()
 
 
-def test_train_leaves_global_rng_alone():
-    state = torch.get_rng_state()
-    data = make_examples(2, 16)
-    train(tiny_model(), Loader(data, 8, True), None, quick(epochs=1, eval_train=False))
-    assert torch.equal(torch.get_rng_state(), state)
+def test_a_stopped_model_reports_none_while_the_others_train_on():
+    data = _data(9, n=16)
+    x = data.subset([0])
+    both = Dataset.concat([x, Dataset(LANG, x.codes, x.lengths, 1 - x.labels, x.kinds)])
+    easy = Dataset.concat([x, x])  # accuracy 0 or 1: stops once its one string is right
+    model = Classifier(CONFIG, [9, 10])
+    result = train(model, ClassificationTask(), [data, data], [both, easy],
+                   TrainConfig(lr=1e-2, batch_size=8, max_steps=40, eval_every=2,
+                               target_accuracy=1.0))
+    stop = result.stopped_at[1]
+    assert result.stopped_at[0] is None and stop is not None and stop < 40
+    assert result.steps == 40 and model.n_models == 2 and model.seeds == [9, 10]
+    later = [h for h in result.history if h["step"] > stop]
+    assert later and all(h["val_accuracy"][1] is None and h["train_loss"][1] is None
+                         for h in later)
+    assert all(h["val_accuracy"][0] == 0.5 for h in result.history)
 
 
-class Interrupt(Exception):
-    pass
-
-
-def test_resume_equals_uninterrupted(tmp_path):
-    data = make_examples(3, 40)
-    test = make_examples(4, 16)
-    config = {"epochs": 4, "schedule": "cosine", "warmup_steps": 2, "grad_clip": 1.0,
-              "snapshot_params": ("classifier.weight", "blocks.0.attn.qkv.weight")}
-
-    full_model = tiny_model(seed=5)
-    full = train(full_model, Loader(data, 8, True), Loader(test, 8, False), quick(**config),
-                 test_loader=Loader(test, 8, False))
-
-    ckpt = tmp_path / "ckpt"
-    def stop_after_two(record, model):
-        if record["epoch"] == 2:
-            raise Interrupt
-
-    model = tiny_model(seed=5)
-    with pytest.raises(Interrupt):
-        train(model, Loader(data, 8, True), Loader(test, 8, False),
-              quick(**config, checkpoint_dir=str(ckpt)), test_loader=Loader(test, 8, False),
-              callbacks=[stop_after_two])
-    # the interruption hit after epoch 2's record but before its checkpoint: epoch 1 is on disk
-    resumed_model = tiny_model(seed=99)  # weights come from the checkpoint
-    resumed = train(resumed_model, Loader(data, 8, True), Loader(test, 8, False),
-                    quick(**config, checkpoint_dir=str(ckpt), resume=True),
-                    test_loader=Loader(test, 8, False))
-    assert strip_time(resumed.history) == strip_time(full.history)
-    assert np.array_equal(resumed.snapshot_steps, full.snapshot_steps)
-    for name in full.snapshots:
-        assert np.array_equal(resumed.snapshots[name], full.snapshots[name])
-    for key, value in full_model.state_dict().items():
-        assert torch.equal(resumed_model.state_dict()[key], value), key
-
-
-def test_snapshots_per_epoch_and_per_step():
-    data = make_examples(5, 24)
-    model = tiny_model()
-    result = train(model, Loader(data, 8, True), None, quick(epochs=2, eval_train=False))
-    assert isinstance(result, TrainResult)
-    assert result.snapshot_steps.tolist() == [0, 3, 6]
-    snaps = result.snapshots["classifier.weight"]
-    assert snaps.shape == (3, 2 * 32)
-    assert np.array_equal(snaps[-1], model.classifier.weight.detach().numpy().ravel())
-    assert not np.array_equal(snaps[0], snaps[-1])
-    result = train(tiny_model(), Loader(data, 8, True), None,
-                   quick(epochs=2, eval_train=False, snapshot_every_steps=2, max_steps=5))
-    assert result.snapshot_steps.tolist() == [0, 2, 4]
-    assert result.steps == 5 and len(result.history) == 2
-
-
-def test_history_fields_and_lr_schedule():
-    data = make_examples(6, 16)
-    result = train(tiny_model(), Loader(data, 8, True), Loader(data, 8, False),
-                   quick(epochs=2, schedule="linear", warmup_steps=1), test_loader=Loader(data, 8, False))
-    first = result.history[0]
-    for key in ("epoch", "step", "train_loss", "train_accuracy", "train_loss_running",
-                "val_loss", "val_accuracy", "test_loss", "test_accuracy", "lr", "seconds"):
-        assert key in first, key
-    assert result.history[-1]["lr"] == pytest.approx(0.0, abs=1e-12)  # linear decay reaches 0
-
-
-def test_callbacks_and_loggers_receive_records():
-    data = make_examples(7, 16)
-    seen: list[tuple[int, int]] = []
-
-    class Recorder:
-        def log(self, metrics, step):
-            seen.append((metrics["epoch"], step))
-
-    result = train(tiny_model(), Loader(data, 8, True), None, quick(epochs=3, eval_train=False),
-                   callbacks=[lambda record, model: record["epoch"] == 2], loggers=[Recorder()])
-    assert seen == [(1, 2), (2, 4)]
-    assert result.stopped_early and len(result.history) == 2
-
-
-def test_select_device():
-    assert select_device("cpu") == torch.device("cpu")
-    assert select_device(torch.device("cpu")) == torch.device("cpu")
-    expected = "cuda" if torch.cuda.is_available() else None
-    if expected is None and getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
-        expected = "mps"
-    assert select_device("auto").type == (expected or "cpu")
-    with pytest.raises(ValueError, match="'warp-drive'"):
-        select_device("warp-drive")
-    if not torch.cuda.is_available():
-        with pytest.raises(ValueError, match="CUDA"):
-            select_device("cuda")
-
-
-@pytest.mark.parametrize(
-    "overrides,pattern",
-    [
-        ({"lr": 0}, "lr"),
-        ({"epochs": 0}, "epochs"),
-        ({"schedule": "step"}, "schedule.*'step'"),
-        ({"target_val_accuracy": 1.5}, "target_val_accuracy"),
-        ({"resume": True}, "checkpoint_dir"),
-        ({"grad_clip": -1.0}, "grad_clip"),
-    ],
-)
-def test_bad_train_configs(overrides, pattern):
-    with pytest.raises(ValueError, match=pattern):
-        TrainConfig(**overrides)
-
-
-def test_unknown_snapshot_param_is_named():
-    data = make_examples(8, 8)
-    with pytest.raises(ValueError, match="fc.weight"):
-        train(tiny_model(), Loader(data, 8, True), None, quick(snapshot_params=("fc.weight",)))
+@pytest.mark.parametrize("changes, message", [
+    ({"lr": 0}, "TrainConfig.lr must be > 0, got 0"),
+    ({"batch_size": 0}, "TrainConfig.batch_size must be an int >= 1, got 0"),
+    ({"epochs": 2.0}, "TrainConfig.epochs must be an int >= 1, got 2.0"),
+    ({"max_steps": 0}, "TrainConfig.max_steps must be an int >= 1, got 0"),
+    ({"warmup_steps": -1}, "TrainConfig.warmup_steps must be an int >= 0, got -1"),
+    ({"schedule": "step"}, "TrainConfig.schedule must be one of .*'step'"),
+    ({"grad_clip": 0.0}, "TrainConfig.grad_clip must be > 0 or None, got 0.0"),
+    ({"weight_decay": -0.1}, "TrainConfig.weight_decay must be >= 0, got -0.1"),
+    ({"target_accuracy": 1.5}, "TrainConfig.target_accuracy must be in \\(0, 1\\], got 1.5"),
+])
+def test_train_config_errors(changes, message):
+    with pytest.raises(ValueError, match=message):
+        TrainConfig(**changes)
 
 
 def test_train_config_round_trip():
-    cfg = TrainConfig(lr=1e-5, epochs=20, snapshot_params=("classifier.weight", "blocks.0.attn.qkv.weight"))
-    assert TrainConfig.from_dict(cfg.to_dict()) == cfg
+    config = TrainConfig(max_steps=9, freeze=["embed.weight"], grad_clip=1.0, schedule="cosine")
+    assert config.freeze == ("embed.weight",)
+    assert TrainConfig.from_dict(config.to_dict()) == config
+    with pytest.raises(ValueError, match="unknown keys \\['steps'\\]"):
+        TrainConfig.from_dict({"steps": 3})
+
+
+def test_train_errors():
+    a, b = _data(0), _data(1, n=40)
+    task, config = ClassificationTask(), TrainConfig(max_steps=1)
+    with pytest.raises(ValueError, match="one dataset per model \\(2\\), got 1 and None"):
+        train(Classifier(CONFIG, [0, 1]), task, [a], None, config)
+    with pytest.raises(ValueError, match="one dataset per model \\(1\\), got 1 and 2"):
+        train(Classifier(CONFIG, [0]), task, [a], [a, a], config)
+    with pytest.raises(ValueError, match="one size, got sizes \\[40, 50\\]"):
+        train(Classifier(CONFIG, [0, 1]), task, [a, b], None, config)
+    with pytest.raises(ValueError, match="non-empty"):
+        train(Classifier(CONFIG, [0]), task, [Dataset.empty(LANG)], None, config)
+    with pytest.raises(ValueError, match="unknown parameter 'embed.bias'"):
+        train(Classifier(CONFIG, [0]), task, [a], None,
+              TrainConfig(max_steps=1, freeze=("embed.bias",)))

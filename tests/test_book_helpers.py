@@ -1,0 +1,113 @@
+"""Tests for dyckbook.book's text builders: every sentence branch and the Markdown table."""
+
+import math
+
+import numpy as np
+import pytest
+
+from dyckbook import book
+from dyckbook.evaluate import Score
+from dyckbook.presets import thesis_result
+from dyckbook.run import RunRecord
+
+
+def _row(accuracy, low, high, seeds=5, failed=0, failures=(), baselines=None):
+    return {"label": "causal-learned-end", "seeds": seeds, "failed": failed,
+            "failures": list(failures), "accuracy": accuracy, "low": low, "high": high,
+            "baselines": baselines or {"counts": 0.7, "bigrams": 0.8, "local": 0.5}}
+
+
+def test_versus_shortcuts_branches():
+    beats = book.versus_shortcuts(_row(0.9, 0.85, 0.95))
+    assert beats == ("causal-learned-end scores 90.0% [85.0%, 95.0%] over 5 seeds, 10.0 points "
+                     "above the best shortcut (bigrams, 80.0%).")
+    below = book.versus_shortcuts(_row(0.6, 0.55, 0.65, seeds=2, failed=1, failures=["chance"]))
+    assert below == ("causal-learned-end scores 60.0% [55.0%, 65.0%] over 1 seed, below the "
+                     "best shortcut (bigrams, 80.0%).")
+    straddles = book.versus_shortcuts(_row(0.82, 0.75, 0.9))
+    assert straddles.endswith(": no better than the best shortcut (bigrams, 80.0%).")
+    touching = book.versus_shortcuts(_row(0.85, 0.8, 0.9))  # the interval must clear the bar
+    assert "no better than" in touching
+    none = book.versus_shortcuts(_row(math.nan, math.nan, math.nan, seeds=3, failed=3,
+                                      failures=["chance", "constant"]))
+    assert none == "causal-learned-end: no seed trained (chance, constant)."
+
+
+def _split_row(within, beyond):
+    return {"configuration": "cfg", "within": "W", "beyond": "B", "_within": within,
+            "_beyond": beyond}
+
+
+def test_length_split_sentences_branches():
+    falls, rises, holds, empty = book.length_split_sentences([
+        _split_row([0.99, 1.0, 0.98], [0.6, 0.55, 0.7]),
+        _split_row([0.6, 0.55, 0.7], [0.99, 1.0, 0.98]),
+        _split_row([0.9, 0.8, 0.95], [0.85, 0.9, 0.7]),
+        _split_row([0.9], []),
+    ])
+    assert falls == "cfg falls beyond the training lengths: W within, B beyond."
+    assert rises.startswith("cfg rises beyond") and holds.startswith("cfg holds beyond")
+    assert empty == "cfg: no seed trained, or no strings on one side."
+
+
+def _score(n_members, n_others, members_right, others_right):
+    n = n_members + n_others
+    return Score(n, members_right + others_right, {}, {
+        "member": [n_members, members_right], "thesis": [n_others, others_right]}, {})
+
+
+def _record(failure, score, margin_std=1e-7):
+    return RunRecord(config={"seed": 0}, status="failed" if failure else "ok", failure=failure,
+                     train_accuracy=0.5, margin_std=margin_std, scores={"thesis": score},
+                     baselines={}, baseline_train={}, data={}, steps=1, stopped_at=None,
+                     seconds=0.0, n_params=1, history=[])
+
+
+def test_constant_sentences():
+    records = {2: _record("constant", _score(1045, 955, 1045, 0)),  # always "member"
+               4: _record("constant", _score(1200, 1800, 0, 1800)),  # always "non-member"
+               1: _record(None, _score(10, 10, 10, 10), margin_std=2.0)}
+    text = book.constant_sentences(records)
+    sentences = text.split("Experiment ")[1:]
+    assert len(sentences) == 2  # experiment 1 trained
+    two, four = sentences
+    assert two.startswith("2's output is the same for every input (margin spread 1.0e-07): it "
+                          "answers \"member\" every time, 1045 of the 2000 strings")
+    assert "so it scores 52.25%" in two and f"{thesis_result(2).test_acc:.2f}%" in two
+    assert "answers \"non-member\" every time, 1800 of the 3000 strings" in four
+    assert "so it scores 60.00%" in four
+    assert book.constant_sentences({1: records[1]}) == ("Every experiment's output depends on "
+                                                        "its input.")
+
+
+def test_pattern_gap_sentence():
+    real = np.zeros((2, 1, 3, 3))
+    thesis_way = real.copy()
+    thesis_way[0, 0, 1, 2] = 0.25
+    thesis_way[1, 0, 0, 0] = -0.5
+    assert book.pattern_gap_sentence(real, thesis_way) == (
+        "Largest difference in attention probability between the thesis' extraction and the "
+        "forward pass, by layer: layer 0: 0.25; layer 1: 0.5.")
+
+
+def test_markdown_table():
+    rows = [{"name": "a|b", "acc": 0.91234, "gap": math.nan, "_data": [1, 2], "n": 3,
+             "none": None},
+            {"name": "c", "acc": 1.0, "gap": 0.5, "_data": [], "n": 4}]
+    assert book.markdown_table(rows).splitlines() == [
+        "| name | acc | gap | n | none |",
+        "|---|---|---|---|---|",
+        "| a\\|b | 0.912 | n/a | 3 |  |",
+        "| c | 1.000 | 0.500 | 4 |  |",
+    ]
+    assert book.markdown_table(rows, floatfmt=".1%").splitlines()[2] == (
+        "| a\\|b | 91.2% | n/a | 3 |  |")
+    assert book.markdown_table([{"a|b": 1}]).splitlines()[0] == "| a\\|b |"
+    assert book.markdown_table([]) == ""
+
+
+@pytest.mark.parametrize("value, text", [(0.9876, "98.8%"), (1.0, "100.0%"), (0.0, "0.0%"),
+                                         (math.nan, "n/a"), (None, "n/a"), (math.inf, "n/a")])
+def test_pct(value, text):
+    assert book.pct(value) == text
+    assert book.span(0.5, value) == f"[50.0%, {text}]"

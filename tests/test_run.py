@@ -1,0 +1,226 @@
+"""Tests for dyckbook.run: RunConfig, the failure rules, run_seeds' records and summaries."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+from dataclasses import fields, replace
+
+import numpy as np
+import pytest
+
+from dyckbook.evaluate import Score
+from dyckbook.model import ModelConfig
+from dyckbook.presets import thesis_experiment
+from dyckbook.protocol import DataConfig
+from dyckbook.run import (
+    FAILURE_RULES,
+    RunConfig,
+    RunRecord,
+    judge,
+    run_seeds,
+    summarise,
+    thesis_config,
+)
+from dyckbook.thesis_model import ThesisModelConfig
+from dyckbook.train import TrainConfig
+
+DATA = DataConfig(k=2, min_length=4, max_length=10, n_train=256, n_val=40, n_test=120)
+MODEL = ModelConfig(k=2, n_ctx=10, d_model=8, n_heads=1, d_mlp=16, n_layers=1, dropout=0.0,
+                    pos_encoding="learned")
+TRAIN = TrainConfig(lr=1e-2, batch_size=32, max_steps=16, eval_every=8)
+CONFIG = RunConfig(DATA, MODEL, TRAIN, seed=3)
+THESIS = RunConfig(DataConfig(k=1, max_length=16, source="thesis", n_train=100),
+                   ThesisModelConfig(k=1, n_ctx=16, d_model=8, d_mlp=16, pos_encoding="absolute"),
+                   TRAIN, seed=1, baselines=("counts",))
+
+# a valid other value for every field, to show that each one changes the digest
+OTHER = {
+    "data": {"k": 1, "max_depth": 3, "min_length": 2, "max_length": 8, "test_min_length": 2,
+             "test_max_length": 8, "test_max_depth": 2, "n_train": 255,
+             "positive_fraction": 0.4, "train_negatives": "hard", "window": 3, "n_val": 41,
+             "n_test": 121, "test_sets": ("hard",), "held_out": 0.3, "source": "thesis",
+             "thesis_generator": "pre-2024-09-03"},
+    "model": {"k": 3, "n_ctx": 12, "d_model": 16, "n_heads": 2, "d_mlp": 17, "n_layers": 2,
+              "dropout": 0.1, "mask": "causal", "pos_encoding": "none", "readout": "mean",
+              "norm": "pre", "act_fn": "gelu"},
+    "train": {"lr": 2e-2, "batch_size": 16, "epochs": 3, "max_steps": 17, "warmup_steps": 2,
+              "schedule": "cosine", "grad_clip": 1.0, "weight_decay": 0.1, "eval_every": 5,
+              "target_accuracy": 0.9, "freeze": ("embed.weight",), "bucket": True},
+}
+NOT_IN_NUMBERS = {"thesis_split"}  # its other value needs other test lengths: tested apart
+
+
+@pytest.mark.parametrize("config", [CONFIG, THESIS], ids=["classifier", "thesis"])
+def test_run_config_round_trip_through_json(config):
+    back = RunConfig.from_dict(json.loads(json.dumps(config.to_dict())))
+    assert back == config and back.digest() == config.digest()
+    assert type(back.model) is type(config.model)
+    with pytest.raises(ValueError, match="unknown model kind 'rnn'"):
+        RunConfig.from_dict({**config.to_dict(), "model": {"kind": "rnn"}})
+
+
+def test_digest_is_stable_across_processes():
+    code = ("from dyckbook.run import RunConfig, DataConfig, ModelConfig, TrainConfig;"
+            "print(RunConfig(DataConfig(k=2, min_length=4, max_length=10, n_train=256, n_val=40,"
+            " n_test=120), ModelConfig(k=2, n_ctx=10, d_model=8, n_heads=1, d_mlp=16, n_layers=1,"
+            " dropout=0.0, pos_encoding='learned'), TrainConfig(lr=1e-2, batch_size=32,"
+            " max_steps=16, eval_every=8), seed=3).digest())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONHASHSEED": "12345"}, check=True)
+    assert out.stdout.strip() == CONFIG.digest()
+    assert len(CONFIG.digest()) == 16 and int(CONFIG.digest(), 16) >= 0
+
+
+def test_every_field_changes_the_digest():
+    digests = {CONFIG.digest()}
+    for part, others in OTHER.items():
+        config = getattr(CONFIG, part)
+        names = {f.name for f in fields(config)} - NOT_IN_NUMBERS
+        assert names == set(others), part  # every field has an alternative here
+        for name, value in others.items():
+            changed = replace(CONFIG, **{part: replace(config, **{name: value})})
+            digests.add(changed.digest())
+    digests.add(CONFIG.with_seed(4).digest())
+    digests.add(replace(CONFIG, baselines=("counts",)).digest())
+    assert len(digests) == 2 + sum(map(len, OTHER.values())) + 1
+    assert CONFIG.with_seed(4).digest(with_seed=False) == CONFIG.digest(with_seed=False)
+    ood = CONFIG.override(source="thesis", test_min_length=12, test_max_length=16, n_ctx=16)
+    assert ood.override(thesis_split="80/20").digest() != ood.digest()
+
+
+def test_from_flat_and_override():
+    params = {"k": 2, "min_length": 4, "max_length": 10, "n_train": 256, "n_val": 40,
+              "n_test": 120, "n_ctx": 10, "d_model": 8, "n_heads": 1, "d_mlp": 16,
+              "n_layers": 1, "dropout": 0.0, "pos_encoding": "learned", "lr": 1e-2,
+              "batch_size": 32, "max_steps": 16, "eval_every": 8, "seed": 3,
+              "run_name": "ignored", "n_seeds": 5}
+    assert RunConfig.from_flat(params) == CONFIG
+    thesis = RunConfig.from_flat({"k": 1, "n_ctx": 16, "embed_twice": False}, model="thesis")
+    assert isinstance(thesis.model, ThesisModelConfig) and not thesis.model.embed_twice
+    with pytest.raises(ValueError, match="model must be one of .*'rnn'"):
+        RunConfig.from_flat({}, model="rnn")
+    changed = CONFIG.override(k=1, readout="mean", max_steps=4, seed=9)
+    assert (changed.data.k, changed.model.k, changed.model.readout) == (1, 1, "mean")
+    assert (changed.train.max_steps, changed.seed) == (4, 9)
+    assert changed.data.n_train == CONFIG.data.n_train and CONFIG.model.readout == "start"
+    with pytest.raises(ValueError, match="unknown field\\(s\\) \\['colour', 'size'\\]"):
+        CONFIG.override(size=3, colour="red", lr=0.1)
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"seed": -1}, "RunConfig.seed must be an int >= 0, got -1"),
+    ({"baselines": ("oracle",)}, "RunConfig.baselines holds 'oracle'"),
+    ({"model": replace(MODEL, k=1)}, "model.k=1 cannot read the data's k=2"),
+    ({"model": replace(MODEL, n_ctx=8)}, "model.n_ctx=8 is shorter than .* \\(10\\)"),
+    ({"data": replace(DATA, test_max_length=12)}, "n_ctx=10 is shorter .*\\(12\\)"),
+])
+def test_run_config_errors(changes, message):
+    with pytest.raises(ValueError, match=message):
+        replace(CONFIG, **changes)
+
+
+@pytest.mark.parametrize("experiment", range(1, 8))
+def test_thesis_configs_are_valid(experiment):
+    e = thesis_experiment(experiment)
+    literal, sound = thesis_config(experiment), thesis_config(experiment, literal=False, seed=2)
+    assert literal.data.source == "thesis" and isinstance(literal.model, ThesisModelConfig)
+    assert (literal.data.k, literal.data.n_train, literal.model.k) == (e.data.k, e.data.n, e.k)
+    assert sound.data.source == "sound" and isinstance(sound.model, ModelConfig)
+    assert sound.seed == 2 and sound.data.k == sound.model.k == e.k
+    if sound.data.k == 1:
+        assert sound.data.max_length >= 20
+    for config in (literal, sound):
+        assert RunConfig.from_dict(config.to_dict()) == config
+        assert config.model.n_ctx >= max(config.data.lengths()[1],
+                                         config.data.lengths(test=True)[1])
+    small = thesis_config(experiment, literal=False, epochs=1, d_model=16)
+    assert (small.train.epochs, small.model.d_model) == (1, 16)
+
+
+def test_judge_gives_each_failure_label():
+    assert judge(0.99, 0.5, 0.5) is None
+    assert judge(0.99, 1e-6, 0.5) == "constant"  # first rule wins
+    assert judge(0.59, 0.5, 0.5) == "chance"
+    assert judge(0.80, 0.5, 0.78) == "below_baseline"
+    assert judge(0.84, 0.5, 0.78) is None
+    assert set(FAILURE_RULES) == {"constant", "chance", "below_baseline"}
+
+
+@pytest.fixture(scope="module")
+def results():
+    return run_seeds(CONFIG, [0, 1])
+
+
+def test_run_seeds_records(results):
+    assert [r.record.seed for r in results] == [0, 1]
+    for r in results:
+        record = r.record
+        assert RunConfig.from_dict(record.config) == CONFIG.with_seed(record.seed)
+        assert set(record.scores) == set(DATA.test_sets) == set(record.baselines)
+        for name, s in record.scores.items():
+            assert s.n == len(r.splits.tests[name]) > 0
+            assert set(record.baselines[name]) == set(CONFIG.baselines)
+            assert all(b.n == s.n for b in record.baselines[name].values())
+        assert record.data == r.splits.summary()
+        assert record.data["train"]["n"] == 256
+        sample = r.splits.train.labels
+        majority = max(sample.mean(), 1 - sample.mean())
+        assert record.failure == judge(record.train_accuracy, record.margin_std, majority)
+        assert record.status == ("failed" if record.failure else "ok")
+        assert record.steps == 16 and [h["step"] for h in record.history] == [8, 16]
+        assert all(isinstance(h["train_loss"], float) for h in record.history)
+        assert record.n_params == r.model.n_params
+    assert results[0].record.scores != results[1].record.scores
+    assert results[0].splits.train.strings() != results[1].splits.train.strings()
+
+
+def test_batching_changes_nothing_but_the_speed(results):
+    alone = run_seeds(CONFIG, [1], batched=False)[0].record
+    together = results[1].record
+    assert alone.scores == together.scores and alone.baselines == together.baselines
+    assert alone.train_accuracy == together.train_accuracy
+    assert alone.margin_std == pytest.approx(together.margin_std, rel=1e-4)
+
+
+def test_a_causal_start_model_is_flagged_constant():
+    config = CONFIG.override(mask="causal", readout="start", max_steps=2)
+    record = run_seeds(config, [0])[0].record
+    assert record.margin_std < 1e-5
+    assert (record.status, record.failure) == ("failed", "constant")
+
+
+def test_run_record_round_trip_through_json(results):
+    record = results[0].record
+    back = RunRecord.from_dict(json.loads(json.dumps(record.to_dict())))
+    assert back.scores == record.scores and back.baselines == record.baselines
+    assert back.to_dict() == json.loads(json.dumps(record.to_dict()))
+    assert back.accuracy("hard") == record.scores["hard"].accuracy
+
+
+def _record(seed, accuracy, status="ok", failure=None, n=100, baseline=0.5):
+    score = Score(n, round(accuracy * n), {}, {"member": [n // 2, n // 2],
+                                               "dip": [n // 2, round(accuracy * n) - n // 2]}, {})
+    return RunRecord(config={"seed": seed}, status=status, failure=failure, train_accuracy=1.0,
+                     margin_std=1.0, scores={"hard": score},
+                     baselines={"hard": {"counts": Score(n, round(baseline * n), {}, {}, {})}},
+                     baseline_train={}, data={}, steps=1, stopped_at=None, seconds=0.0,
+                     n_params=1, history=[])
+
+
+def test_summarise_synthetic_records():
+    good = [_record(s, a) for s, a in enumerate([0.9, 0.95, 1.0, 0.99])]
+    bad = [_record(9, 0.5, "failed", "chance"), _record(8, 0.55, "failed", "constant")]
+    rows = summarise({"a": good + bad, "b": bad})
+    a, b = rows
+    assert (a["label"], a["seeds"], a["failed"]) == ("a", 6, 2)
+    assert a["failures"] == ["chance", "constant"]
+    assert a["accuracy"] == pytest.approx(np.mean([0.9, 0.95, 1.0, 0.99]))  # failed seeds out
+    assert 0.9 <= a["low"] <= a["accuracy"] <= a["high"] <= 1.0
+    assert a["solved"] == 2 and a["n_test"] == 100
+    assert a["per_kind"]["member"] == 1.0
+    assert a["per_kind"]["dip"] == pytest.approx(np.mean([0.8, 0.9, 1.0, 0.98]))
+    assert a["baselines"] == {"counts": 0.5}
+    assert b["failed"] == 2 and math.isnan(b["accuracy"]) and b["solved"] == 0
+    assert math.isnan(b["low"]) and math.isnan(b["high"])
