@@ -39,7 +39,8 @@ from dyckbook.thesis_model import ThesisClassifier, ThesisModelConfig, thesis_pe
 from dyckbook.train import TrainConfig, TrainResult, train
 from dyckbook.verdicts import bootstrap
 
-__all__ = ["FAILURE_RULES", "MODEL_CONFIGS", "RunConfig", "RunRecord", "RunResult", "build_model", "judge", "thesis_config",
+__all__ = ["FAILURE_RULES", "MODEL_CONFIGS", "RunConfig", "RunRecord", "RunResult", "build_model", "config_fields", "judge",
+           "thesis_config",
            "run", "run_record", "run_seeds"]
 
 MODEL_CONFIGS = {"classifier": ModelConfig, "thesis": ThesisModelConfig}
@@ -202,6 +203,21 @@ class RunResult:
     record: RunRecord
     model: nn.Module
     splits: Splits
+
+
+def config_fields(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The names in ``params`` (a notebook's globals) that are fields of the data, model or
+    training configs, for ``RunConfig.override``. ``grad_clip`` 0 means no clipping; without
+    ``n_ctx``, the model accepts the longest training or test string named."""
+    known = {f.name for kind in (DataConfig, ModelConfig, ThesisModelConfig, TrainConfig)
+             for f in fields(kind)}
+    out = {k: v for k, v in params.items() if k in known}
+    if out.get("grad_clip") == 0:
+        out["grad_clip"] = None
+    longest = [out[k] for k in ("max_length", "test_max_length") if k in out]
+    if longest and "n_ctx" not in out:
+        out["n_ctx"] = max(longest)
+    return out
 
 
 def thesis_config(experiment: int, literal: bool = True, seed: int = 0,
