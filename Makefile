@@ -1,40 +1,66 @@
 # dyckbook: the verbs. `make book` (the main job) and `make test` are the whole set-up on a
 # fresh clone: both create the virtual environment on first use.
+#
+# A conda (or any other) environment that is already active: `make book USE_ACTIVE_ENV=1` (or
+# `VENV=`) uses its python and tools instead of creating .venv; install it first with
+# `conda env create -f environment.yml && conda activate dyckbook`.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
-PY := $(VENV)/bin/python
 PROFILE ?= cpu
 JOBS ?= 2
+SCHEDULER ?=
 PYTEST_WORKERS ?= 2
+LAB_ARGS ?=
 MATHJAX_DIR := book/_static/mathjax
+ifeq ($(USE_ACTIVE_ENV),1)
+override VENV :=
+endif
+ifeq ($(strip $(VENV)),)
+BIN :=
+PY := python
+else
+BIN := $(VENV)/bin/
+PY := $(VENV)/bin/python
+endif
+ROOT_USER := $(filter 0,$(shell id -u))
 
-.PHONY: help venv browser mathjax runs book grid book-full smoke test lab bench clean
+.PHONY: help venv browser mathjax runs book publish grid book-full smoke test lab bench clean
 
 help:
-	@echo "make book [PROFILE=cpu|smoke|thesis] [JOBS=2]  run the experiments, build the book (_build/html)"
-	@echo "make book-full                                 the full ablation grid (~80 min on 2 cores), then make book"
-	@echo "make test                                      every test CI runs"
-	@echo "make smoke                                     the quick preview (PROFILE=smoke)"
-	@echo "make lab                                       JupyterLab with dyckbook importable"
-	@echo "make bench                                     benchmarks -> benchmarks/results/*.json"
-	@echo "make clean                                     remove build artifacts (keeps .venv)"
+	@echo "make book [PROFILE=cpu|smoke|thesis] [JOBS=2] [SCHEDULER=local|tcp://HOST:PORT]"
+	@echo "                                run the experiments, build the book (_build/html)"
+	@echo "make publish                    make book, then push _build/html to the gh-pages branch"
+	@echo "make book-full                  the full ablation grid (~80 min on 2 cores), then make book"
+	@echo "make smoke                      the quick preview (PROFILE=smoke)"
+	@echo "make test                       every test CI runs"
+	@echo "make lab [LAB_ARGS=...]         JupyterLab on the repository (as root too)"
+	@echo "make bench                      benchmarks -> benchmarks/results/*.json"
+	@echo "make clean                      remove build artifacts (keeps .venv)"
+	@echo "USE_ACTIVE_ENV=1 (or VENV=)     use the active (conda) environment instead of .venv"
 
+ifeq ($(strip $(VENV)),)
+venv:
+	@$(PY) -c "import dyckbook, papermill, jupyter_book" 2>/dev/null || { echo "the active \
+	environment lacks dyckbook or its book extra: conda env create -f environment.yml"; exit 1; }
+else
 venv: $(VENV)/.installed
 
 # pip is pointed at constraints.txt so torch resolves to the pinned CPU wheel, not a 5 GB CUDA build.
 $(VENV)/.installed: pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "installing dyckbook and its dependencies into $(VENV) (log: $(VENV)/pip.log)"
-	@$(PY) -m pip install --disable-pip-version-check -q -c constraints.txt -e '.[book,dev]' \
+	@$(PY) -m pip install --disable-pip-version-check -q -c constraints.txt -e '.[book,dask,dev]' \
 		> $(VENV)/pip.log 2>&1 || { grep -v 'is ignored: it is neither' $(VENV)/pip.log | tail -40; exit 1; }
 	@touch $@
+endif
 
 # Debian's Chromium for the real-browser test of the built book (never `playwright install`).
 browser:
 	@command -v chromium >/dev/null 2>&1 || { \
 		echo "installing Debian chromium for the browser test"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+		$(if $(ROOT_USER),,sudo) apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		$(if $(ROOT_USER),,sudo) apt-get install -y -qq chromium >/dev/null; }
 
 # MathJax 3 from the django-static-mathjax wheel, so the book renders math with no network.
 mathjax: venv
@@ -43,16 +69,22 @@ mathjax: venv
 	rm -rf $(MATHJAX_DIR)/input/tex/extensions && cp -r "$$MJ/input/tex/extensions" $(MATHJAX_DIR)/input/tex/
 
 runs: venv
-	$(PY) -m dyckbook run --profile $(PROFILE) --jobs $(JOBS)
+	$(PY) -m dyckbook run --profile $(PROFILE) --jobs $(JOBS) $(if $(SCHEDULER),--scheduler $(SCHEDULER))
 
+# The build writes _build/html/.nojekyll (sphinx.ext.githubpages): a branch deploy keeps _static.
 book: runs mathjax
-	$(VENV)/bin/jupyter-book build . -W -n --keep-going
+	$(BIN)jupyter-book build . -W -n --keep-going
 	@echo "open _build/html/index.html"
+
+# The site as built, onto the gh-pages branch of `origin` (GitHub Pages "deploy from a branch");
+# .github/workflows/pages.yml is the other way, building on GitHub.
+publish: book
+	$(BIN)ghp-import --no-jekyll --push --force --message "book: make publish (profile $(PROFILE))" _build/html
 
 # The full ablation grid (profile `grid`: 1,800 models, one worker per core); its records are kept
 # and resumed, so a rerun with unchanged settings only re-renders its page.
 grid: venv
-	$(PY) -m dyckbook run --profile grid
+	$(PY) -m dyckbook run --profile grid $(if $(SCHEDULER),--scheduler $(SCHEDULER))
 
 # Every number of the book including the full grid's, from the manifest, in one command.
 book-full: grid
@@ -64,8 +96,10 @@ smoke:
 test: venv browser mathjax
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile
 
+# JupyterLab on the repository root (notebooks/ and book/); as root (containers, cloud
+# workspaces) it needs --allow-root. Anything else: make lab LAB_ARGS="--port 8890 --no-browser"
 lab: venv
-	$(VENV)/bin/jupyter lab notebooks/
+	$(BIN)jupyter lab --ServerApp.root_dir=. $(if $(ROOT_USER),--allow-root) $(LAB_ARGS)
 
 bench: venv
 	@for script in benchmarks/bench_*.py; do echo "== $$script"; $(PY) $$script || exit 1; done

@@ -23,12 +23,17 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
 
 from dyckbook.dataset import Dataset
 from dyckbook.languages import Dyck
-from dyckbook.run import MODEL_CONFIGS, RunRecord, build_model
+
+if TYPE_CHECKING:  # torch and the run module load only when records or models are touched
+    import torch
+
+    from dyckbook.run import RunRecord
 
 __all__ = ["RESULTS_DIR", "ROOT_ENV", "RUNS_DIR", "SCRATCH_DIR", "append_records", "load_model",
            "read_dataset", "read_json", "read_records", "repo_root", "resolve",
@@ -151,6 +156,8 @@ def read_json(path: str | os.PathLike[str]) -> Any:
 # ------------------------------------------------------------------------------ records
 def append_records(path: str | os.PathLike[str], records: Iterable[RunRecord | dict]) -> Path:
     """Append run records to a JSONL file, one per line (the file is rewritten atomically)."""
+    from dyckbook.run import RunRecord
+
     path = Path(path)
     old = path.read_bytes() if path.is_file() else b""
     lines = [json.dumps(_plain(r.to_dict() if isinstance(r, RunRecord) else r), sort_keys=True)
@@ -160,6 +167,8 @@ def append_records(path: str | os.PathLike[str], records: Iterable[RunRecord | d
 
 def read_records(path: str | os.PathLike[str]) -> list[RunRecord]:
     """Run records of a JSONL file (a missing file holds none)."""
+    from dyckbook.run import RunRecord
+
     path = Path(path)
     if not path.is_file():
         return []
@@ -219,6 +228,8 @@ def read_dataset(path: str | os.PathLike[str]) -> Dataset:
 def save_model(path: str | os.PathLike[str], model: torch.nn.Module) -> Path:
     """Write a single model's config, seed and weights (tensors and plain containers only, so
     :func:`load_model` reads it with ``weights_only=True``: nothing in the file is executed)."""
+    import torch
+
     seeds = list(model.seeds)
     if len(seeds) != 1:
         raise ValueError(f"save_model takes a single model, got one holding {len(seeds)}")
@@ -239,6 +250,10 @@ def load_model(path: str | os.PathLike[str]) -> torch.nn.Module:
         FileNotFoundError: no such file.
         ValueError: the file is not a dyckbook model, or its weights do not fit its config.
     """
+    import torch
+
+    from dyckbook.run import MODEL_CONFIGS, build_model
+
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no such model file: {path}")

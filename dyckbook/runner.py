@@ -17,12 +17,12 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from dyckbook import __version__
 from dyckbook import results as R
 from dyckbook.executors import Progress, check_scheduler, cores, make_executor
 
@@ -201,16 +201,15 @@ def _names(value: Any, where: str, kind: str = "paths") -> tuple[str, ...]:
 def _params(value: Any, where: str, notebooks: Sequence[Notebook],
             any_of: bool = False) -> dict[str, Any]:
     """Overrides checked against the notebooks they reach: declared, not injected, flat scalars
-    (``any_of``: a profile-wide value needs one notebook declaring it)."""
+    (``any_of``: a profile-wide value; one notebook declaring it is enough)."""
     params = _entry(value, where)
     for name, v in params.items():
         if name in INJECTED:
             raise ValueError(f"{where}: {name!r} is injected by the runner, never set here")
-        declaring = [nb for nb in notebooks if name in nb.defaults]
-        if not declaring or (not any_of and len(declaring) < len(notebooks)):
-            keys = sorted(nb.key for nb in notebooks)
-            raise ValueError(f"{where}: {'no notebook of' if any_of else 'notebook'} "
-                             f"{keys[0] if len(keys) == 1 else keys} declares {name!r}")
+        if not any(name in nb.defaults for nb in notebooks):
+            raise ValueError(f"{where}: {name!r} is not a parameter of "
+                             f"{'any notebook' if any_of else notebooks[0].key} (papermill reads "
+                             "lines `name: type = value  # note`)")
         if type(v) not in _SCALARS:
             raise ValueError(f"{where}.{name} must be a flat scalar, got {type(v).__name__}")
     return params
@@ -285,7 +284,7 @@ def run_hash(run: Run, inputs: Mapping[str, str]) -> str:
     """What a run's results depend on: parameters (not ``num_threads``), notebook source,
     package version, and ``inputs`` (earlier-stage run -> digest of its result files)."""
     return _digest({"params": {k: v for k, v in run.params.items() if k not in UNHASHED},
-                    "notebook": notebook_hash(run.notebook.path), "dyckbook": __version__,
+                    "notebook": notebook_hash(run.notebook.path), "dyckbook": version("dyckbook"),
                     "inputs": dict(inputs)})
 
 
@@ -530,7 +529,7 @@ def _publish(run: Run, result: Mapping[str, Any] | None, record: Mapping[str, An
         R.write_bytes(new / rel, data)
     R.write_json(new / RECORD, {
         "run": run.name, "notebook": run.notebook.key, "profile": profile, "params": run.params,
-        "dyckbook": __version__, "hash": record.get("hash") if ok else None,
+        "dyckbook": version("dyckbook"), "hash": record.get("hash") if ok else None,
         "notebook_hash": notebook_hash(run.notebook.path), "params_hash": _digest(
             {k: v for k, v in run.params.items() if k not in UNHASHED}),
         "files": file_hashes(new), **{k: record.get(k) for k in (
