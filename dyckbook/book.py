@@ -43,27 +43,26 @@ def _glue(name: str, value: Any, display: bool = False) -> None:
     myst_glue(name, value, display=display)
 
 
-def glue(name: str, value: Any) -> Any:
+def glue(name: str, value: Any) -> None:
     """Glue a number or short text for ``{glue:text}`name``` (not displayed here)."""
     _glue(name, value)
-    return value
 
 
-def glue_md(name: str, text: str, display: bool = False) -> str:
-    """Glue Markdown (a whole sentence or paragraph) for ``{glue:md}`name```."""
+def glue_md(name: str, text: str, display: bool = False) -> None:
+    """Glue Markdown (a whole sentence or paragraph) for ``{glue:md}`name``` (returns nothing,
+    so that a cell ending with it shows no echo)."""
     from IPython.display import Markdown
 
     _glue(name, Markdown(text), display)
-    return text
 
 
 def glue_table(name: str, rows: Sequence[Mapping[str, Any]], display: bool = True,
-               **fmt: str) -> str:
+               **fmt: str) -> None:
     """Glue and (by default) show a Markdown table of ``rows`` (see :func:`markdown_table`)."""
-    return glue_md(name, markdown_table(rows, **fmt), display)
+    glue_md(name, markdown_table(rows, **fmt), display)
 
 
-def glue_figure(name: str, fig: Any, results_dir: str | os.PathLike[str]) -> Path:
+def glue_figure(name: str, fig: Any, results_dir: str | os.PathLike[str]) -> None:
     """Save ``fig`` as ``fig_<name>.png`` in the results folder and glue that PNG as
     ``fig_<name>`` (shown where the page writes ``{glue:figure} fig_<name>``; a figure glued
     as an object would render as text under the non-interactive backend)."""
@@ -72,7 +71,6 @@ def glue_figure(name: str, fig: Any, results_dir: str | os.PathLike[str]) -> Pat
     path = results.resolve(results_dir) / f"fig_{name}.png"
     fig.savefig(path, dpi=120, bbox_inches="tight")
     _glue(f"fig_{name}", Image(filename=str(path)))
-    return path
 
 
 def pct(x: float, digits: int = 1) -> str:
