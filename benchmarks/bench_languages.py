@@ -1,190 +1,157 @@
-"""Throughput of the language layer (sampling, hard negatives, membership) against the thesis library."""
+"""Language layer throughput (words, hard negatives, membership, tokens) beside the thesis' port.
+
+Dyck-3 at L = 16 / 128 / 1024, strings in and out on both sides: uniform words
+(``Dyck.sample``) vs ``thesis_balanced`` (the library's stream, not re-seeded); hard negatives
+in the local (window None) and non-local (window 4) regimes vs ``thesis_unbalanced``; batch
+membership (``Dyck.is_member``, half words, half hard negatives) vs ``thesis_is_dyck_word``;
+classifier tokenisation (string -> codes -> int64 tokens) vs the thesis' tokenizer (Annex 8.1,
+below, without its progress bars). Process CPU time, one thread, median of the repeats; each
+repeat times dyckbook and the thesis back to back, so their ratio shares the machine's load.
+Writes benchmarks/results/languages.json. ``--scale 0.05`` is a quick run.
+"""
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import json
-import platform
+import os
 import random
-import resource
 import statistics
-import sys
 import time
-from pathlib import Path
+from collections.abc import Callable
 
 import numpy as np
+import table
+import torch
 
-from dyckbook.languages import Dyck, iter_length_chunks, sample_lengths
-from dyckbook.negatives import sample_negative_codes
+from dyckbook import tokenizer
+from dyckbook.languages import Dyck
+from dyckbook.negatives import sample_negatives
+from dyckbook.thesis import thesis_balanced, thesis_is_dyck_word, thesis_unbalanced
 
-RESULTS = Path(__file__).parent / "results" / "languages.json"
-# ANCHORS.md, same machine kind: thesis library strings (or checks) per second
-ANCHOR = {
-    "positives": {16: 250e3, 128: 36e3, 1024: 4.2e3},
-    "negatives": {16: 44e3, 128: 16e3, 1024: 2.5e3},
-    "membership": {16: 92e3, 128: 52e3, 1024: 13e3},
-}
-TARGET = {"positives": {16: 5, 128: 10, 1024: 10}, "negatives": 10, "membership": 20}
-
-
-def load_thesis(path: str | None):
-    """Import the thesis' generator module by file path (its package __init__ needs wandb)."""
-    if not path:
-        return None
-    pkg = Path(path)
-    if not (pkg / "generator.py").exists():
-        return None
-    sys.path.insert(0, str(pkg.parent))
-    spec = importlib.util.spec_from_file_location(
-        f"{pkg.name}.generator", pkg / "generator.py", submodule_search_locations=None
-    )
-    try:
-        import importlib as il
-
-        return il.import_module(f"{pkg.name}.generator")
-    except Exception as err:  # noqa: BLE001 - benchmark only: report and go on
-        print(f"thesis library not usable: {err}", file=sys.stderr)
-        return None
-    finally:
-        del spec
+K = 3
+COUNTS = {16: 100_000, 128: 20_000, 1024: 4_000}  # dyckbook strings per timing at --scale 1
+THESIS_SHARE = 10  # the thesis' port times a tenth as many strings (rates are per string)
+# the project's targets (ratio to the thesis' port)
+TARGETS = {"words": {16: 5, 128: 10, 1024: 10}, "negatives": 10, "membership": 20,
+           "tokens": {16: 5, 128: 10, 1024: 10}}
 
 
-def rate(fn, n: int, repeats: int) -> float:
-    """Median items per second over ``repeats`` runs of ``fn`` (which processes ``n`` items)."""
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return n / statistics.median(times)
+def thesis_tokenize(strings: list[str], symbols: str) -> torch.Tensor:
+    """The thesis' DyckLanguageTokenizer.tokenize (Annex 8.1), its tqdm bars removed."""
+    char_to_token = np.zeros(256, dtype=np.float32)
+    for i, char in enumerate(symbols):
+        char_to_token[ord(char)] = i + 3
+    max_len = max(max(len(s) for s in strings), 1)
+    tokenized = np.full((len(strings), max_len + 2), 1, dtype=np.float32)
+    tokenized[:, 0] = 0
+    lengths = np.array([len(s) for s in strings])
+    for i, s in enumerate(strings):
+        tokenized[i, 1:lengths[i] + 1] = char_to_token[[ord(c) for c in s]]
+    tokenized[np.arange(len(strings)), lengths + 1] = 2
+    return torch.from_numpy(tokenized)
+
+
+def cpu_seconds(fn: Callable[[], object]) -> float:
+    """Process CPU seconds of one call."""
+    start = time.process_time()
+    fn()
+    return time.process_time() - start
+
+
+def measure(ours: Callable[[], object], theirs: Callable[[], object], n: int, m: int,
+            repeats: int) -> dict[str, float]:
+    """Median strings per CPU-second of ``ours`` (n strings) and ``theirs`` (m strings)."""
+    ours()  # warm-up: caches (negatives' availability probes), allocator
+    times = [(cpu_seconds(ours), cpu_seconds(theirs)) for _ in range(repeats)]
+    return {"dyckbook": n / statistics.median(t for t, _ in times),
+            "thesis": m / statistics.median(t for _, t in times),
+            "load_average_1min": round(os.getloadavg()[0], 2)}
+
+
+def bench_length(lang: Dyck, length: int, n: int, repeats: int, seed: int) -> dict[str, dict]:
+    """Every measure at one length: ``{measure: {dyckbook, thesis, load_average_1min}}``."""
+    rng, r = np.random.default_rng(seed), random.Random(seed)
+    m = max(20, n // THESIS_SHARE)
+    lengths = np.full(n, length)
+
+    def unbalanced() -> list[str]:
+        return [thesis_unbalanced(K, length) for _ in range(m)]
+
+    out = {
+        "words": measure(lambda: lang.sample(rng, lengths),
+                         lambda: [thesis_balanced(K, length, rng=r) for _ in range(m)],
+                         n, m, repeats),
+        "negatives_local": measure(
+            lambda: lang.alphabet.decode(*sample_negatives(lang, rng, lengths)[:2]),
+            unbalanced, n, m, repeats),
+        "negatives_window_4": measure(
+            lambda: lang.alphabet.decode(*sample_negatives(lang, rng, lengths, window=4)[:2]),
+            unbalanced, n, m, repeats),
+    }
+    half = n // 2
+    words = lang.sample(rng, lengths[:half])
+    mixed = words + lang.alphabet.decode(*sample_negatives(lang, rng, lengths[half:])[:2])
+    few = mixed[:m // 2] + mixed[-(m - m // 2):]
+    out["membership"] = measure(lambda: lang.is_member(mixed),
+                                lambda: [thesis_is_dyck_word(s, K) for s in few], n, m, repeats)
+    ours = tokenizer.encode(*lang.alphabet.encode(mixed))
+    if not torch.equal(thesis_tokenize(mixed, lang.alphabet.symbols).long(), ours):
+        raise RuntimeError(f"the thesis' tokenizer and dyckbook's disagree at length {length}")
+    out["tokens"] = measure(lambda: tokenizer.encode(*lang.alphabet.encode(mixed)),
+                            lambda: thesis_tokenize(few, lang.alphabet.symbols), n, m, repeats)
+    codes, lens = lang.alphabet.encode(mixed)  # raw only: what the package itself passes around
+    out["words_as_codes"] = {"dyckbook": n / cpu_seconds(lambda: lang.sample_codes(rng, lengths))}
+    member = n / cpu_seconds(lambda: lang.is_member((codes, lens)))
+    out["membership_of_codes"] = {"dyckbook": member}
+    return out
+
+
+def rows_of(length: int, m: dict[str, dict]) -> list[dict]:
+    """The table rows of one length."""
+    name = f"languages, L = {length}"
+
+    def one(key: str, measure: str, reference: str, target: int) -> dict:
+        return table.row(name, f"{measure} vs {reference}", m[key]["dyckbook"],
+                         m[key]["thesis"], f"≥ {target}×")
+
+    return [
+        one("words", "uniform Dyck-3 words/s", "`thesis_balanced`", TARGETS["words"][length]),
+        one("negatives_local", "hard negatives/s, window None", "`thesis_unbalanced`",
+            TARGETS["negatives"]),
+        one("negatives_window_4", "hard negatives/s, window 4", "`thesis_unbalanced`",
+            TARGETS["negatives"]),
+        one("membership", "membership checks/s (batch)", "`thesis_is_dyck_word`",
+            TARGETS["membership"]),
+        one("tokens", "strings tokenised/s", "the thesis' tokenizer", TARGETS["tokens"][length]),
+    ]
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--quick", action="store_true", help="smaller batches and dataset")
-    ap.add_argument("--k", type=int, default=3)
-    ap.add_argument(
-        "--thesis-lib",
-        default="/tmp/tclib/dyck_k_generator",
-        help="folder holding the thesis' dyck_k_generator package (optional)",
-    )
-    ap.add_argument("--out", type=Path, default=RESULTS)
-    args = ap.parse_args()
-    quick = args.quick
-    lang = Dyck(args.k)
-    thesis = load_thesis(args.thesis_lib)
-    rng = np.random.default_rng(0)
-    repeats = 3 if quick else 5
-    sizes = {16: 20000, 128: 5000, 1024: 1000} if quick else {16: 100000, 128: 20000, 1024: 4000}
-    rows = []
-    for L, n in sizes.items():
-        lengths = np.full(n, L)
-        row: dict[str, float | int | None] = {"L": L, "n": n}
-        row["positives_per_s"] = rate(lambda: lang.sample(rng, lengths), n, repeats)
-        row["positive_codes_per_s"] = rate(lambda: lang.sample_codes(rng, lengths), n, repeats)
-        row["hard_negatives_per_s"] = rate(
-            lambda: lang.decode(*sample_negative_codes(lang, rng, lengths)[:2]), n, repeats
-        )
-        words = lang.sample(rng, lengths[: n // 2]) + lang.decode(
-            *sample_negative_codes(lang, rng, lengths[: n - n // 2])[:2]
-        )
-        codes = lang.encode(words)
-        row["membership_str_per_s"] = rate(lambda: lang.is_member_batch(words), n, repeats)
-        row["membership_codes_per_s"] = rate(lambda: lang.is_member_batch(codes), n, repeats)
-        if thesis is not None:
-            m = max(200, n // 20)
-            r = random.Random(0)
-            random.seed(0)
-            row["thesis_positives_per_s"] = rate(
-                lambda: [thesis._generate_balanced_string(args.k, L) for _ in range(m)], m, 3
-            )
-            row["thesis_negatives_per_s"] = rate(
-                lambda: [thesis._generate_unbalanced_string(args.k, L) for _ in range(m)], m, 3
-            )
-            sub = words[: m // 2] + words[-(m - m // 2) :]
-            row["thesis_membership_per_s"] = rate(
-                lambda: [thesis.is_dyck_word(w, args.k) for w in sub], m, 3
-            )
-            del r
-        rows.append(row)
-
-    # a full-size mixed-length set: uniform even lengths 0..4096, half positives, half hard
-    n_set = 50_000 if quick else 500_000
-    t0 = time.perf_counter()
-    lengths = sample_lengths(rng, n_set, 0, 4096)
-    pos_len, neg_len = lengths[: n_set // 2], lengths[n_set // 2 :]
-    neg_len = neg_len[neg_len >= 4]  # no hard negative exists below length 4
-    stored = 0
-    for idx in iter_length_chunks(pos_len, 1 << 23):
-        codes, ls = lang.sample_codes(rng, pos_len[idx])
-        stored += int(ls.sum())
-    for idx in iter_length_chunks(neg_len, 1 << 23):
-        codes, ls, _ = sample_negative_codes(lang, rng, neg_len[idx])
-        stored += int(ls.sum())
-    set_seconds = time.perf_counter() - t0
-    peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-    def ratio(ours, key, L):
-        base = None
-        for row in rows:
-            if row["L"] == L and row.get(f"thesis_{key}_per_s"):
-                base = row[f"thesis_{key}_per_s"]
-        return ours / base if base else None
-
-    print(
-        f"{lang.name}; thesis library {'measured side by side' if thesis else 'not found: ANCHORS.md figures'}"
-    )
-    header = f"{'L':>5} {'positives/s':>12} {'x':>6} {'hard neg/s':>11} {'x':>6} {'member/s':>10} {'x':>6} {'(codes)':>10}"
-    print(header)
-    for row in rows:
-        L = row["L"]
-        xs = []
-        for key, ours in (
-            ("positives", row["positives_per_s"]),
-            ("negatives", row["hard_negatives_per_s"]),
-            ("membership", row["membership_str_per_s"]),
-        ):
-            base = row.get(f"thesis_{key}_per_s") or ANCHOR[key][L]
-            row[f"{key}_speedup"] = ours / base
-            xs.append(ours / base)
-        print(
-            f"{L:>5} {row['positives_per_s']:>12,.0f} {xs[0]:>6.1f} {row['hard_negatives_per_s']:>11,.0f} {xs[1]:>6.1f} {row['membership_str_per_s']:>10,.0f} {xs[2]:>6.1f} {row['membership_codes_per_s']:>10,.0f}"
-        )
-    print(
-        f"set of {n_set:,} strings (lengths 0..4096, half hard negatives): {set_seconds:.1f} s, "
-        f"{stored / 1e6:.0f} M symbols, peak RSS {peak_rss_mib:.0f} MiB"
-    )
-    result = {
-        "language": lang.name,
-        "quick": quick,
-        "thesis_library": "measured" if thesis else "ANCHORS.md",
-        "anchors": {k: {str(L): v for L, v in d.items()} for k, d in ANCHOR.items()},
-        "targets": {
-            "positives": {str(L): v for L, v in TARGET["positives"].items()},
-            "negatives": 10,
-            "membership": 20,
-        },
-        "rows": rows,
-        "dataset": {
-            "n": n_set,
-            "min_length": 0,
-            "max_length": 4096,
-            "seconds": set_seconds,
-            "symbols": stored,
-            "peak_rss_mib": peak_rss_mib,
-        },
-        "machine": {
-            "python": platform.python_version(),
-            "numpy": np.__version__,
-            "processor": platform.processor() or platform.machine(),
-        },
-    }
-    del ratio
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(result, indent=2))
-    tmp.replace(args.out)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", type=float, default=1.0,
+                        help="fraction of the full string counts (0.05: a quick run)")
+    parser.add_argument("--repeats", type=int, default=3, help="timings per measure (median)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    if not 0 < args.scale <= 1:
+        parser.error(f"--scale must be in (0, 1], got {args.scale}")
+    torch.set_num_threads(1)
+    load = os.getloadavg()
+    lang = Dyck(K)
+    raw, rows = {}, []
+    for length, count in COUNTS.items():
+        n = max(200, int(count * args.scale))
+        m = bench_length(lang, length, n, args.repeats, args.seed)
+        raw[str(length)] = {"n": n, **m}
+        rows += rows_of(length, m)
+        print(f"L = {length}: " + ", ".join(
+            f"{k} {v['dyckbook']:,.0f}/s" + (f" ({v['dyckbook'] / v['thesis']:.1f}x)"
+                                             if "thesis" in v else "")
+            for k, v in m.items()), flush=True)
+    path = table.save("languages", rows, {"k": K, "repeats": args.repeats,
+                                          "thesis_share": THESIS_SHARE, "lengths": raw},
+                      load, "full" if args.scale == 1 else "small")
+    print(f"load average at start {load}; wrote {path}")
 
 
 if __name__ == "__main__":

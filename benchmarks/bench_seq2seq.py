@@ -31,12 +31,12 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dyckbook.completion import (CompletionDataConfig, make_completion_splits,  # noqa: E402
+from dyckbook.completion import (CompletionDataConfig, make_completion_splits,
                                  parse_bigbench, to_bigbench_json)
-from dyckbook.seq2seq import (CompletionTask, DecoderOnly, EncoderDecoder,  # noqa: E402
+from dyckbook.seq2seq import (CompletionTask, DecoderOnly, EncoderDecoder,
                               Seq2SeqConfig, evaluate_completions, greedy_decode, source_tokens)
-from dyckbook.train import TrainConfig, train  # noqa: E402
-from dyckbook.vocab import EOS  # noqa: E402
+from dyckbook.train import TrainConfig, train
+from dyckbook.vocab import EOS
 
 BBH_COT = 0.568  # code-davinci-002, chain of thought, BBH dyck_languages (Suzgun et al., 2022)
 BBH_DIRECT = 0.468  # the same model, direct answer

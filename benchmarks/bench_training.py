@@ -1,28 +1,26 @@
-"""Benchmark training throughput, matmul efficiency, long-context cost and the activation cache.
+"""Training throughput, fraction of the fp32 peak, long inputs, the activation cache, time to 99%.
 
-Writes ``benchmarks/results/training.json`` and prints a table. Parts (``--parts``):
+Parts (``--parts``), all on one torch thread, timed in process CPU seconds (the machine is
+shared: a CPU-second is what one dedicated core delivers, against a peak of 160 GFLOP/s per core):
 
-- ``a``: experiment-1 architecture (2 layers, d_model 256, d_mlp 512, 1 head, bidirectional, no PE,
-  dropout 0.1, n_ctx 16), batch 32, Dyck-1 lengths 0-16: train examples/s for a stand-in of the
-  thesis library's model (``torch.nn.TransformerEncoder``, every batch padded to the global
-  maximum) and for dyckbook (global padding, per-batch padding, length bucketing, threads).
-- ``b``: fraction of the fp32 matmul peak at the best batch size (6 x parameters FLOPs per real
-  token), with the peak also measured now on this (shared) machine.
-- ``c``: experiment-7 shape (d_model 384, d_mlp 768, 2 layers, lengths up to 4096, Dyck-3):
-  seconds per 1000 training sequences and peak memory with and without length bucketing, from a
-  small sample (extrapolated), each variant in its own process so its peak RSS is its own.
-- ``d``: activation cache (``run_with_cache``) for one 4096-token input: time and memory.
-- ``e``: time to >= 99% test accuracy on hard negatives (Dyck-1 and Dyck-3, lengths <= 16), if
-  ``dyckbook.data.generate_dataset`` is available.
+- ``models``: the thesis' experiment-1 architecture (``run.thesis_config(1, literal=False)``;
+  2 layers, d_model 256, 1 head, no PE), Dyck-1, lengths <= 16, batch 32: training examples per
+  CPU-second of dyckbook's ``Classifier``, of the thesis' model (``ThesisClassifier``, the
+  library's model bit for bit) and of a plain ``torch.nn.TransformerEncoder`` stand-in, all
+  through ``dyckbook.train`` (same batches, same Adam), interleaved round by round.
+- ``peak``: the Classifier at batch 256: FLOPs (6 x parameters per real token) per CPU-second
+  over 160 GFLOP/s, and over the fp32 matmul rate measured now on one thread.
+- ``long``: experiment 7's shape (d_model 384, d_mlp 768, Dyck-3, lengths up to 4096, batch 8
+  as in the long-context chapter): CPU-seconds per 1000 training sequences with and without
+  ``TrainConfig(bucket=True)``, each in its own process (peak RSS is its own).
+- ``cache``: ``run_with_cache`` of one 4096-token input through that model: time and memory.
+- ``solve``: ``run.run`` on the grid's recipe (2 layers, causal, learned positions, mean
+  readout) at the Dyck-3 budget chapter's larger CPU budget (5000 steps, 32,000 strings), for
+  Dyck-1 and Dyck-3: CPU-seconds of the whole run (data, training until validation >= 99.5% or
+  the budget, evaluation) and the hard-test accuracy it reaches.
 
-Timing method (``--clock``): ``wall`` with ``--threads 2`` is how the thesis figure (900
-examples/s on 2 cores) was taken, and the headline setting: run it on an otherwise idle machine
-(the load average at start is stored; with a busy neighbour two OpenMP threads collapse to a few
-dozen examples/s, because each thread waits for the other at every parallel region). ``cpu`` (the
-default, with ``--threads 1``) measures **process CPU time**, which stays meaningful on a shared
-machine: examples per CPU-second is what one dedicated core delivers, against a per-core peak of
-160 GFLOP/s. The peak used in part b is 160 GFLOP/s x threads for wall-clock runs. Medians of
-repeated epochs; ratios within one run are what should be quoted.
+Writes benchmarks/results/training.json (the parts run; ``raw`` names them). Small sizes:
+``--steps 20 --repeats 1 --long-n 8 --long-max 512 --solve-steps 100``.
 """
 
 from __future__ import annotations
@@ -35,552 +33,269 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
+import table
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from dyckbook.evaluate import evaluate
+from dyckbook import tokenizer
+from dyckbook.dataset import Dataset
+from dyckbook.grid import Cell, GridSpec
 from dyckbook.languages import Dyck, sample_lengths
-from dyckbook.model import ModelConfig, TransformerClassifier
-from dyckbook.tokenizer import PAD, DyckTokenizer
+from dyckbook.model import ClassificationTask
+from dyckbook.negatives import sample_negatives
+from dyckbook.run import build_model, run, thesis_config
 from dyckbook.train import TrainConfig, train
+from dyckbook.vocab import PAD
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results" / "training.json"
-PEAK_GFLOPS = 320.0  # ANCHORS: fp32 matmul peak of the 2-core reference machine
-THESIS_EXAMPLES_PER_S = 900.0  # ANCHORS: thesis library, experiment 1, batch 32, W&B removed
-CLOCK = {"name": "cpu", "now": time.process_time}  # set by --clock; see the module docstring
+PEAK_PER_CORE = 160e9  # fp32 matmul FLOP/s of one core of the development machine
 
 
-def now() -> float:
-    """Seconds on the chosen clock (process CPU time or wall time)."""
-    return CLOCK["now"]()
+def cpu() -> float:
+    return time.process_time()
 
 
-# ----------------------------------------------------------------------------- data
-def dyck_tokens(k: int, n: int, min_length: int, max_length: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """n uniform Dyck-k words with uniform even lengths, tokenised and padded to the longest.
-
-    Returns:
-        tokens (n, max_len + 2) int64, lengths (n,) int64.
-    """
-    rng = np.random.default_rng(seed)
-    language = Dyck(k)
-    lengths = sample_lengths(rng, n, min_length, max_length)
-    codes, lengths = language.sample_codes(rng, lengths)
-    tokens = DyckTokenizer(language).encode_codes(codes, lengths)
-    return tokens, torch.as_tensor(lengths, dtype=torch.long)
+def labelled(k: int, n: int, min_length: int, max_length: int, seed: int) -> Dataset:
+    """n strings, half uniform Dyck-k words, half hard negatives, lengths uniform and even."""
+    rng, lang = np.random.default_rng(seed), Dyck(k)
+    lengths = sample_lengths(rng, n, max(min_length, 6), max_length)  # hard negatives need >= 6
+    members = Dataset.from_codes(lang, *lang.sample_codes(rng, lengths[: n // 2]))
+    codes, lens, kinds = sample_negatives(lang, rng, lengths[n // 2:])
+    return Dataset.concat([members, Dataset.from_codes(lang, codes, lens, kinds)])
 
 
-class TensorLoader:
-    """Batches from pre-tokenised rows: padding 'global' (all rows as stored), 'batch' (trim each
-    batch to its longest row) or 'bucket' (rows sorted by length into batches, batch order
-    shuffled). Shuffling is seeded by (seed, epoch) through ``set_epoch``."""
+class StandIn(nn.Module):
+    """A plain ``torch.nn.TransformerEncoder`` classifier of the same shape (post-LN, ReLU,
+    [start] readout), with the ``n_models`` / ``seeds`` that ``dyckbook.train`` reads."""
 
-    def __init__(self, tokens: torch.Tensor, lengths: torch.Tensor, batch_size: int,
-                 padding: str = "batch", seed: int = 0, labels: torch.Tensor | None = None) -> None:
-        self.tokens, self.lengths, self.batch_size, self.padding, self.seed = tokens, lengths, batch_size, padding, seed
-        g = torch.Generator().manual_seed(seed)
-        self.labels = labels if labels is not None else torch.randint(0, 2, (len(tokens),), generator=g)
-        self.epoch = 0
+    n_models, seeds = 1, [0]
 
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-
-    def __len__(self) -> int:
-        return (len(self.tokens) + self.batch_size - 1) // self.batch_size
-
-    def _batches(self) -> list[torch.Tensor]:
-        g = torch.Generator().manual_seed(self.seed * 1000 + self.epoch)
-        if self.padding == "bucket":
-            order = torch.argsort(self.lengths + torch.rand(len(self.lengths), generator=g), stable=True)
-            chunks = list(order.split(self.batch_size))
-            return [chunks[i] for i in torch.randperm(len(chunks), generator=g).tolist()]
-        return list(torch.randperm(len(self.tokens), generator=g).split(self.batch_size))
-
-    def __iter__(self):
-        for idx in self._batches():
-            tokens = self.tokens[idx]
-            if self.padding != "global":
-                tokens = tokens[:, : int(self.lengths[idx].max()) + 2]
-            yield {"tokens": tokens, "labels": self.labels[idx], "lengths": self.lengths[idx],
-                   "kinds": ["positive"] * len(idx)}
-
-
-def real_tokens(lengths: torch.Tensor) -> int:
-    return int((lengths + 2).sum())
-
-
-# ----------------------------------------------------------------------------- models
-def exp1_config(d_vocab: int = 5) -> ModelConfig:
-    return ModelConfig(d_vocab=d_vocab, n_ctx=16, d_model=256, n_heads=1, d_mlp=512, n_layers=2, dropout=0.1)
-
-
-class ThesisLikeClassifier(nn.Module):
-    """Stand-in for the thesis library's model: torch's TransformerEncoder (post-LN, ReLU),
-    padding mask on keys, [start] readout, linear head -- 1,056,002 parameters for Dyck-1."""
-
-    def __init__(self, d_vocab: int = 5) -> None:
+    def __init__(self, d_vocab: int, d_model: int, n_heads: int, d_mlp: int, n_layers: int,
+                 dropout: float) -> None:
         super().__init__()
-        self.embed = nn.Embedding(d_vocab, 256)
-        layer = nn.TransformerEncoderLayer(256, 1, 512, 0.1, batch_first=True)
-        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
-        self.head = nn.Linear(256, 2)
+        self.embed = nn.Embedding(d_vocab, d_model)
+        layer = nn.TransformerEncoderLayer(d_model, n_heads, d_mlp, dropout, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, n_layers, enable_nested_tensor=False)
+        self.head = nn.Linear(d_model, 2)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        x = self.encoder(self.embed(tokens), src_key_padding_mask=tokens == PAD)
-        return self.head(x[:, 0])
+        """Logits (1, batch, 2) of tokens (1, batch, pos)."""
+        x = self.encoder(self.embed(tokens[0]), src_key_padding_mask=tokens[0] == PAD)
+        return self.head(x[:, 0])[None]
 
 
-def time_manual_loop(model: nn.Module, loader: TensorLoader, repeats: int) -> list[float]:
-    """Examples/s of a plain Adam + CE loop (the thesis library's loop without W&B)."""
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-5)
-    rates = []
-    for r in range(repeats + 1):
-        loader.set_epoch(r)
-        start = now()
-        n = 0
-        model.train()
-        for batch in loader:
-            loss = F.cross_entropy(model(batch["tokens"]), batch["labels"])
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            n += len(batch["labels"])
-        if r:  # the first pass is a warm-up
-            rates.append(n / (now() - start))
-    return rates
+def examples_per_cpu_s(model: nn.Module, data: Dataset, config: TrainConfig) -> float:
+    """Training examples per process CPU-second of ``config.max_steps`` steps of train()."""
+    start = cpu()
+    train(model, ClassificationTask(), [data], None, config)
+    return config.max_steps * config.batch_size / (cpu() - start)
 
 
-def time_train(model: TransformerClassifier, loader: TensorLoader, repeats: int,
-               threads: int | None = None) -> list[float]:
-    """Examples/s of dyckbook.train (one epoch per repeat, no evaluation)."""
-    config = TrainConfig(lr=1e-5, epochs=1, eval_train=False, progress=False, device="cpu",
-                         snapshot_params=(), num_threads=threads)
-    rates = []
-    for r in range(repeats + 1):
-        loader.seed = r
-        start = now()
-        train(model, loader, None, config)
-        if r:
-            rates.append(len(loader.tokens) / (now() - start))
-    return rates
+def part_models(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict]]:
+    config = thesis_config(1, literal=False)
+    literal = thesis_config(1, literal=True)
+    m = config.model
+    models = {"dyckbook Classifier": build_model(m, [0]),
+              "thesis port (ThesisClassifier)": build_model(literal.model, [0]),
+              "nn.TransformerEncoder stand-in": StandIn(m.d_vocab, m.d_model, m.n_heads,
+                                                        m.d_mlp, m.n_layers, m.dropout)}
+    data = labelled(1, 4000, 0, 16, args.seed)
+    steps = TrainConfig(lr=config.train.lr, batch_size=32, max_steps=args.steps)
+    for model in models.values():  # warm-up
+        train(model, ClassificationTask(), [data], None, TrainConfig(lr=1e-5, max_steps=5))
+    rates: dict[str, list[float]] = {name: [] for name in models}
+    for _ in range(args.repeats):  # interleaved, so every model meets the same load
+        for name, model in models.items():
+            rates[name].append(examples_per_cpu_s(model, data, steps))
+    raw = {name: {"examples_per_cpu_s": statistics.median(r), "all": r,
+                  "parameters": sum(p.numel() for p in models[name].parameters())}
+           for name, r in rates.items()}
+    raw["steps_per_timing"], raw["load_average_1min"] = args.steps, os.getloadavg()[0]
+    ours = raw["dyckbook Classifier"]["examples_per_cpu_s"]
+    rows = [table.row("training, exp. 1", f"examples/CPU-s, batch 32 vs {name}", ours,
+                      raw[name]["examples_per_cpu_s"], "≥ 1×")
+            for name in list(models)[1:]]
+    return raw, rows
 
 
-def matmul_gflops(size: int = 1024, threads: int | None = None, wall: bool = False) -> float:
-    """fp32 matmul GFLOP/s now: per CPU-second of one thread, or wall-clock with all threads."""
-    old = torch.get_num_threads()
-    if threads:
-        torch.set_num_threads(threads)
+def matmul_flops(size: int = 1024, repeats: int = 5) -> float:
+    """fp32 matmul FLOP per CPU-second on this thread now (median)."""
     a, b = torch.randn(size, size), torch.randn(size, size)
-    for _ in range(3):
-        a @ b
+    a @ b
     times = []
-    clock = time.perf_counter if wall else time.process_time
-    for _ in range(10):
-        start = clock()
+    for _ in range(repeats):
+        start = cpu()
         a @ b
-        elapsed = clock() - start
-        times.append(elapsed if wall else elapsed / torch.get_num_threads())
-    torch.set_num_threads(old)
-    return 2 * size**3 / statistics.median(times) / 1e9
+        times.append(cpu() - start)
+    return 2 * size**3 / statistics.median(times)
 
 
-def profile_step(model: nn.Module, loader: TensorLoader, steps: int = 10) -> list[dict[str, Any]]:
-    from torch.profiler import ProfilerActivity, profile
-
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-5, fused=True)  # as dyckbook.train
-    batches = list(loader)[:steps]
-    model.train()
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        for batch in batches:
-            loss = F.cross_entropy(model(batch["tokens"]), batch["labels"])
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-    rows = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)[:8]
-    total = sum(e.self_cpu_time_total for e in prof.key_averages())
-    return [{"op": e.key, "self_cpu_ms": round(e.self_cpu_time_total / 1000, 2),
-             "share": round(e.self_cpu_time_total / total, 3)} for e in rows]
-
-
-# ----------------------------------------------------------------------------- parts
-def part_a(quick: bool) -> dict[str, Any]:
-    n = 1024 if quick else 3200
-    repeats = 2 if quick else 3
-    tokens, lengths = dyck_tokens(1, n, 0, 16, seed=0)
-    n_params = TransformerClassifier(exp1_config()).n_params
-    rows: dict[str, Any] = {}
-
-    unit = "ex/cpu-s" if CLOCK["name"] == "cpu" else "ex/s wall"
-
-    def record(name: str, rates: list[float], note: str) -> None:
-        rows[name] = {"examples_per_s": round(statistics.median(rates), 1), "clock": CLOCK["name"],
-                      "runs": [round(r, 1) for r in rates], "note": note}
-        if CLOCK["name"] == "cpu":
-            rows[name]["examples_per_cpu_s"] = rows[name]["examples_per_s"]
-        print(f"  a  {name:34s} {statistics.median(rates):9.0f} {unit}", flush=True)
-
-    torch.manual_seed(0)
-    record("thesis_like_global_pad", time_manual_loop(
-        ThesisLikeClassifier(), TensorLoader(tokens, lengths, 32, "global"), repeats),
-        "torch TransformerEncoder, every batch padded to 18 positions, default threads")
-    gen = torch.Generator().manual_seed(0)
-    record("dyckbook_global_pad", time_train(
-        TransformerClassifier(exp1_config(), generator=gen), TensorLoader(tokens, lengths, 32, "global"), repeats),
-        "dyckbook.train, batches padded to 18 positions (the thesis' layout)")
-    full_last = TransformerClassifier(exp1_config(), generator=gen)
-    full_last.single_query_readout = False
-    record("dyckbook_bucketed_full_last_block", time_train(
-        full_last, TensorLoader(tokens, lengths, 32, "bucket"), repeats),
-        "dyckbook.train, length-bucketed, last block over every position (before the single-query fast path)")
-    record("dyckbook_batch_pad", time_train(
-        TransformerClassifier(exp1_config(), generator=gen), TensorLoader(tokens, lengths, 32, "batch"), repeats),
-        "dyckbook.train, each batch padded to its own longest string")
-    record("dyckbook_bucketed", time_train(
-        TransformerClassifier(exp1_config(), generator=gen), TensorLoader(tokens, lengths, 32, "bucket"), repeats),
-        "dyckbook.train, length-bucketed batches")
-    base = rows["thesis_like_global_pad"]["examples_per_s"]
-    best_name = max((k for k in rows if k.startswith("dyckbook")), key=lambda k: rows[k]["examples_per_s"])
-    best = rows[best_name]["examples_per_s"]
-    wall = CLOCK["name"] == "wall"
-    bound = best if wall else 2 * best
-    profile = profile_step(TransformerClassifier(exp1_config()), TensorLoader(tokens, lengths, 32, "bucket"))
-    return {
-        "n_examples": n, "batch_size": 32, "n_params": n_params, "variants": rows,
-        "clock": CLOCK["name"], "threads": torch.get_num_threads(),
-        "best": best_name, "best_examples_per_s": best,
-        "speedup_vs_thesis_like_same_run": round(best / base, 2),
-        # wall-clock runs: the measured rate itself; CPU-time runs: twice the per-core rate (a bound)
-        "two_core_upper_bound_examples_per_s": round(bound, 1),
-        "ratio_of_two_core_bound_to_thesis_anchor_900": round(bound / THESIS_EXAMPLES_PER_S, 2),
-        "target_examples_per_s": 3 * THESIS_EXAMPLES_PER_S,
-        "profile_top_ops_bucketed_batch32": profile,
-    }
+def part_peak(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict]]:
+    config = thesis_config(1, literal=False)
+    model = build_model(config.model, [0])
+    data = labelled(1, 4096, 0, 16, args.seed)
+    batch = 256
+    steps = max(2, args.steps // 4)
+    train(model, ClassificationTask(), [data], None, TrainConfig(lr=1e-5, max_steps=2,
+                                                                 batch_size=batch))
+    rate = statistics.median(
+        examples_per_cpu_s(model, data, TrainConfig(lr=1e-5, batch_size=batch, max_steps=steps))
+        for _ in range(args.repeats))
+    tokens_per_example = float(data.lengths.mean()) + 2  # [start] and [end] are real tokens
+    flops = 6 * model.n_params * tokens_per_example * rate
+    measured = matmul_flops()
+    raw = {"batch": batch, "steps_per_timing": steps, "examples_per_cpu_s": rate,
+           "parameters": model.n_params, "real_tokens_per_example": tokens_per_example,
+           "training_flops_per_cpu_s": flops, "matmul_flops_per_cpu_s_now": measured,
+           "fraction_of_160_gflops": flops / PEAK_PER_CORE,
+           "fraction_of_matmul_now": flops / measured, "load_average_1min": os.getloadavg()[0]}
+    rows = [table.row("training, exp. 1", "fraction of the fp32 peak (160 GFLOP/s per core), "
+                      "batch 256", flops / PEAK_PER_CORE),
+            table.row("training, exp. 1", "fraction of the fp32 matmul rate measured now",
+                      flops / measured)]
+    return raw, rows
 
 
-def executed_flops_per_example(cfg: ModelConfig, tokens_per_example: float) -> float:
-    """Matmul FLOPs a training step really spends per example with the single-query last block.
-
-    6 x (parameters used at every position) per real token, plus 6 x (the last block's query
-    projection, output projection, MLP, and the classifier) once per example: under the
-    start/end readout those run at one position per row (see ``TransformerClassifier._run``).
-    Embeddings and LayerNorms are not matmuls and are left out of both terms.
-    """
-    d, m = cfg.d_model, cfg.d_mlp
-    per_layer = (3 * d * d + 3 * d) + (d * d + d) + (d * m + m) + (m * d + d)
-    last_once = (d * d + d) + (d * d + d) + (d * m + m) + (m * d + d)  # W_Q, W_O, MLP
-    every_position = cfg.n_layers * per_layer - last_once
-    once = last_once + d * cfg.n_classes + cfg.n_classes
-    return 6.0 * (every_position * tokens_per_example + once)
+def child_long(spec: dict[str, Any]) -> dict[str, Any]:
+    """One epoch over ``n`` exp.-7-shaped sequences; CPU seconds and peak RSS."""
+    config = thesis_config(7, literal=False)
+    data = labelled(3, spec["n"], 0, spec["max_length"], spec["seed"])
+    model = build_model(config.model, [0])
+    start = cpu()
+    train(model, ClassificationTask(), [data], None,
+          TrainConfig(lr=1e-5, batch_size=spec["batch"], epochs=1, bucket=spec["bucket"]))
+    seconds = cpu() - start
+    return {"cpu_seconds": seconds, "cpu_seconds_per_1000": 1000 * seconds / spec["n"],
+            "mean_length": float(data.lengths.mean()),
+            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
-def part_b(quick: bool) -> dict[str, Any]:
-    n = 2048 if quick else 4096
-    tokens, lengths = dyck_tokens(1, n, 0, 16, seed=1)
-    cfg = exp1_config()
-    n_params = TransformerClassifier(cfg).n_params
-    threads = torch.get_num_threads()
-    wall = CLOCK["name"] == "wall"
-    # wall-clock with T threads: T cores' peak; CPU time: one core's share (160 GFLOP/s)
-    peak = PEAK_GFLOPS / 2 * (threads if wall else 1)
-    peak_now = matmul_gflops(1024, wall=wall)
-    tokens_per_example = real_tokens(lengths) / n
-    executed = executed_flops_per_example(cfg, tokens_per_example)
-    rows = {}
-    for batch in (32, 64, 128, 256, 512):
-        loader = TensorLoader(tokens, lengths, batch, "bucket")
-        gen = torch.Generator().manual_seed(0)
-        rates = time_train(TransformerClassifier(cfg, generator=gen), loader, 2)
-        rate = statistics.median(rates)
-        gflops = 6 * n_params * tokens_per_example * rate / 1e9  # the issue's nominal count
-        gflops_exec = executed * rate / 1e9
-        rows[batch] = {"examples_per_s": round(rate, 1), "clock": CLOCK["name"],
-                       "nominal_gflops": round(gflops, 1), "executed_gflops": round(gflops_exec, 1),
-                       "fraction_of_peak": round(gflops / peak, 3),
-                       "executed_fraction_of_peak": round(gflops_exec / peak, 3),
-                       "fraction_of_matmul_measured_now": round(gflops / peak_now, 3)}
-        print(f"  b  batch {batch:4d}  {rate:8.0f} ex/s ({CLOCK['name']})  nominal {gflops:6.1f} GFLOP/s "
-              f"= {gflops / peak:5.1%} of {peak:.0f}  executed {gflops_exec:6.1f} = {gflops_exec / peak:5.1%}  "
-              f"matmul now {peak_now:.0f}", flush=True)
-    best = max(rows, key=lambda b: rows[b]["nominal_gflops"])
-    return {"clock": CLOCK["name"], "threads": threads, "peak_gflops_used": peak,
-            "flops_per_real_token": 6 * n_params, "executed_flops_per_example": round(executed),
-            "mean_real_tokens_per_example": tokens_per_example,
-            "matmul_1024_gflops_measured_now": round(peak_now, 1), "by_batch": rows,
-            "best_batch": best, "best_fraction_of_peak": rows[best]["fraction_of_peak"],
-            "best_executed_fraction_of_peak": rows[best]["executed_fraction_of_peak"],
-            "target_fraction": 0.4,
-            "note": "fraction_of_peak counts 6 x parameters FLOPs per real token (the issue's rule, "
-                    "comparable with the thesis model, which computes every position); the fast path "
-                    "skips the last block's work outside the read position, so the FLOPs it really "
-                    "executes (executed_*) are fewer and their fraction of the peak is lower"}
-
-
-def exp7_config() -> ModelConfig:
-    return ModelConfig(d_vocab=9, n_ctx=4096, d_model=384, n_heads=1, d_mlp=768, n_layers=2, dropout=0.1)
-
-
-def child_c(padding: str, n: int, batch: int) -> dict[str, Any]:
-    torch.set_num_threads(1)
-    tokens, lengths = dyck_tokens(3, n, 0, 4096, seed=7)
-    if padding == "global":
-        full = torch.full((n, 4098), PAD, dtype=torch.long)
-        full[:, : tokens.shape[1]] = tokens
-        tokens = full
-    model = TransformerClassifier(exp7_config(), generator=torch.Generator().manual_seed(0))
-    base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    loader = TensorLoader(tokens, lengths, batch, padding)
-    config = TrainConfig(lr=1e-5, epochs=1, eval_train=False, progress=False, device="cpu", snapshot_params=())
-    cpu_start = time.process_time()
-    result = train(model, loader, None, config)
-    cpu_s = time.process_time() - cpu_start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    padded = sum(b["tokens"].numel() for b in loader)
-    return {"padding": padding, "n_sequences": n, "batch_size": batch, "wall_seconds": round(result.seconds, 2),
-            "cpu_seconds": round(cpu_s, 2),
-            "cpu_seconds_per_1000_sequences_extrapolated": round(cpu_s / n * 1000, 1),
-            "real_tokens": real_tokens(lengths), "padded_tokens": padded,
-            "peak_rss_mib": round(peak / 1024, 1), "rss_before_training_mib": round(base_rss / 1024, 1)}
-
-
-def child_d() -> dict[str, Any]:
-    torch.set_num_threads(1)
-    tokens, _ = dyck_tokens(3, 1, 4096, 4096, seed=9)
-    model = TransformerClassifier(exp7_config(), generator=torch.Generator().manual_seed(0)).eval()
+def child_cache(spec: dict[str, Any]) -> dict[str, Any]:
+    """Forward pass and ``run_with_cache`` of one input of ``max_length`` symbols."""
+    config = thesis_config(7, literal=False)
+    model = build_model(config.model, [0]).eval()
+    lang = Dyck(3)
+    codes, lengths = lang.sample_codes(np.random.default_rng(spec["seed"]), [spec["max_length"]])
+    tokens = tokenizer.encode(codes, lengths)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with torch.inference_mode():
-        start = time.process_time()
+        model(tokens[:, :64])  # warm-up
+        start = cpu()
         model(tokens)
-        fast_s = time.process_time() - start
-    rss_after_fast = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    times = []
-    for _ in range(3):
-        with torch.inference_mode():
-            start = time.process_time()
-            _, cache = model.run_with_cache(tokens)
-            times.append(time.process_time() - start)
-        cache_bytes = sum(t.numel() * t.element_size() for t in cache.values())
-        del cache
+        forward = cpu() - start
+        start = cpu()
+        _, cache = model.run_with_cache(tokens)
+        seconds = cpu() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    with torch.inference_mode():
-        start = time.process_time()
-        model.run_with_cache(tokens, names=lambda n: n.endswith("hook_pattern"))
-        patterns_s = time.process_time() - start
-    return {"positions": tokens.shape[1], "forward_fast_path_s": round(fast_s, 3),
-            "run_with_cache_s_median": round(statistics.median(times), 3),
-            "run_with_cache_patterns_only_s": round(patterns_s, 3),
-            "cache_mib": round(cache_bytes / 2**20, 1), "peak_rss_mib": round(peak / 1024, 1),
-            "peak_rss_after_fast_forward_mib": round(rss_after_fast / 1024, 1)}
+    return {"positions": tokens.shape[1], "forward_cpu_seconds": forward,
+            "cache_cpu_seconds": seconds, "hooks": len(cache),
+            "cache_mib": sum(t.numel() * t.element_size() for t in cache.values()) / 2**20,
+            "peak_rss_growth_mib": (peak - before) / 1024, "peak_rss_mib": peak / 1024}
 
 
-def run_child(args: list[str], timeout: int = 1800) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, __file__, "--child", *args], capture_output=True, text=True, check=False,
-                         timeout=timeout, cwd=ROOT)
-    if out.returncode != 0:
-        return {"error": out.stderr[-2000:]}
+CHILDREN = {"long": child_long, "cache": child_cache}
+
+
+def in_child(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run ``CHILDREN[spec['part']]`` in a fresh process (its own peak RSS)."""
+    out = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)],
+                         capture_output=True, text=True, check=False)
+    if out.returncode:
+        raise RuntimeError(f"child {spec} failed:\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def part_c(quick: bool) -> dict[str, Any]:
-    n = 16 if quick else 32
-    rows = {}
-    for padding in ("global", "batch", "bucket"):
-        rows[padding] = run_child(["c", padding, str(n), "4"])
-        print(f"  c  {padding:8s} {rows[padding]}", flush=True)
-    return {"note": f"{n} sampled Dyck-3 sequences (lengths uniform over even 0-4096), batch 4, 1 thread, "
-                    "process CPU time; seconds per 1000 sequences extrapolated linearly from the sample",
-            "variants": rows}
+def part_long(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict]]:
+    spec = {"part": "long", "n": args.long_n, "max_length": args.long_max, "batch": 8,
+            "seed": args.seed}
+    raw = {name: in_child({**spec, "bucket": bucket})
+           for name, bucket in (("unbucketed", False), ("bucketed", True))}
+    raw.update(spec, load_average_1min=os.getloadavg()[0])
+    name = f"training, exp. 7 shape, lengths ≤ {args.long_max}"
+    rows = [table.row(name, "CPU-s per 1000 sequences, bucket=True vs False",
+                      raw["bucketed"]["cpu_seconds_per_1000"],
+                      raw["unbucketed"]["cpu_seconds_per_1000"], lower_is_better=True),
+            table.row(name, "peak RSS MiB, bucket=True vs False", raw["bucketed"]["peak_rss_mib"],
+                      raw["unbucketed"]["peak_rss_mib"], lower_is_better=True)]
+    return raw, rows
 
 
-def part_d(quick: bool) -> dict[str, Any]:
-    row = run_child(["d"])
-    print(f"  d  {row}", flush=True)
-    return row
+def part_cache(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict]]:
+    raw = in_child({"part": "cache", "max_length": args.long_max, "seed": args.seed})
+    raw["load_average_1min"] = os.getloadavg()[0]
+    name = f"activation cache, {raw['positions']} tokens"
+    rows = [table.row(name, "run_with_cache CPU-s vs a forward pass", raw["cache_cpu_seconds"],
+                      raw["forward_cpu_seconds"], lower_is_better=True),
+            table.row(name, "cache MiB (every hook)", raw["cache_mib"]),
+            table.row(name, "peak RSS growth MiB (forward pass and cache)",
+                      raw["peak_rss_growth_mib"])]
+    return raw, rows
 
 
-def part_e(quick: bool) -> dict[str, Any]:
-    try:
-        from dyckbook.data import DatasetSpec, generate_dataset  # noqa: F401
-    except ImportError as error:
-        return {"skipped": f"dyckbook.data not available: {error}"}
-    return hard_negative_runs(quick)
-
-
-HARD_CONFIGS: list[dict[str, Any]] = [
-    # Tried in order; the first configuration per k whose test accuracy is >= 99% when training
-    # stops (validation accuracy >= VAL_TARGET, or the epochs run out) is reported. Causal + mean
-    # readout + learned positions: the causal mask gives every prefix its own summary (balance,
-    # last unmatched opener) and the positions let attention pick the nearest candidate opener.
-    # Found by a small search (see the report in the results JSON): bidirectional + learned PE +
-    # start readout (d_model 128) stayed below 87% after 15 epochs; causal without PE needed 27
-    # epochs at lr 1e-3 constant (16 at 3e-3 cosine); batch 128 plateaued at 99.0% validation.
-    # With 20k strings the first configuration plateaus at 99.0-99.3%: it passed with one torch
-    # thread and missed with two (multi-threaded reductions round differently, so the runs
-    # diverge); for Dyck-3 twice the data with half the epochs ("n_by_k") gets there with a
-    # margin. (Not for Dyck-1: its space of strings <= 16 is small, and a 40k sample split by
-    # duplicate groups gave a 99.7% validation but 64% test split in one run.)
-    {"mask": "causal", "pos_encoding": "learned", "readout": "mean", "d_model": 64, "n_heads": 4,
-     "d_mlp": 128, "n_layers": 2, "lr": 3e-3, "batch_size": 64, "warmup_steps": 100,
-     "schedule": "cosine", "grad_clip": 1.0, "max_epochs": 10, "n_by_k": {3: 40_000}},
-    {"mask": "causal", "pos_encoding": "learned", "readout": "mean", "d_model": 64, "n_heads": 4,
-     "d_mlp": 128, "n_layers": 2, "lr": 3e-3, "batch_size": 64, "warmup_steps": 100,
-     "schedule": "cosine", "grad_clip": 1.0, "max_epochs": 20},
-    {"mask": "causal", "pos_encoding": "none", "readout": "mean", "d_model": 64, "n_heads": 4,
-     "d_mlp": 128, "n_layers": 2, "lr": 1e-3, "batch_size": 64, "max_epochs": 30},
-]
-VAL_TARGET = 0.993  # stop on validation accuracy; the test split is only reported
-
-
-def hard_negative_run(k: int, arch: dict[str, Any], n: int, max_epochs: int) -> dict[str, Any]:
-    """Train on hard negatives until validation accuracy >= VAL_TARGET; time on the chosen clock."""
-    from dyckbook.data import DatasetSpec, generate_dataset, make_loader, split_dataset
-
-    start_wall, start_cpu = time.perf_counter(), time.process_time()
-    spec = DatasetSpec(k=k, n=n, min_length=0, max_length=16, negatives="hard", seed=0)
-    train_set, val_set, test_set = split_dataset(generate_dataset(spec), (0.8, 0.1, 0.1))
-    data_wall, data_cpu = time.perf_counter() - start_wall, time.process_time() - start_cpu
-    cfg = ModelConfig(d_vocab=3 + 2 * k, n_ctx=16, dropout=0.0,
-                      **{key: arch[key] for key in ("mask", "pos_encoding", "readout", "d_model",
-                                                      "n_heads", "d_mlp", "n_layers")})
-    model = TransformerClassifier(cfg, generator=torch.Generator().manual_seed(0))
-    train_loader = make_loader(train_set, arch["batch_size"], shuffle=True, bucket=True, seed=0)
-    val_loader, test_loader = make_loader(val_set, 1000), make_loader(test_set, 1000)
-    t0_cpu, t0_wall = time.process_time(), time.perf_counter()
-
-    def show(record: dict[str, Any], _model: nn.Module) -> None:
-        print(f"  e  k={k} epoch {record['epoch']:2d}  val {record['val_accuracy']:.4f}  "
-              f"test {record['test_accuracy']:.4f}  {time.perf_counter() - t0_wall:6.1f} wall-s  "
-              f"{time.process_time() - t0_cpu:6.1f} cpu-s", flush=True)
-
-    config = TrainConfig(lr=arch["lr"], epochs=arch.get("max_epochs", max_epochs), eval_train=False,
-                         progress=False, device="cpu", seed=0, warmup_steps=arch.get("warmup_steps", 0),
-                         schedule=arch.get("schedule", "constant"), grad_clip=arch.get("grad_clip"),
-                         target_val_accuracy=VAL_TARGET, snapshot_params=())
-    result = train(model, train_loader, val_loader, config, test_loader=test_loader, callbacks=[show])
-    wall_s, cpu_s = time.perf_counter() - t0_wall, time.process_time() - t0_cpu
-    final = evaluate(model, test_loader)
-    reached = final["accuracy"] >= 0.99
-    return {"k": k, "architecture": arch, "n_params": model.n_params,
-            "dataset": spec.to_dict() if hasattr(spec, "to_dict") else str(spec),
-            "split": [len(train_set), len(val_set), len(test_set)],
-            "data_seconds": {"wall": round(data_wall, 2), "cpu": round(data_cpu, 2)},
-            "stop_rule": f"validation accuracy >= {VAL_TARGET} (early stop) or {config.epochs} epochs",
-            "threads": torch.get_num_threads(), "reached_99": reached,
-            "time_to_99": ({"epoch": len(result.history), "step": result.steps,
-                            "wall_seconds": round(wall_s, 1), "cpu_seconds": round(cpu_s, 1),
-                            "wall_seconds_including_data": round(wall_s + data_wall, 1),
-                            "test_accuracy": final["accuracy"]} if reached else None),
-            "epochs_run": len(result.history), "stopped_early": result.stopped_early,
-            "final_test_accuracy": final["accuracy"], "final_per_kind": final["per_kind"],
-            "history": [{key: rec[key] for key in ("epoch", "step", "val_accuracy", "test_accuracy")}
-                        for rec in result.history]}
-
-
-def hard_negative_runs(quick: bool) -> dict[str, Any]:
-    out: dict[str, Any] = {"note": "one seed (0), lengths 0-16, hard negatives, 80/10/10 split; training "
-                                   f"stops at validation accuracy >= {VAL_TARGET}; reached_99 means the "
-                                   "test accuracy of the stopped model is >= 99%; times (wall and process "
-                                   "CPU) from the start of training, per-epoch val/test evaluation "
-                                   "included, data generation reported separately; target <= 60 s",
-                           "clock_threads": torch.get_num_threads(),
-                           "load_average_at_start": os.getloadavg()}
-    for k, n in ((1, 10_000), (3, 20_000)):
-        tries = []
-        for arch in HARD_CONFIGS:
-            row = hard_negative_run(k, arch, arch.get("n_by_k", {}).get(k, n), max_epochs=10 if quick else 30)
-            tries.append(row)
-            if row["reached_99"]:
-                break
-        out[f"dyck{k}"] = {
-            "reported": tries[-1],
-            "tried": [{"architecture": t["architecture"], "reached_99": t["reached_99"],
-                       "best_test_accuracy": max(h["test_accuracy"] for h in t["history"]),
-                       "epochs_run": t["epochs_run"]} for t in tries],
-        }
-    return out
-
-
-def summary_table(runs: dict[str, Any]) -> str:
-    """Before/after table of the headline numbers stored in the JSON."""
-    lines = [f"{'metric':58s} " + " ".join(f"{label:>12s}" for label in runs)]
-
-    def row(name: str, get) -> None:
-        cells = []
-        for run in runs.values():
-            try:
-                cells.append(f"{get(run):12}")
-            except (KeyError, TypeError):
-                cells.append(f"{'-':>12s}")
-        lines.append(f"{name:58s} " + " ".join(cells))
-
-    def rate(variant: dict[str, Any]) -> float:
-        return variant.get("examples_per_s", variant.get("examples_per_cpu_s"))
-
-    row("clock, threads (run environment)", lambda r: f"{r['a'].get('clock', 'cpu')},{r['environment']['threads']}")
-    row("load average at start (1 min)", lambda r: round(r["environment"]["load_average_at_start"][0], 2))
-    for variant in ("thesis_like_global_pad", "dyckbook_global_pad", "dyckbook_batch_pad",
-                    "dyckbook_bucketed_full_last_block", "dyckbook_bucketed"):
-        row(f"a: exp-1 batch 32 {variant} (ex/s)", lambda r, v=variant: rate(r["a"]["variants"][v]))
-    row("a: best dyckbook / thesis-like, same run", lambda r: r["a"]["speedup_vs_thesis_like_same_run"])
-    row("a: 2-core bound / thesis anchor 900 ex/s", lambda r: r["a"]["ratio_of_two_core_bound_to_thesis_anchor_900"])
-    row("b: best batch", lambda r: r["b"]["best_batch"])
-    row("b: fraction of peak at best batch (6N/token)", lambda r: r["b"]["best_fraction_of_peak"])
-    row("b: executed-FLOP fraction of peak at best batch", lambda r: r["b"]["best_executed_fraction_of_peak"])
-    for padding in ("global", "batch", "bucket"):
-        row(f"c: exp-7 {padding} cpu-s / 1000 seqs", lambda r, p=padding: r["c"]["variants"][p]["cpu_seconds_per_1000_sequences_extrapolated"])
-        row(f"c: exp-7 {padding} peak RSS MiB", lambda r, p=padding: r["c"]["variants"][p]["peak_rss_mib"])
-    row("d: run_with_cache 4096 tokens (cpu-s)", lambda r: r["d"]["run_with_cache_s_median"])
-    row("d: cache MiB / peak RSS MiB", lambda r: f"{r['d']['cache_mib']}/{r['d']['peak_rss_mib']}")
+def part_solve(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict]]:
+    raw, rows = {}, []
+    # the grid's recipe at the larger CPU budget of the Dyck-3 budget chapter (5000 steps over
+    # 32,000 strings); a model stops once its validation accuracy reaches 99.5%
+    spec = GridSpec(max_steps=args.solve_steps, n_train=32_000)
     for k in (1, 3):
-        row(f"e: Dyck-{k} hard negatives, cpu-s to 99% test", lambda r, k=k: r["e"][f"dyck{k}"]["reported"]["time_to_99"]["cpu_seconds"])
-        row(f"e: Dyck-{k} hard negatives, wall-s to 99% test", lambda r, k=k: r["e"][f"dyck{k}"]["reported"]["time_to_99"]["wall_seconds"])
-    return "\n".join(lines)
+        cell = Cell(k, 2, "causal", "learned", "mean")
+        start_cpu, start = cpu(), time.perf_counter()
+        record = run(spec.config(cell, args.seed)).record
+        raw[f"dyck{k}"] = {
+            "cell": cell.name, "spec": spec.to_dict(), "hard_accuracy": record.accuracy("hard"),
+            "accuracies": {name: s.accuracy for name, s in record.scores.items()},
+            "steps": record.steps, "stopped_at": record.stopped_at,
+            "train_wall_seconds": record.seconds, "run_cpu_seconds": cpu() - start_cpu,
+            "run_wall_seconds": time.perf_counter() - start,
+            "load_average_1min": os.getloadavg()[0]}
+        r, name = raw[f"dyck{k}"], f"time to 99%, Dyck-{k}"
+        reached = "reached" if r["hard_accuracy"] >= 0.99 else "NOT reached"
+        rows += [table.row(name, f"run.run CPU-s, {cell.name} (99% {reached})",
+                           r["run_cpu_seconds"], target="≤ 60 s"),
+                 table.row(name, "hard-test accuracy", r["hard_accuracy"], target="≥ 0.99")]
+    return raw, rows
 
 
-PARTS = {"a": part_a, "b": part_b, "c": part_c, "d": part_d, "e": part_e}
+PARTS = {"models": part_models, "peak": part_peak, "long": part_long, "cache": part_cache,
+         "solve": part_solve}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--parts", default="abcde")
-    parser.add_argument("--quick", action="store_true", help="smaller samples")
-    parser.add_argument("--child", nargs="*", help=argparse.SUPPRESS)
-    parser.add_argument("--label", default="after", help="key under which results are stored")
-    parser.add_argument("--description", default=None, help="what changed, stored with the run")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1, see module doc)")
-    parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
-                        help="process CPU time (default, for shared machines) or wall-clock (idle machine)")
+    parser.add_argument("--parts", default=",".join(PARTS),
+                        help=f"comma-separated, of {', '.join(PARTS)}")
+    parser.add_argument("--steps", type=int, default=200, help="training steps per timing")
+    parser.add_argument("--repeats", type=int, default=3, help="timings per model (median)")
+    parser.add_argument("--long-n", type=int, default=32, help="sequences of the long part")
+    parser.add_argument("--long-max", type=int, default=4096, help="longest long sequence")
+    parser.add_argument("--solve-steps", type=int, default=5000, help="step budget of solve")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    CLOCK.update(name=args.clock, now=time.process_time if args.clock == "cpu" else time.perf_counter)
-    if args.child is not None:
-        kind = args.child[0]
-        result = child_c(args.child[1], int(args.child[2]), int(args.child[3])) if kind == "c" else child_d()
-        print(json.dumps(result))
+    torch.set_num_threads(1)
+    if args.child:
+        spec = json.loads(args.child)
+        print(json.dumps(CHILDREN[spec["part"]](spec)))
         return
-    existing = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    runs = existing.get("runs", {})
-    run = runs.get(args.label, {})
-    run["environment"] = {"torch": torch.__version__, "threads": torch.get_num_threads(), "clock": args.clock,
-                          "cpu_count": os.cpu_count(), "load_average_at_start": os.getloadavg(),
-                          "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    if args.description:
-        run["description"] = args.description
-    for part in args.parts:
-        print(f"part {part}", flush=True)
-        run[part] = PARTS[part](args.quick)
-    runs[args.label] = run
-    existing["runs"] = runs
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    tmp = RESULTS.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(existing, indent=2) + "\n")
-    os.replace(tmp, RESULTS)
-    print(summary_table(runs))
-    print(f"wrote {RESULTS}")
+    parts = args.parts.split(",")
+    unknown = sorted(set(parts) - set(PARTS))
+    if unknown:
+        parser.error(f"--parts: unknown {unknown}; known {list(PARTS)}")
+    load = os.getloadavg()
+    raw: dict[str, Any] = {"torch": torch.__version__, "threads": 1, "parts": parts}
+    rows: list[dict] = []
+    for part in parts:
+        raw[part], part_rows = PARTS[part](args)
+        rows += part_rows
+        for r in part_rows:
+            print(f"{r['benchmark']}: {r['measure']}: {table.number(r['dyckbook'])}"
+                  + (f" vs {table.number(r['reference'])}" if r["reference"] else ""), flush=True)
+    full = ((args.steps, args.long_n, args.long_max, args.solve_steps) == (200, 32, 4096, 5000)
+            and sorted(parts) == sorted(PARTS))
+    path = table.save("training", rows, raw, load, "full" if full else "small")
+    print(f"load average at start {load}; wrote {path}")
 
 
 if __name__ == "__main__":

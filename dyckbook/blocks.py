@@ -220,12 +220,19 @@ class Attention(nn.Module):
         self.qkv = Linear(n_models, d_model, 3 * d_model)
         self.out = Linear(n_models, d_model, d_model)
 
-    def _project(self, x: torch.Tensor, memory: torch.Tensor | None, cache: dict | None):
-        """Queries from ``x``; keys and values from ``x`` or ``memory``, appended to or read from
-        ``cache`` (``{"k", "v"}``, (S * batch, head, pos, d_head)) when decoding step by step."""
+    def _project(self, x: torch.Tensor, memory: torch.Tensor | None, cache: dict | None,
+                 x_q: torch.Tensor | None = None):
+        """Queries from ``x`` (or from ``x_q``, a few positions of it); keys and values from
+        ``x`` or ``memory``, appended to or read from ``cache`` (``{"k", "v"}``, (S * batch,
+        head, pos, d_head)) when decoding step by step."""
         d = x.shape[-1]
         w, b = self.qkv.weight, self.qkv.bias
-        if memory is None:
+        if memory is None and x_q is not None:
+            q = torch.baddbmm(b[..., :d], x_q.flatten(1, -2), w[..., :d]).view(x_q.shape)
+            kv = torch.baddbmm(b[..., d:], x.flatten(1, -2), w[..., d:])
+            k, v = kv.view(*x.shape[:-1], 2 * d).split(d, dim=-1)
+            k, v = _to_heads(k, self.n_heads), _to_heads(v, self.n_heads)
+        elif memory is None:
             q, k, v = self.qkv(x).split(d, dim=-1)
             k, v = _to_heads(k, self.n_heads), _to_heads(v, self.n_heads)
             if cache is not None:
@@ -246,7 +253,8 @@ class Attention(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None, causal: bool = False, *,
                 memory: torch.Tensor | None = None, cache: dict | None = None,
-                record: Recorder | None = None, prefix: str = "") -> torch.Tensor:
+                record: Recorder | None = None, prefix: str = "",
+                query: torch.Tensor | None = None) -> torch.Tensor:
         """Attend.
 
         Args:
@@ -258,13 +266,22 @@ class Attention(nn.Module):
             cache: decoding cache of this layer (see ``_project``), or None.
             record: activation recorder (S = 1), or None.
             prefix: hook prefix, e.g. ``blocks.0.attn``.
+            query: (S, batch) int64: attend from this one position of every row only (the
+                last block of a classifier read at one position; self-attention, no cache).
 
         Returns:
-            (S, batch, query, d_model).
+            (S, batch, query, d_model), or (S, batch, 1, d_model) with ``query``.
         """
-        n, batch, n_q, d = x.shape
-        q, k, v = self._project(x, memory, cache)  # (S * batch, head, pos, d_head)
-        n_k = k.shape[2]
+        n, batch, n_pos, d = x.shape
+        x_q = None
+        if query is not None:
+            x_q = x.gather(2, query[..., None, None].expand(n, batch, 1, d))  # (S, batch, 1, d)
+            if causal:  # the query at position p sees keys 0..p
+                later = torch.arange(n_pos, device=x.device) > query.reshape(-1, 1, 1, 1)
+                mask = ~later if mask is None else mask & ~later
+                causal = False
+        q, k, v = self._project(x, memory, cache, x_q)  # (S * batch, head, pos, d_head)
+        n_q, n_k = q.shape[2], k.shape[2]
         if causal:
             future = torch.ones(n_q, n_k, dtype=torch.bool, device=x.device).tril(n_k - n_q)
             mask = future if mask is None else mask & future
@@ -335,32 +352,38 @@ class Block(nn.Module):
         self.ln2 = LayerNorm(n_models, d_model)
 
     def _sub(self, x: torch.Tensor, ln: LayerNorm, fn: Callable[[torch.Tensor], torch.Tensor],
-             record: Recorder | None, name: str) -> torch.Tensor:
-        """One residual sub-block ``x + dropout(fn(x))`` with its LayerNorm."""
+             record: Recorder | None, name: str,
+             residual: torch.Tensor | None = None) -> torch.Tensor:
+        """One residual sub-block ``residual + dropout(fn(x))`` (residual: x) with its LayerNorm."""
         full = None if self.n_positions is None else (x.shape[1], self.n_positions, x.shape[3])
         out = dropout(fn(ln(x) if self.norm == "pre" else x), self.p_drop, self.streams,
                       self.training, full)
         if record is not None:
             record(name, out)
-        x = x + out
+        x = (x if residual is None else residual) + out
         return ln(x) if self.norm == "post" else x
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None, causal: bool = False, *,
                 memory: torch.Tensor | None = None, memory_mask: torch.Tensor | None = None,
                 cache: dict | None = None, record: Recorder | None = None,
-                prefix: str = "blocks.0") -> torch.Tensor:
-        """(S, batch, pos, d_model) -> same shape.
+                prefix: str = "blocks.0", query: torch.Tensor | None = None) -> torch.Tensor:
+        """(S, batch, pos, d_model) -> same shape, or (S, batch, 1, d_model) with ``query``.
 
-        ``cache`` (decoding) is ``{"self": {...}, "cross": {...}}`` for this layer. With
-        post-LN, ``hook_resid_mid`` / ``hook_resid_post`` are taken after the LayerNorm, i.e.
-        exactly the next sub-block's input.
+        ``cache`` (decoding) is ``{"self": {...}, "cross": {...}}`` for this layer. ``query``
+        ((S, batch) int64, self-attention only, no dropout) computes the block at one position
+        per row: every position is still a key, so this equals the full block at that position.
+        With post-LN, ``hook_resid_mid`` / ``hook_resid_post`` are taken after the LayerNorm,
+        i.e. exactly the next sub-block's input.
         """
         cache = {} if cache is None else cache
         if record is not None:
             record(f"{prefix}.hook_resid_pre", x)
+        residual = None
+        if query is not None:
+            residual = x.gather(2, query[..., None, None].expand(*query.shape, 1, x.shape[-1]))
         x = self._sub(x, self.ln1, lambda h: self.attn(
-            h, mask, causal, cache=cache.get("self"), record=record, prefix=f"{prefix}.attn"),
-            record, f"{prefix}.hook_attn_out")
+            h, mask, causal, cache=cache.get("self"), record=record, prefix=f"{prefix}.attn",
+            query=query), record, f"{prefix}.hook_attn_out", residual)
         if self.cross_attn is not None:
             x = self._sub(x, self.ln_cross, lambda h: self.cross_attn(
                 h, memory_mask, memory=memory, cache=cache.get("cross"), record=record,

@@ -128,10 +128,15 @@ def _schedule(config: TrainConfig, total: int):
     return factor
 
 
-def _epoch_order(n: int, g: torch.Generator, lengths: torch.Tensor,
-                 config: TrainConfig) -> torch.Tensor:
+def _epoch_order(n: int, g: torch.Generator, lengths: torch.Tensor, config: TrainConfig,
+                 epoch: int) -> torch.Tensor:
     """The order of one epoch: a random permutation; with ``bucket``, sorted by length within
-    windows of 50 batches, the batches then shuffled (each batch holds similar lengths)."""
+    windows of 50 batches, the batches then shuffled (each batch holds similar lengths).
+
+    The shuffle of the batches is the same for every model (it depends on the epoch only), so
+    models trained together meet batches of the same length band at each step and pad to
+    nearly the same width; which strings fill a band is each model's own draw.
+    """
     order = torch.randperm(n, generator=g)
     if not config.bucket:
         return order
@@ -139,7 +144,8 @@ def _epoch_order(n: int, g: torch.Generator, lengths: torch.Tensor,
     chunks = [c[lengths[c].argsort(stable=True)] for c in order.split(window)]
     batches = torch.cat(chunks).split(config.batch_size)
     full = n // config.batch_size  # the partial batch stays last, where the step slices expect it
-    shuffled = [batches[i] for i in torch.randperm(full, generator=g)] + list(batches[full:])
+    bands = torch.Generator().manual_seed(seed_for(epoch, "bands"))
+    shuffled = [batches[i] for i in torch.randperm(full, generator=bands)] + list(batches[full:])
     return torch.cat(shuffled)
 
 
@@ -248,7 +254,8 @@ def train(model: nn.Module, task: Task, train_sets: Sequence[Dataset],
     step = 0
     while step < total and active:
         if step % per_epoch == 0:
-            perms = {s: _epoch_order(n, orders[s], data[s]["lengths"], config) for s in active}
+            perms = {s: _epoch_order(n, orders[s], data[s]["lengths"], config, step // per_epoch)
+                     for s in active}
         i = step % per_epoch
         rows = [perms[s][i * config.batch_size:(i + 1) * config.batch_size] for s in active]
         loss = task.loss(model, task.batch([data[s] for s in active], rows))  # (active,)

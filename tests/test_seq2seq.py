@@ -145,6 +145,7 @@ def test_tiny_seed_model_learns_dyck1_completion():
 def test_evaluation_measures_cross_attention_partners(data):
     model = EncoderDecoder(Seq2SeqConfig(**ED, pos_encoding="learned"))
     score, measures = evaluate_completions(model, data.val, batch_size=20)
+    assert score.n == len(data.val) and 1 < measures["distinct_outputs"] <= len(data.val)
     share = measures["cross_attention"]
     assert np.array(share["share"]).shape == (2, 4)
     assert 0.0 < np.min(share["share"]) and np.max(share["share"]) < 1.0

@@ -1,0 +1,171 @@
+"""The benchmarks' results as one Markdown table (benchmarks/README.md) and README.md's times.
+
+Every ``benchmarks/results/*.json`` holds a ``table`` (rows of :data:`ROW_KEYS`), its raw
+numbers, the ``load_average`` at its start and the ``date``. ``python benchmarks/table.py``
+rewrites the text between the markers; ``--check`` exits 1 when either file is stale.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+TABLE_FILE, TIMES_FILE = ROOT / "benchmarks" / "README.md", ROOT / "README.md"
+TABLE_MARKERS = ("<!-- table:start -->", "<!-- table:end -->")
+TIMES_MARKERS = ("<!-- times:start -->", "<!-- times:end -->")
+ROW_KEYS = ("benchmark", "measure", "dyckbook", "reference", "ratio", "target")
+MAKE_TARGETS = ("test", "book")  # the make targets bench_make.py times (make.json's "runs")
+
+
+def row(benchmark: str, measure: str, dyckbook: float | str | None,
+        reference: float | None = None, target: str | None = None,
+        lower_is_better: bool = False) -> dict[str, Any]:
+    """One table row; ``ratio`` is how many times better dyckbook does than the reference
+    (``dyckbook / reference`` for rates, ``reference / dyckbook`` for times and sizes)."""
+    ratio = None
+    if isinstance(dyckbook, (int, float)) and reference and dyckbook:
+        ratio = reference / dyckbook if lower_is_better else dyckbook / reference
+    return {"benchmark": benchmark, "measure": measure, "dyckbook": dyckbook,
+            "reference": reference, "ratio": ratio, "target": target}
+
+
+def save(name: str, rows: Sequence[dict[str, Any]], raw: dict[str, Any],
+         load_average: Sequence[float], sizes: str) -> Path:
+    """Write ``results/<name>.json``: the table, the raw numbers, the load average at the start
+    (1, 5, 15 min), the date and the sizes (``full`` or ``small``); the file is checked first."""
+    data = {"table": list(rows), "raw": raw, "load_average": [round(x, 2) for x in load_average],
+            "date": time.strftime("%Y-%m-%d %H:%M"), "sizes": sizes}
+    path = RESULTS / f"{name}.json"
+    check_result(data, path.name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def check_result(data: Any, name: str) -> None:
+    """Raise ValueError naming ``name`` and the field if ``data`` lacks the results schema."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{name}: must hold a JSON object, got {type(data).__name__}")
+    for key in ("table", "load_average", "date"):
+        if key not in data:
+            raise ValueError(f"{name}: missing top-level key {key!r}")
+    load = data["load_average"]
+    if (not isinstance(load, list) or len(load) != 3
+            or not all(isinstance(x, (int, float)) for x in load)):
+        raise ValueError(f"{name}: load_average must be 3 numbers (1, 5, 15 min), got {load!r}")
+    if not isinstance(data["table"], list) or not data["table"]:
+        raise ValueError(f"{name}: table must be a non-empty list of rows")
+    for i, r in enumerate(data["table"]):
+        if not isinstance(r, dict) or tuple(r) != ROW_KEYS:
+            raise ValueError(f"{name}: table[{i}] must have exactly the keys {ROW_KEYS}, got {r!r}")
+        for key in ("reference", "ratio"):
+            if r[key] is not None and not isinstance(r[key], (int, float)):
+                raise ValueError(f"{name}: table[{i}].{key} must be a number or null, "
+                                 f"got {r[key]!r}")
+
+
+def read_results(folder: Path) -> dict[str, dict[str, Any]]:
+    """``{file stem: data}`` of every results file, checked, in name order."""
+    out = {}
+    for path in sorted(folder.glob("*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path.name} is not JSON: {error}") from None
+        check_result(data, path.name)
+        out[path.stem] = data
+    return out
+
+
+def number(value: Any) -> str:
+    """A cell: thousands separators for large numbers, three significant digits for small."""
+    if value is None:
+        return "–"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
+
+
+def render_table(results: dict[str, dict[str, Any]]) -> str:
+    """The Markdown table of every row, then when and under which load each file was measured."""
+    lines = ["| benchmark | measure | dyckbook | reference | ratio | target |",
+             "|---|---|--:|--:|--:|---|"]
+    for data in results.values():
+        for r in data["table"]:
+            ratio = "–" if r["ratio"] is None else f"{number(r['ratio'])}×"
+            lines.append(f"| {r['benchmark']} | {r['measure']} | {number(r['dyckbook'])} | "
+                         f"{number(r['reference'])} | {ratio} | {r['target'] or ''} |")
+    lines.append("")
+    for name, data in results.items():
+        load = " / ".join(f"{x:.2f}" for x in data["load_average"])
+        sizes = f", {data['sizes']} sizes" if "sizes" in data else ""
+        lines.append(f"- `{name}.json`: {data['date']}, load average {load} (1 / 5 / 15 min)"
+                     f"{sizes}")
+    return "\n".join(lines)
+
+
+def render_times(make: dict[str, Any] | None) -> str:
+    """README.md's sentence on how long ``make test`` and ``make book`` take."""
+    runs = (make or {}).get("raw", {}).get("runs", {})
+    parts = []
+    for target in MAKE_TARGETS:
+        r = runs.get(target)
+        if r is None:
+            parts.append(f"`make {target}`: not measured yet")
+        else:
+            parts.append(f"`make {target}` about {r['target_seconds'] / 60:.0f} min "
+                         f"(measured {r['date']}, {r['cores']} cores, load average "
+                         f"{r['load_average'][0]:.1f} at the start)")
+    setup = [runs[t]["venv_seconds"] for t in MAKE_TARGETS if t in runs]
+    tail = (f"; creating `.venv` adds about {max(setup) / 60:.0f} min the first time "
+            "(with pip's download cache warm)" if setup else "")
+    return ("Expected times on a fresh clone (`benchmarks/bench_make.py`): "
+            + "; ".join(parts) + tail + ".")
+
+
+def between(text: str, markers: tuple[str, str], body: str, path: Path) -> str:
+    """``text`` with the lines between the two markers replaced by ``body``."""
+    start, end = markers
+    i, j = text.find(start), text.find(end)
+    if i < 0 or j < i:
+        raise ValueError(f"{path}: needs the markers {start} and {end}, in that order")
+    return f"{text[:i + len(start)]}\n{body}\n{text[j:]}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 if the README tables are not those of results/*.json")
+    args = parser.parse_args(argv)
+    results = read_results(RESULTS)
+    wanted = {TABLE_FILE: (TABLE_MARKERS, render_table(results)),
+              TIMES_FILE: (TIMES_MARKERS, render_times(results.get("make")))}
+    stale = []
+    for path, (markers, body) in wanted.items():
+        text = path.read_text(encoding="utf-8")
+        new = between(text, markers, body, path)
+        if new != text:
+            stale.append(path)
+            if not args.check:
+                path.write_text(new, encoding="utf-8")
+    if args.check and stale:
+        print("stale (run python benchmarks/table.py): " + ", ".join(map(str, stale)),
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""The benchmarks: results have the table schema, the README tables are current, scripts parse."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+SCRIPTS = sorted(BENCH.glob("bench_*.py")) + [BENCH / "table.py"]
+
+
+def load_table():
+    spec = importlib.util.spec_from_file_location("bench_table", BENCH / "table.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+table = load_table()
+
+
+def result(**changes) -> dict:
+    """A well-formed results file, with ``changes`` applied."""
+    data = {"table": [table.row("b", "m", 10.0, 2.0, "≥ 1×")], "raw": {},
+            "load_average": [0.5, 0.4, 0.3], "date": "2025-01-01 00:00"}
+    return {**data, **changes}
+
+
+def test_committed_tables_are_current() -> None:
+    out = subprocess.run([sys.executable, str(BENCH / "table.py"), "--check"],
+                         capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+
+
+@pytest.mark.parametrize("path", sorted((BENCH / "results").glob("*.json")), ids=lambda p: p.name)
+def test_results_have_the_table_schema(path: Path) -> None:
+    table.check_result(json.loads(path.read_text(encoding="utf-8")), path.name)
+
+
+@pytest.mark.parametrize("bad", [
+    {"table": []}, {"load_average": [1.0]}, {"date": None} | {"table": [{"benchmark": "b"}]},
+    {"table": [{**table.row("b", "m", 1.0), "extra": 1}]},
+    {"table": [{**table.row("b", "m", 1.0), "reference": "fast"}]}])
+def test_check_result_rejects_malformed_files(bad: dict) -> None:
+    with pytest.raises(ValueError, match="x.json"):
+        table.check_result(result(**bad), "x.json")
+    data = result()
+    del data["date"]
+    with pytest.raises(ValueError, match="'date'"):
+        table.check_result(data, "x.json")
+
+
+def test_ratio_is_how_many_times_better() -> None:
+    assert table.row("b", "rate", 10.0, 2.0)["ratio"] == 5.0
+    assert table.row("b", "time", 2.0, 10.0, lower_is_better=True)["ratio"] == 5.0
+    assert table.row("b", "no reference", 2.0)["ratio"] is None
+
+
+def test_check_sees_a_stale_table_and_writing_fixes_it(tmp_path: Path, monkeypatch) -> None:
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "demo.json").write_text(json.dumps(result()))
+    readme, bench_readme = tmp_path / "README.md", tmp_path / "BENCH.md"
+    readme.write_text("intro\n<!-- times:start -->\nold\n<!-- times:end -->\nrest\n")
+    bench_readme.write_text("<!-- table:start -->\n<!-- table:end -->\n")
+    monkeypatch.setattr(table, "RESULTS", results)
+    monkeypatch.setattr(table, "TABLE_FILE", bench_readme)
+    monkeypatch.setattr(table, "TIMES_FILE", readme)
+    assert table.main(["--check"]) == 1
+    assert table.main([]) == 0
+    assert table.main(["--check"]) == 0
+    text = bench_readme.read_text()
+    assert "| b | m | 10 | 2 | 5× | ≥ 1× |" in text and "load average 0.50" in text
+    assert readme.read_text().startswith("intro\n") and readme.read_text().endswith("rest\n")
+    assert "`make test`: not measured yet" in readme.read_text()
+    (results / "make.json").write_text(json.dumps(result(raw={"runs": {"test": {
+        "target_seconds": 600, "venv_seconds": 120, "date": "d", "cores": 2,
+        "load_average": [0.1, 0.1, 0.1]}}})))
+    assert table.main(["--check"]) == 1
+    table.main([])
+    assert "`make test` about 10 min" in readme.read_text()
+    assert "adds about 2 min" in readme.read_text()
+
+
+def test_markers_must_exist(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="markers"):
+        table.between("no markers here", table.TABLE_MARKERS, "body", tmp_path / "x.md")
+
+
+def test_every_script_parses_its_arguments() -> None:
+    # all at once: each imports torch (and bench_explain matplotlib), seconds apiece
+    runs = {s.name: subprocess.Popen([sys.executable, str(s), "--help"], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, cwd=BENCH.parent)
+            for s in SCRIPTS}
+    failed = {}
+    for name, proc in runs.items():
+        out, err = proc.communicate(timeout=300)
+        if proc.returncode or not out.startswith("usage:"):
+            failed[name] = err[-1000:]
+    assert len(runs) >= 4 and not failed, failed
