@@ -53,32 +53,32 @@ from dyckbook.vocab import PAD
 PEAK_PER_CORE = 160e9  # fp32 matmul FLOP/s of one core of the development machine
 
 
-def cpu() -> float:
-    return time.process_time()
-
-
-def labelled(k: int, n: int, min_length: int, max_length: int, seed: int) -> Dataset:
-    """n strings, half uniform Dyck-k words, half hard negatives, lengths uniform and even."""
+def labelled(k: int, n: int, max_length: int, seed: int) -> Dataset:
+    """n strings: uniform Dyck-k words of even lengths 0..max_length, hard negatives of 6.."""
     rng, lang = np.random.default_rng(seed), Dyck(k)
-    lengths = sample_lengths(rng, n, max(min_length, 6), max_length)  # hard negatives need >= 6
-    members = Dataset.from_codes(lang, *lang.sample_codes(rng, lengths[: n // 2]))
-    codes, lens, kinds = sample_negatives(lang, rng, lengths[n // 2:])
-    return Dataset.concat([members, Dataset.from_codes(lang, codes, lens, kinds)])
+    members = Dataset.from_codes(lang, *lang.sample_codes(
+        rng, sample_lengths(rng, n // 2, 0, max_length)))
+    negatives = sample_negatives(lang, rng, sample_lengths(rng, n - n // 2, 6, max_length))
+    return Dataset.concat([members, Dataset.from_codes(lang, *negatives)])
 
 
 class StandIn(nn.Module):
     """A plain ``torch.nn.TransformerEncoder`` classifier of the same shape (post-LN, ReLU,
-    [start] readout), with the ``n_models`` / ``seeds`` that ``dyckbook.train`` reads."""
+    [start] readout), with the ``n_models`` / ``seeds`` that ``dyckbook.train`` reads. Its
+    dropout draws from torch's global generator, as torch's modules do."""
 
     n_models, seeds = 1, [0]
 
     def __init__(self, d_vocab: int, d_model: int, n_heads: int, d_mlp: int, n_layers: int,
                  dropout: float) -> None:
         super().__init__()
-        self.embed = nn.Embedding(d_vocab, d_model)
-        layer = nn.TransformerEncoderLayer(d_model, n_heads, d_mlp, dropout, batch_first=True)
-        self.encoder = nn.TransformerEncoder(layer, n_layers, enable_nested_tensor=False)
-        self.head = nn.Linear(d_model, 2)
+        with torch.random.fork_rng(devices=[]):  # seeded weights, the caller's state kept
+            torch.manual_seed(0)
+            self.embed = nn.Embedding(d_vocab, d_model)
+            layer = nn.TransformerEncoderLayer(d_model, n_heads, d_mlp, dropout,
+                                               batch_first=True)
+            self.encoder = nn.TransformerEncoder(layer, n_layers, enable_nested_tensor=False)
+            self.head = nn.Linear(d_model, 2)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """Logits (1, batch, 2) of tokens (1, batch, pos)."""
@@ -88,9 +88,9 @@ class StandIn(nn.Module):
 
 def examples_per_cpu_s(model: nn.Module, data: Dataset, config: TrainConfig) -> float:
     """Training examples per process CPU-second of ``config.max_steps`` steps of train()."""
-    start = cpu()
+    start = time.process_time()
     train(model, ClassificationTask(), [data], None, config)
-    return config.max_steps * config.batch_size / (cpu() - start)
+    return config.max_steps * config.batch_size / (time.process_time() - start)
 
 
 def part_models(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict]]:
@@ -101,7 +101,7 @@ def part_models(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict]]:
               "thesis port (ThesisClassifier)": build_model(literal.model, [0]),
               "nn.TransformerEncoder stand-in": StandIn(m.d_vocab, m.d_model, m.n_heads,
                                                         m.d_mlp, m.n_layers, m.dropout)}
-    data = labelled(1, 4000, 0, 16, args.seed)
+    data = labelled(1, 4000, 16, args.seed)
     steps = TrainConfig(lr=config.train.lr, batch_size=32, max_steps=args.steps)
     for model in models.values():  # warm-up
         train(model, ClassificationTask(), [data], None, TrainConfig(lr=1e-5, max_steps=5))
@@ -122,20 +122,20 @@ def part_models(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict]]:
 
 def matmul_flops(size: int = 1024, repeats: int = 5) -> float:
     """fp32 matmul FLOP per CPU-second on this thread now (median)."""
-    a, b = torch.randn(size, size), torch.randn(size, size)
+    a, b = torch.randn(2, size, size, generator=torch.Generator().manual_seed(0))
     a @ b
     times = []
     for _ in range(repeats):
-        start = cpu()
+        start = time.process_time()
         a @ b
-        times.append(cpu() - start)
+        times.append(time.process_time() - start)
     return 2 * size**3 / statistics.median(times)
 
 
 def part_peak(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict]]:
     config = thesis_config(1, literal=False)
     model = build_model(config.model, [0])
-    data = labelled(1, 4096, 0, 16, args.seed)
+    data = labelled(1, 4096, 16, args.seed)
     batch = 256
     steps = max(2, args.steps // 4)
     train(model, ClassificationTask(), [data], None, TrainConfig(lr=1e-5, max_steps=2,
@@ -161,12 +161,12 @@ def part_peak(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict]]:
 def child_long(spec: dict[str, Any]) -> dict[str, Any]:
     """One epoch over ``n`` exp.-7-shaped sequences; CPU seconds and peak RSS."""
     config = thesis_config(7, literal=False)
-    data = labelled(3, spec["n"], 0, spec["max_length"], spec["seed"])
+    data = labelled(3, spec["n"], spec["max_length"], spec["seed"])
     model = build_model(config.model, [0])
-    start = cpu()
+    start = time.process_time()
     train(model, ClassificationTask(), [data], None,
           TrainConfig(lr=1e-5, batch_size=spec["batch"], epochs=1, bucket=spec["bucket"]))
-    seconds = cpu() - start
+    seconds = time.process_time() - start
     return {"cpu_seconds": seconds, "cpu_seconds_per_1000": 1000 * seconds / spec["n"],
             "mean_length": float(data.lengths.mean()),
             "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
@@ -182,12 +182,12 @@ def child_cache(spec: dict[str, Any]) -> dict[str, Any]:
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with torch.inference_mode():
         model(tokens[:, :64])  # warm-up
-        start = cpu()
+        start = time.process_time()
         model(tokens)
-        forward = cpu() - start
-        start = cpu()
+        forward = time.process_time() - start
+        start = time.process_time()
         _, cache = model.run_with_cache(tokens)
-        seconds = cpu() - start
+        seconds = time.process_time() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {"positions": tokens.shape[1], "forward_cpu_seconds": forward,
             "cache_cpu_seconds": seconds, "hooks": len(cache),
@@ -241,13 +241,14 @@ def part_solve(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict]]:
     spec = GridSpec(max_steps=args.solve_steps, n_train=32_000)
     for k in (1, 3):
         cell = Cell(k, 2, "causal", "learned", "mean")
-        start_cpu, start = cpu(), time.perf_counter()
+        start_cpu, start = time.process_time(), time.perf_counter()
         record = run(spec.config(cell, args.seed)).record
+        seconds = time.process_time() - start_cpu
         raw[f"dyck{k}"] = {
             "cell": cell.name, "spec": spec.to_dict(), "hard_accuracy": record.accuracy("hard"),
             "accuracies": {name: s.accuracy for name, s in record.scores.items()},
             "steps": record.steps, "stopped_at": record.stopped_at,
-            "train_wall_seconds": record.seconds, "run_cpu_seconds": cpu() - start_cpu,
+            "train_wall_seconds": record.seconds, "run_cpu_seconds": seconds,
             "run_wall_seconds": time.perf_counter() - start,
             "load_average_1min": os.getloadavg()[0]}
         r, name = raw[f"dyck{k}"], f"time to 99%, Dyck-{k}"

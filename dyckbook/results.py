@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # torch and the run module load only when records or models a
     from dyckbook.run import RunRecord
 
 __all__ = ["RESULTS_DIR", "ROOT_ENV", "RUNS_DIR", "SCRATCH_DIR", "append_records", "load_model",
-           "read_dataset", "read_json", "read_records", "repo_root", "resolve",
+           "read_bigbench", "read_dataset", "read_json", "read_records", "write_bigbench", "repo_root", "resolve",
            "run_notebook_path", "run_results_dir", "save_model", "write_bytes",
            "write_dataset", "write_json", "write_text"]
 
@@ -273,3 +273,26 @@ def load_model(path: str | os.PathLike[str]) -> torch.nn.Module:
     except RuntimeError as error:
         raise ValueError(f"the weights in {path} do not fit its config: {error}") from None
     return model.eval()
+
+
+# ------------------------------------------------------------------------------ BIG-bench
+def write_bigbench(path: str | os.PathLike[str], completions: Any) -> Path:
+    """A BIG-Bench (Hard) ``dyck_languages`` JSON file of a completion set (atomic)."""
+    from dyckbook.completion import to_bigbench_json
+
+    return write_text(path, to_bigbench_json(completions))
+
+
+def read_bigbench(path: str | os.PathLike[str], k: int = 4) -> Any:
+    """Read a BIG-bench / BBH ``dyck_languages`` file into a ``CompletionSet``; errors name the
+    path and the example."""
+    from dyckbook.completion import parse_bigbench
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such BIG-bench file: {path}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path} is not UTF-8 text ({error})") from None
+    return parse_bigbench(text, str(path), k)

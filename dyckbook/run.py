@@ -32,9 +32,12 @@ from torch import nn
 
 from dyckbook import baselines as B
 from dyckbook.evaluate import Score, margins, score
+from dyckbook.completion import CompletionDataConfig, CompletionSplits, make_completion_splits
 from dyckbook.model import ClassificationTask, Classifier, ModelConfig
 from dyckbook.presets import thesis_experiment
 from dyckbook.protocol import DataConfig, Splits, make_splits
+from dyckbook.seq2seq import (CompletionTask, DecoderOnly, EncoderDecoder, Seq2SeqConfig,
+                              build_seq2seq, evaluate_completions)
 from dyckbook.thesis_model import ThesisClassifier, ThesisModelConfig, thesis_permutation
 from dyckbook.train import TrainConfig, TrainResult, train
 from dyckbook.verdicts import bootstrap
@@ -43,10 +46,11 @@ __all__ = ["FAILURE_RULES", "MODEL_CONFIGS", "RunConfig", "RunRecord", "RunResul
            "thesis_config",
            "run", "run_record", "run_seeds"]
 
-MODEL_CONFIGS = {"classifier": ModelConfig, "thesis": ThesisModelConfig}
+MODEL_CONFIGS = {"classifier": ModelConfig, "thesis": ThesisModelConfig, "seq2seq": Seq2SeqConfig}
 FAILURE_RULES = {
-    "constant": "the output does not depend on the input (margin spread < 1e-5 on the tests)",
-    "chance": "accuracy on its training strings below 0.6",
+    "constant": "the output does not depend on the input (margin spread < 1e-5 on the tests; "
+                "a completion model: one completion for every test prefix)",
+    "chance": "accuracy on its training strings below 0.6 (classifiers)",
     "below_baseline": "training accuracy less than 5 points above the training set's majority "
                       "class",
 }
@@ -58,8 +62,9 @@ _TRAIN_SAMPLE = 4000
 class RunConfig:
     """Everything that determines a run's numbers."""
 
-    data: DataConfig = field(default_factory=DataConfig)  # the data protocol
-    model: ModelConfig | ThesisModelConfig = field(default_factory=ModelConfig)  # architecture
+    data: DataConfig | CompletionDataConfig = field(default_factory=DataConfig)  # the data
+    model: ModelConfig | ThesisModelConfig | Seq2SeqConfig = field(
+        default_factory=ModelConfig)  # the architecture
     train: TrainConfig = field(default_factory=TrainConfig)  # optimisation
     seed: int = 0  # seeds the data, the initialisation, the data order and dropout
     baselines: tuple[str, ...] = DEFAULT_BASELINES  # shortcut classifiers scored beside the model
@@ -71,6 +76,13 @@ class RunConfig:
         for name in self.baselines:
             if name not in B.BASELINES:
                 raise ValueError(f"RunConfig.baselines holds {name!r}; known: {B.BASELINES}")
+        completion = isinstance(self.data, CompletionDataConfig)
+        if completion != isinstance(self.model, Seq2SeqConfig):
+            raise ValueError(f"RunConfig: completion data go with a Seq2SeqConfig and only with "
+                             f"it, got {type(self.data).__name__} and {type(self.model).__name__}")
+        if completion and self.baselines:
+            raise ValueError(f"RunConfig: completion runs score no shortcut baselines; pass "
+                             f"baselines=(), got {self.baselines}")
         if self.model.k < self.data.k:
             raise ValueError(f"RunConfig: model.k={self.model.k} cannot read the data's "
                              f"k={self.data.k} bracket types")
@@ -89,7 +101,9 @@ class RunConfig:
         kind = data["model"].get("kind", "classifier")
         if kind not in MODEL_CONFIGS:
             raise ValueError(f"RunConfig.from_dict: unknown model kind {kind!r}")
-        return cls(DataConfig.from_dict(dict(data["data"])),
+        data_kind = (CompletionDataConfig if data["data"].get("kind") == "completion"
+                     else DataConfig)
+        return cls(data_kind.from_dict(dict(data["data"])),
                    MODEL_CONFIGS[kind].from_dict(dict(data["model"])),
                    TrainConfig.from_dict(dict(data["train"])), int(data["seed"]),
                    tuple(data.get("baselines", DEFAULT_BASELINES)))
@@ -108,7 +122,10 @@ class RunConfig:
             return {k: v for k, v in params.items() if k in names}
 
         extra = {k: params[k] for k in ("seed", "baselines") if k in params}
-        data = DataConfig(**pick(DataConfig))
+        if model == "seq2seq":
+            extra.setdefault("baselines", ())
+        data = (CompletionDataConfig if model == "seq2seq" else DataConfig)(
+            **pick(CompletionDataConfig if model == "seq2seq" else DataConfig))
         arch = {"n_ctx": max(data.lengths()[1], data.lengths(test=True)[1]),
                 **pick(MODEL_CONFIGS[model])}  # n_ctx: the longest string unless given
         return cls(data, MODEL_CONFIGS[model](**arch), TrainConfig(**pick(TrainConfig)), **extra)
@@ -171,6 +188,7 @@ class RunRecord:
     history: list[dict[str, Any]]
     versions: dict[str, str] = field(default_factory=dict)
     label: str = ""  # the configuration's name on the page that ran it
+    measures: dict[str, Any] = field(default_factory=dict)  # completion runs: per test set
 
     @property
     def seed(self) -> int:
@@ -263,8 +281,11 @@ def judge(train_accuracy: float, margin_std: float, majority: float) -> str | No
     return None
 
 
-def build_model(config: ModelConfig | ThesisModelConfig, seeds: Sequence[int]) -> nn.Module:
+def build_model(config: ModelConfig | ThesisModelConfig | Seq2SeqConfig,
+                seeds: Sequence[int]) -> nn.Module:
     """The network of a model config, one model per seed (the thesis' port: one seed only)."""
+    if isinstance(config, Seq2SeqConfig):
+        return build_seq2seq(config, seeds)
     if isinstance(config, ThesisModelConfig):
         if len(seeds) != 1:
             raise ValueError(f"the thesis' classifier holds one model, got seeds {list(seeds)}")
@@ -273,8 +294,10 @@ def build_model(config: ModelConfig | ThesisModelConfig, seeds: Sequence[int]) -
 
 
 @lru_cache(maxsize=16)
-def _splits(data: DataConfig, seed: int) -> Splits:
+def _splits(data: DataConfig | CompletionDataConfig, seed: int) -> Splits | CompletionSplits:
     """The splits of a data config and seed, cached: the grid's cells of one k share them."""
+    if isinstance(data, CompletionDataConfig):
+        return make_completion_splits(data, seed)
     permutation = thesis_permutation(data.n_train) if data.source == "thesis" else None
     return make_splits(data, seed, permutation)
 
@@ -309,6 +332,28 @@ def _evaluate(config: RunConfig, model: nn.Module, splits: Splits, result: Train
         versions={"dyckbook": version("dyckbook"), "torch": torch.__version__})
 
 
+def _evaluate_completion(config: RunConfig, model: nn.Module, splits: CompletionSplits,
+                         result: TrainResult, s: int) -> RunRecord:
+    """A completion run's record: exact match of greedy decoding per test set. Only "constant"
+    marks failure here: a model blind to order that completes what it can is the finding."""
+    sample = splits.train.subset(np.arange(min(len(splits.train), _TRAIN_SAMPLE)))
+    evaluated = {name: evaluate_completions(model, t) for name, t in splits.tests.items()}
+    distinct = [m["distinct_outputs"] for _, m in evaluated.values()]
+    failure = "constant" if max(distinct, default=2) <= 1 else None
+    return RunRecord(
+        config=config.to_dict(), status="failed" if failure else "ok", failure=failure,
+        train_accuracy=evaluate_completions(model, sample)[0].accuracy, margin_std=float("nan"),
+        scores={name: score for name, (score, _) in evaluated.items()},
+        measures={name: m for name, (_, m) in evaluated.items()}, baselines={},
+        baseline_train={}, data=splits.summary(), steps=result.stopped_at[s] or result.steps,
+        stopped_at=result.stopped_at[s], seconds=result.seconds,
+        n_params=sum(p.numel() for p in model.parameters()),
+        history=[{**h, "train_loss": h["train_loss"][s],
+                  **({"val_accuracy": h["val_accuracy"][s]} if "val_accuracy" in h else {})}
+                 for h in result.history],
+        versions={"dyckbook": version("dyckbook"), "torch": torch.__version__})
+
+
 def run_seeds(config: RunConfig, seeds: Sequence[int], batched: bool = True,
               progress: bool = False) -> list[RunResult]:
     """Run ``config`` once per seed; with ``batched`` the seeds train as one computation.
@@ -322,9 +367,11 @@ def run_seeds(config: RunConfig, seeds: Sequence[int], batched: bool = True,
     """
     configs = [config.with_seed(int(s)) for s in seeds]
     splits = [_splits(c.data, c.seed) for c in configs]
-    task = ClassificationTask()
+    completion = isinstance(config.data, CompletionDataConfig)
+    task = CompletionTask() if completion else ClassificationTask()
     val = all(len(sp.val) for sp in splits)
-    groups = ([list(range(len(seeds)))] if batched and isinstance(config.model, ModelConfig)
+    batchable = isinstance(config.model, (ModelConfig, Seq2SeqConfig))
+    groups = ([list(range(len(seeds)))] if batched and batchable
               else [[i] for i in range(len(seeds))])
     results: list[RunResult | None] = [None] * len(seeds)
     for group in groups:
@@ -332,9 +379,11 @@ def run_seeds(config: RunConfig, seeds: Sequence[int], batched: bool = True,
         result = train(model, task, [splits[i].train for i in group],
                        [splits[i].val for i in group] if val else None, config.train,
                        progress=progress)
-        singles = model.split() if isinstance(model, Classifier) else [model]
+        networks = (Classifier, EncoderDecoder, DecoderOnly)
+        singles = model.split() if isinstance(model, networks) else [model]
+        evaluate = _evaluate_completion if completion else _evaluate
         for s, (i, single) in enumerate(zip(group, singles)):
-            record = _evaluate(configs[i], single, splits[i], result, s)
+            record = evaluate(configs[i], single, splits[i], result, s)
             results[i] = RunResult(record, single, splits[i])
     return results  # type: ignore[return-value]
 
