@@ -5,7 +5,7 @@ one torch thread: the grid of the previous release (its per-model loop, run from
 of ``--baseline-ref``), this package one model at a time, and this package with the seeds
 batched into one network. Writes benchmarks/results/grid.json and prints a table.
 
-    python benchmarks/bench_grid.py [--seeds 10] [--steps 200] [--cell k3-L2-causal-learned-mean]
+    python benchmarks/bench_grid.py [--seeds 10] [--steps 200] [--cells CELL,CELL]
 """
 
 from __future__ import annotations
@@ -21,15 +21,17 @@ from pathlib import Path
 
 import torch
 
-from dyckbook import results
 from dyckbook.grid import Cell, GridSpec
 from dyckbook.model import ClassificationTask, Classifier
 from dyckbook.protocol import make_splits
 from dyckbook.train import train
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import table
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results" / "grid.json"
-PEAK = 320e9  # fp32 matmul peak of the 2-core development machine, FLOP/s
+PEAK = 160e9  # fp32 matmul peak of one core of the development machine, FLOP/s
 
 _OLD = """
 import json, sys, time, torch
@@ -52,7 +54,7 @@ def old_loop(ref: str, cell: str, steps: int, seeds: list[int]) -> dict | None:
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "old"
         made = subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree),
-                               ref], capture_output=True, text=True)
+                               ref], capture_output=True, text=True, check=False)
         if made.returncode:
             print(f"no baseline: {made.stderr.strip()}", file=sys.stderr)
             return None
@@ -60,14 +62,14 @@ def old_loop(ref: str, cell: str, steps: int, seeds: list[int]) -> dict | None:
             env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1"}
             run = subprocess.run([sys.executable, "-c", _OLD, cell, str(steps),
                                   ",".join(map(str, seeds))], capture_output=True, text=True,
-                                 env=env, cwd=tmp)
+                                 env=env, cwd=tmp, check=False)
             if run.returncode:
                 print(f"baseline failed: {run.stderr[-500:]}", file=sys.stderr)
                 return None
             rows = json.loads(run.stdout.strip().splitlines()[-1])
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
-                           capture_output=True)
+                           capture_output=True, check=False)
     return {"train_seconds": sum(r["train"] for r in rows), "models": len(rows)}
 
 
@@ -79,46 +81,58 @@ def timed_train(config, seeds: list[int], sets: list) -> tuple[float, float, int
     return time.perf_counter() - wall, time.process_time() - cpu, model.n_params
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=10)
-    parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("--cell", default="k3-L2-causal-learned-mean")
-    parser.add_argument("--baseline-ref", default="21b7ebb")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    seeds = list(range(args.seeds))
-    spec = GridSpec(max_steps=args.steps, eval_every=args.steps, target_accuracy=None)
-    config = spec.config(Cell.from_name(args.cell))
+def measure_cell(cell: str, seeds: list[int], steps: int, baseline_ref: str) -> dict:
+    """Models/s of one cell three ways, and the batched network's fraction of one core's peak."""
+    spec = GridSpec(max_steps=steps, eval_every=steps, target_accuracy=None)
+    config = spec.config(Cell.from_name(cell))
     sets = [make_splits(config.data, s).train for s in seeds]
     timed_train(config, seeds[:1], sets[:1])  # warm-up: imports, allocator
     single = [timed_train(config, [s], [d]) for s, d in zip(seeds, sets)]
     batched = timed_train(config, seeds, sets)
-    old = old_loop(args.baseline_ref, args.cell, args.steps, seeds)
-    loop_wall = sum(w for w, _, _ in single)
-    tokens = args.steps * spec.batch_size * (sum(sets[0].lengths) / len(sets[0]) + 2)
-    flops = 6 * single[0][2] * tokens * args.seeds
-    rows = [
-        {"way": "previous release, per-model loop", "models_per_s":
-            old["models"] / old["train_seconds"] if old else None},
-        {"way": "one model at a time", "models_per_s": args.seeds / loop_wall},
-        {"way": f"{args.seeds} seeds batched", "models_per_s": args.seeds / batched[0]},
-    ]
-    base = rows[0]["models_per_s"] or rows[1]["models_per_s"]
-    for row in rows:
-        row["ratio"] = row["models_per_s"] / base if row["models_per_s"] else None
-    report = {"cell": args.cell, "seeds": args.seeds, "steps": args.steps,
-              "spec": spec.to_dict(), "rows": rows,
-              "fraction_of_peak_batched": flops / batched[0] / PEAK,
-              "load_average": os.getloadavg(), "torch": torch.__version__}
-    results.write_json(OUT, report)
-    print(f"{args.cell}, {args.seeds} seeds x {args.steps} steps, 1 thread")
-    for row in rows:
-        rate = "n/a" if row["models_per_s"] is None else f"{row['models_per_s']:.3f}"
-        ratio = "" if row["ratio"] is None else f"  x{row['ratio']:.2f}"
-        print(f"  {row['way']:<34} {rate} models/s{ratio}")
-    print(f"  batched: {100 * report['fraction_of_peak_batched']:.1f}% of the fp32 peak "
-          f"(6 x parameters per token)")
+    old = old_loop(baseline_ref, cell, steps, seeds)
+    tokens = steps * spec.batch_size * (sum(sets[0].lengths) / len(sets[0]) + 2)
+    flops = 6 * single[0][2] * tokens * len(seeds)
+    return {"cell": cell, "seeds": len(seeds), "steps": steps, "spec": spec.to_dict(),
+            "models_per_s": {
+                "previous release, per-model loop":
+                    old["models"] / old["train_seconds"] if old else None,
+                "one model at a time": len(seeds) / sum(w for w, _, _ in single),
+                "seeds batched": len(seeds) / batched[0]},
+            "fraction_of_peak_batched": flops / batched[0] / PEAK}
+
+
+def cell_rows(m: dict) -> list[dict]:
+    """The table rows of one measured cell."""
+    name = f"grid {m['cell']}, {m['seeds']} seeds x {m['steps']} steps"
+    old, one, batched = m["models_per_s"].values()
+    return [table.row(name, "models/s, one at a time vs the previous release's loop", one, old),
+            table.row(name, "models/s, seeds batched vs the previous release's loop", batched,
+                      old, target="≥ 3×"),
+            table.row(name, "models/s, seeds batched vs one at a time (this release)", batched,
+                      one),
+            table.row(name, "fraction of one core's fp32 peak (160 GFLOP/s), batched",
+                      m["fraction_of_peak_batched"])]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--cells", default="k3-L2-causal-learned-mean,k3-L2-causal-learned-end")
+    parser.add_argument("--baseline-ref", default="21b7ebb")
+    args = parser.parse_args()
+    load = os.getloadavg()
+    torch.set_num_threads(1)
+    seeds = list(range(args.seeds))
+    measured = [measure_cell(c, seeds, args.steps, args.baseline_ref)
+                for c in args.cells.split(",")]
+    rows = [r for m in measured for r in cell_rows(m)]
+    table.save("grid", rows, {"cells": measured, "torch": torch.__version__}, load,
+               "full" if args.seeds >= 10 else "small")
+    print(f"1 torch thread; load average at the start {load[0]:.2f}")
+    for r in rows:
+        ratio = "" if r["ratio"] is None else f"  x{r['ratio']:.2f}"
+        print(f"  {r['benchmark']}: {r['measure']}: {table.number(r['dyckbook'])}{ratio}")
 
 
 if __name__ == "__main__":

@@ -55,7 +55,7 @@ def save(name: str, rows: Sequence[dict[str, Any]], raw: dict[str, Any],
 def check_result(data: Any, name: str) -> None:
     """Raise ValueError naming ``name`` and the field if ``data`` lacks the results schema."""
     if not isinstance(data, dict):
-        raise ValueError(f"{name}: must hold a JSON object, got {type(data).__name__}")
+        raise TypeError(f"{name}: must hold a JSON object, got {type(data).__name__}")
     for key in ("table", "load_average", "date"):
         if key not in data:
             raise ValueError(f"{name}: missing top-level key {key!r}")

@@ -480,6 +480,13 @@ def verdict_rows(judged: Sequence[Any]) -> list[dict[str, str]]:
             for v in judged]
 
 
+def evidence_rows(judged: Sequence[Any]) -> list[dict[str, Any]]:
+    """One row per seed value of every verdict's evidence, for ``plotting.plot_seeds``:
+    ``config`` names the claim, its label and the evidence; ``value`` is the number."""
+    return [{"config": f"{v.rule.claim} ({v.label}): {e.name}", "value": x}
+            for v in judged for e in v.evidence for x in e.values]
+
+
 def verdict_json(judged: Sequence[Any]) -> dict[str, Any]:
     """``{claim: {label, evidence: {name: {mean, low, high, values}}}}`` for other pages."""
     return {v.rule.claim: {"label": v.label, "evidence": {
@@ -615,3 +622,82 @@ def head_sentence(drops: Mapping[str, Sequence[Any]], partner: Mapping[str, Sequ
     return (f"In {same} of {len(rows)} models the head that attends most to the matching bracket "
             f"(where no heuristic explains it) is also the head whose removal costs the most "
             f"accuracy.")
+
+
+# ------------------------------------------------------------------------------ completion
+def completion_configs(ks: str, pos_encodings: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``{label: RunConfig}``: the encoder-decoder for every k and source positional encoding
+    (``none`` is the seed's), and the decoder-only model beside it with learned positions
+    (same blocks in all: its layers are the encoder's and decoder's together). Dyck-4 uses
+    BIG-Bench Hard's regime (1-3 final closers removed), the others any cut."""
+    from dyckbook.run import RunConfig
+
+    base = RunConfig.from_flat(params, model="seq2seq")
+    layers = base.model.n_encoder_layers + base.model.n_decoder_layers
+    out = {}
+    for k in (int(x) for x in str(ks).split(",")):
+        mine = base.override(k=k, regime="bbh" if k == 4 else "suffix")
+        for pe in str(pos_encodings).split(","):
+            out[f"Dyck-{k}, encoder-decoder, {pe}"] = mine.override(pos_encoding=pe.strip())
+        out[f"Dyck-{k}, decoder-only, learned"] = mine.override(
+            arch="decoder_only", n_encoder_layers=0, n_decoder_layers=layers,
+            pos_encoding="learned")
+    return out
+
+
+def completion_rows(rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    """One display row per configuration: exact match in and out of distribution."""
+    out = []
+    for ind, ood in zip(rows["in_distribution"], rows["ood"]):
+        trained = ind["seeds"] - ind["failed"]
+        out.append({"configuration": ind["label"], "seeds": trained,
+                    "exact match, training lengths": f"{pct(ind['accuracy'])} "
+                                                     f"{span(ind['low'], ind['high'])}",
+                    "exact match, longer prefixes": f"{pct(ood['accuracy'])} "
+                                                    f"{span(ood['low'], ood['high'])}",
+                    "seeds >= 99%": f"{ind['solved']}/{trained}"})
+    return out
+
+
+def completion_sentence(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Per k: what the seed's model (no positions) reaches, and the best configuration."""
+    out = []
+    for k in sorted({r["label"].split(",")[0] for r in rows}):
+        group = [r for r in rows if r["label"].startswith(f"{k},")]
+        seed = next((r for r in group if r["label"].endswith("encoder-decoder, none")), None)
+        best = max(group, key=lambda r: r["accuracy"] if math.isfinite(r["accuracy"]) else -1)
+        text = f"{k}: best {best['label'].split(', ', 1)[1]}, {pct(best['accuracy'])} " \
+               f"{span(best['low'], best['high'])} exact match"
+        if seed is not None:
+            text += f"; the seed's model without positions {pct(seed['accuracy'])} " \
+                    f"{span(seed['low'], seed['high'])}"
+        out.append(f"- {text}.")
+    return "\n".join(out)
+
+
+def agreement_sentence(agreement: Mapping[str, float]) -> str:
+    """The numerical check of the order-blindness proof, in words."""
+    parts = [f"{label}: {pct(share)} of completions unchanged" for label, share in
+             agreement.items()]
+    return ("Shuffling the symbols of every in-distribution test prefix, the models without "
+            f"positional encoding give: {'; '.join(parts) or 'no such model ran'}.")
+
+
+def partner_rows(measures: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Cross-attention of the best head on the opener being closed, by the opener's depth."""
+    cross = measures.get("cross_attention")
+    if not cross:
+        return []
+    layer, head = cross["best"]
+    return [{"depth of the opener": depth, "closers": n, f"share (layer {layer}, head {head})":
+             f"{share:.2f}"} for depth, (n, share) in sorted(cross["by_depth"].items(),
+                                                            key=lambda kv: int(kv[0]))]
+
+
+def merged_lengths(groups: Mapping[str, Sequence[Any]]) -> dict[str, dict[int, list[int]]]:
+    """Per configuration: exact match by prefix length, in- and out-of-distribution tests and
+    every seed pooled into one table."""
+    from dyckbook.evaluate import pool
+
+    return {label: pool([s for r in group for s in r.scores.values()]).per_length
+            for label, group in groups.items()}

@@ -457,3 +457,42 @@ def model_measures(model: nn.Module, dataset: Dataset) -> dict[str, Any]:
             "uniform_hard": scores[1].uniform_hard, "preview_auc": preview_auc(model, dataset),
             "head_reset_drop": accuracy - head_reset_accuracy(model, dataset),
             "head_movement": head_movement(model), "accuracy": accuracy}
+
+
+def permutation_agreement(model: nn.Module, data: Any, seed: int = 0) -> float:
+    """Share of completion prefixes whose greedy completion is unchanged when the prefix's
+    symbols are shuffled (a model blind to order keeps every one)."""
+    from dyckbook.seq2seq import greedy_decode, source_tokens
+
+    rng = np.random.default_rng(seed)
+    shuffled = data.codes.copy()
+    for i, n in enumerate(data.lengths):
+        shuffled[i, :n] = rng.permutation(shuffled[i, :n])
+    width = int(data.lengths.max())
+    a, b = (greedy_decode(model, source_tokens(c, data.lengths, width), width + 1)
+            for c in (data.codes, shuffled))
+    steps = max(a.shape[1], b.shape[1])
+    a, b = (torch.nn.functional.pad(x, (0, steps - x.shape[1])) for x in (a, b))
+    return float((a == b).all(-1).float().mean())
+
+
+def cross_attention_example(model: nn.Module, data: Any, row: int
+                            ) -> tuple[np.ndarray, str, str, list[int]]:
+    """``(patterns (layer, head, step, source), prefix, output, partners)`` of one completion
+    prefix: the cross-attention of the teacher-forced completion, the prefix, the target with
+    ``$`` for ``<eos>``, and the prefix position of the opener each output closes (-1: none)."""
+    from dyckbook.completion import open_positions
+    from dyckbook.seq2seq import CompletionTask
+
+    one = data.subset([row])
+    task = CompletionTask()
+    batch = task.batch([task.tensors(one, int(one.lengths[0]))], [torch.arange(1)])
+    with torch.inference_mode():
+        _, cache = model.run_with_cache(batch["source"][0], batch["target"][0],
+                                        lambda name: "cross_attn.hook_pattern" in name)
+    patterns = np.stack([cache[f"blocks.{i}.cross_attn.hook_pattern"][0].numpy()
+                         for i in range(len(cache))])
+    codes, lengths = one.targets()
+    target = one.language.alphabet.decode(codes, lengths)[0]
+    partners = open_positions(one.language, one.codes, one.lengths)[0, :len(target)].tolist()
+    return patterns, one.strings()[0], target + "$", partners + [-1]

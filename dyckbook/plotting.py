@@ -35,7 +35,7 @@ from dyckbook.verdicts import bootstrap
 __all__ = ["PALETTE", "STYLE", "plot_ablation", "plot_accuracy_by_length", "plot_attention_grid",
            "plot_attention_summary", "plot_depth_profile", "plot_grid", "plot_kinds",
            "plot_matching", "plot_preview_roc", "plot_probes", "plot_seeds",
-           "plot_training_curves", "plot_word_counts", "style_context"]
+           "plot_training_curves", "plot_word_counts", "style_context", "plot_cross_attention"]
 
 #: Okabe-Ito: told apart with any colour-vision deficiency.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
@@ -341,7 +341,8 @@ def _cells(table: Score | Mapping[int, Sequence[int]], by: str) -> tuple[np.ndar
 
 def plot_accuracy_by_length(series: Mapping[str, Score | Mapping[int, Sequence[int]]],
                             train_max_length: int | None = None, *, by: str = "length",
-                            title: str | None = None) -> Figure:
+                            title: str | None = None, measure: str = "accuracy",
+                            chance: float | None = 0.5) -> Figure:
     """Accuracy against string length (or maximum depth), with 95% Wilson bands, and the
     longest training length marked and the region beyond it shaded.
 
@@ -349,6 +350,8 @@ def plot_accuracy_by_length(series: Mapping[str, Score | Mapping[int, Sequence[i
         series: ``{label: Score or {length: [n, correct]}}``, a line each.
         train_max_length: the longest (or deepest) training string, or None.
         by: ``length`` (``Score.per_length``) or ``depth`` (``Score.per_depth``).
+        measure: the y label (e.g. ``exact match`` for completions, by prefix length).
+        chance: a dotted line at this accuracy (None: none, e.g. for exact match).
 
     Returns:
         A Figure with one panel.
@@ -374,8 +377,9 @@ def plot_accuracy_by_length(series: Mapping[str, Score | Mapping[int, Sequence[i
             ax.axvspan(edge, max(right, edge) + 1, color="0.5", alpha=0.1, lw=0,
                        label=f"{'longer' if by == 'length' else 'deeper'} than training "
                              f"(> {train_max_length})")
-        ax.axhline(0.5, color="0.6", lw=0.8, ls=":")
-        ax.set(ylim=(-0.02, 1.02), ylabel="accuracy (95% Wilson band)",
+        if chance is not None:
+            ax.axhline(chance, color="0.6", lw=0.8, ls=":")
+        ax.set(ylim=(-0.02, 1.02), ylabel=f"{measure} (95% Wilson band)",
                xlabel="string length" if by == "length" else "maximum nesting depth")
         ax.grid(True)
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
@@ -456,7 +460,7 @@ def plot_seeds(rows: Sequence[Mapping[str, Any]], value: str = "accuracy",
                           label="seed")
         else:  # nothing trained: the failed seeds below are the whole figure
             ax.set_yticks(range(len(configs)), configs)
-            ax.set_ylim(len(configs) - 0.5, -0.5)
+            ax.set_ylim(max(len(configs), 1) - 0.5, -0.5)
         if failed:
             ax.scatter([r[value] for r in failed], [configs.index(r["config"]) for r in failed],
                        marker="x", color="0.5", s=20, label="failed seed")
@@ -696,4 +700,65 @@ def plot_depth_profile(string: str, language: Dyck, title: str | None = None) ->
         ax.spines["bottom"].set_visible(False)
         ax.set_title(title or (f"A {n}-symbol member of {language.name}"
                                if one.labels[0] else f"A non-member of {language.name}"))
+    return fig
+
+
+# -------------------------------------------------------------------------------------------
+# completion (the encoder-decoder)
+# -------------------------------------------------------------------------------------------
+
+
+def plot_cross_attention(patterns: np.ndarray, prefix: str, output: str,
+                         partners: Sequence[int], *, title: str | None = None) -> Figure:
+    """Cross-attention of one completion: decoder step x source position, a panel per layer
+    (rows) and head (columns), one colour bar; the opener each emitted closer closes outlined.
+
+    Args:
+        patterns: (layer, head, target pos, source pos) of one example, e.g. the stacked
+            ``blocks.{l}.cross_attn.hook_pattern`` of ``run_with_cache`` (pads are cropped).
+        prefix: the prefix (the source is ``<bos> prefix <eos>``).
+        output: the decoder's output, one character per step (``"$"`` may stand for ``<eos>``).
+        partners: (steps,) prefix position of the opener each step closes (-1: none, e.g.
+            ``<eos>``), e.g. ``completion.open_positions(...)[i]``.
+        title: the figure title.
+
+    Returns:
+        A Figure with layer x head panels and a colour bar.
+    """
+    p = np.asarray(patterns, dtype=np.float64)
+    n_src, n_out = len(prefix) + 2, len(output)
+    if p.ndim != 4 or p.shape[2] < n_out or p.shape[3] < n_src:
+        raise ValueError(f"patterns must be (layer, head, target, source) with at least "
+                         f"({n_out}, {n_src}) positions, got shape {p.shape}")
+    if len(partners) != n_out:
+        raise ValueError(f"partners must hold one position per output step ({n_out}), "
+                         f"got {len(partners)}")
+    src_labels = ["<bos>", *prefix, "<eos>"]
+    out_labels = ["<eos>" if c == "$" else c for c in output]
+    n_layers, n_heads = p.shape[:2]
+    width = float(np.clip(0.16 * n_src + 1.2, 3.0, 9.0))
+    height = float(np.clip(0.22 * n_out + 1.0, 1.6, 5.0))
+    step = max(1, math.ceil(n_src / 60))  # at most ~60 source labels
+    with style_context():
+        fig, axes = _figure(n_layers, n_heads, (width * n_heads + 1.0, height * n_layers + 0.6))
+        for (l, h), ax in np.ndenumerate(axes):
+            image = ax.imshow(p[l, h, :n_out, :n_src], cmap="viridis", vmin=0.0, vmax=1.0,
+                              aspect="auto")
+            ax.set_xticks(np.arange(0, n_src, step), src_labels[::step])
+            for text in ax.get_xticklabels():
+                text.set_rotation(90 if len(text.get_text()) > 1 else 0)
+            ax.set_yticks(np.arange(n_out), out_labels)
+            ax.tick_params(length=0, labelsize=float(np.clip(width * 72 / n_src * 0.6, 5, 9)))
+            ax.spines[:].set_visible(False)
+            ax.set_title(f"layer {l}, head {h}")
+            for j, partner in enumerate(partners):
+                if partner >= 0:  # source position = prefix position + 1 (<bos>)
+                    ax.add_patch(Rectangle((partner + 0.5, j - 0.5), 1, 1, fill=False,
+                                           edgecolor=PALETTE[3], lw=1.6))
+        fig.supxlabel("source position (the opener each closer closes outlined)")
+        fig.supylabel("decoder step (emitted token)")
+        fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8,
+                     label="cross-attention probability")
+        if title:
+            fig.suptitle(title)
     return fig
