@@ -445,6 +445,15 @@ def read_runs(paths: str, first_only: bool = False) -> list[Any]:
     return out
 
 
+def group_by_label(records: Sequence[Any]) -> dict[str, list[Any]]:
+    """``{label: [RunRecord]}`` in order of first appearance (e.g. the seeds of each
+    configuration of a run read back with :func:`read_runs`)."""
+    out: dict[str, list[Any]] = {}
+    for r in records:
+        out.setdefault(r.label, []).append(r)
+    return out
+
+
 def first_present(paths: str) -> str:
     """The first of comma-separated results folders that holds records (or the first)."""
     for path in paths.split(","):
