@@ -42,13 +42,15 @@ def timed(command: list[str], cwd: Path, log: Path) -> tuple[float, float]:
     return wall, (after.ru_utime - children.ru_utime) + (after.ru_stime - children.ru_stime)
 
 
-def time_target(target: str, root: Path) -> dict[str, Any]:
-    """Clone ``root`` into a temporary folder, then time ``make venv`` and ``make <target>``."""
+def time_target(target: str, root: Path, keep: Path | None = None) -> dict[str, Any]:
+    """Clone ``root`` into a temporary folder (or into ``keep``, which is left in place with
+    its results and built book), then time ``make venv`` and ``make <target>``."""
     commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
                             text=True, check=True).stdout.strip()
     load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="dyckbook-make-") as tmp:
-        clone, log = Path(tmp) / "dyckbook", Path(tmp) / "make.log"
+        base = keep or Path(tmp)
+        clone, log = base / f"dyckbook-{target}", base / f"make-{target}.log"
         subprocess.run(["git", "clone", "--quiet", str(root), str(clone)], check=True)
         venv_wall, venv_cpu = timed(["make", "venv"], clone, log)
         print(f"make venv: {venv_wall / 60:.1f} min", flush=True)
@@ -65,8 +67,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--what", required=True, choices=sorted(TARGETS),
                         help="which make target(s) to time (both: about 40 minutes)")
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="an empty or new folder to clone into and keep (default: deleted)")
     args = parser.parse_args()
     root = table.ROOT
+    if args.keep is not None:
+        if args.keep.exists() and any(args.keep.iterdir()):
+            parser.error(f"--keep must name an empty or new folder, got {str(args.keep)!r}")
+        args.keep.mkdir(parents=True, exist_ok=True)
     dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain"], capture_output=True,
                            text=True, check=True).stdout.strip()
     if dirty:
@@ -75,7 +83,7 @@ def main() -> None:
     path = table.RESULTS / "make.json"
     runs = json.loads(path.read_text())["raw"]["runs"] if path.exists() else {}
     for target in TARGETS[args.what]:
-        runs[target] = time_target(target, root)
+        runs[target] = time_target(target, root, args.keep)
     rows = []
     for target in table.MAKE_TARGETS:
         if target in runs:
