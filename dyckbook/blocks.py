@@ -67,6 +67,22 @@ def dropout(x: torch.Tensor, p: float, streams: Streams, training: bool,
     return x * keep / (1.0 - p)
 
 
+class Stacked(nn.Module):
+    """A network holding ``len(self.seeds)`` independent models along a leading model
+    dimension (the base of the classifier and the sequence-to-sequence models)."""
+
+    seeds: list[int]
+
+    @property
+    def n_models(self) -> int:
+        return len(self.seeds)
+
+    @property
+    def n_params(self) -> int:
+        """Trainable parameters of one model."""
+        return sum(p.numel() for p in self.parameters() if p.requires_grad) // self.n_models
+
+
 class Linear(nn.Module):
     """S independent affine maps: weight (S, d_in, d_out), bias (S, 1, d_out)."""
 

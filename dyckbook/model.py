@@ -12,8 +12,20 @@ import torch.nn.functional as F
 from torch import nn
 
 from dyckbook import tokenizer
-from dyckbook.blocks import (ACTIVATIONS, NORMS, POS_ENCODINGS, Block, Embedding, LayerNorm,
-                             Linear, PositionalEncoding, Recorder, dropout, init_models)
+from dyckbook.blocks import (
+    ACTIVATIONS,
+    NORMS,
+    POS_ENCODINGS,
+    Block,
+    Embedding,
+    LayerNorm,
+    Linear,
+    PositionalEncoding,
+    Recorder,
+    Stacked,
+    dropout,
+    init_models,
+)
 from dyckbook.dataset import Dataset
 from dyckbook.vocab import N_SPECIAL, PAD
 
@@ -85,7 +97,7 @@ class ModelConfig:
         return cls(**data)
 
 
-class Classifier(nn.Module):
+class Classifier(Stacked):
     """Embedding, positional encoding, ``n_layers`` blocks, a readout and a linear head.
 
     One network holds ``len(seeds)`` independent models (see ``dyckbook.blocks``). Readouts:
@@ -112,15 +124,6 @@ class Classifier(nn.Module):
         self.ln_final = LayerNorm(n, c.d_model) if c.norm == "pre" else None
         self.classifier = Linear(n, c.d_model, 2)
         init_models(self, [seed_for(s, "init") for s in seeds])
-
-    @property
-    def n_models(self) -> int:
-        return len(self.seeds)
-
-    @property
-    def n_params(self) -> int:
-        """Trainable parameters of one model."""
-        return sum(p.numel() for p in self.parameters() if p.requires_grad) // self.n_models
 
     def _check(self, tokens: torch.Tensor) -> torch.Tensor:
         if not isinstance(tokens, torch.Tensor) or tokens.dtype != torch.long:
@@ -168,9 +171,7 @@ class Classifier(nn.Module):
                       query=at if single and layer == last else None)
         if self.ln_final is not None:
             x = self.ln_final(x)
-        if single:
-            out = x[:, :, 0]
-        elif c.readout == "start":
+        if single or c.readout == "start":
             out = x[:, :, 0]
         elif c.readout == "end":
             index = at[..., None, None].expand(-1, -1, 1, x.shape[-1])

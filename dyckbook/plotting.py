@@ -32,10 +32,25 @@ from dyckbook.model import MASKS, READOUTS
 from dyckbook.probes import PROBE_TARGETS, ProbeResult, prefix_targets
 from dyckbook.verdicts import bootstrap
 
-__all__ = ["PALETTE", "STYLE", "plot_ablation", "plot_accuracy_by_length", "plot_attention_grid",
-           "plot_attention_summary", "plot_depth_profile", "plot_grid", "plot_kinds",
-           "plot_matching", "plot_preview_roc", "plot_probes", "plot_seeds",
-           "plot_training_curves", "plot_word_counts", "style_context", "plot_cross_attention"]
+__all__ = [
+    "PALETTE",
+    "STYLE",
+    "plot_ablation",
+    "plot_accuracy_by_length",
+    "plot_attention_grid",
+    "plot_attention_summary",
+    "plot_cross_attention",
+    "plot_depth_profile",
+    "plot_grid",
+    "plot_kinds",
+    "plot_matching",
+    "plot_preview_roc",
+    "plot_probes",
+    "plot_seeds",
+    "plot_training_curves",
+    "plot_word_counts",
+    "style_context",
+]
 
 #: Okabe-Ito: told apart with any colour-vision deficiency.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")

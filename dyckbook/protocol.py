@@ -29,8 +29,13 @@ import numpy as np
 from dyckbook import negatives as N
 from dyckbook.dataset import MEMBER, Dataset, string_hash
 from dyckbook.languages import Dyck
-from dyckbook.thesis import (THESIS_GENERATORS, THESIS_PAIRS, thesis_is_dyck_word, thesis_samples,
-                             thesis_split_sizes)
+from dyckbook.thesis import (
+    THESIS_GENERATORS,
+    THESIS_PAIRS,
+    thesis_is_dyck_word,
+    thesis_samples,
+    thesis_split_sizes,
+)
 
 __all__ = ["REGIMES", "SOURCES", "TRAIN_NEGATIVES", "DataConfig", "Splits", "make_splits"]
 

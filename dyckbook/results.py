@@ -21,9 +21,7 @@ import os
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,10 +33,28 @@ if TYPE_CHECKING:  # torch and the run module load only when records or models a
 
     from dyckbook.run import RunRecord
 
-__all__ = ["RESULTS_DIR", "ROOT_ENV", "RUNS_DIR", "SCRATCH_DIR", "append_records", "load_model",
-           "read_bigbench", "read_dataset", "read_json", "read_records", "write_bigbench", "repo_root", "resolve",
-           "run_notebook_path", "run_results_dir", "save_model", "write_bytes",
-           "write_dataset", "write_json", "write_text"]
+__all__ = [
+    "RESULTS_DIR",
+    "ROOT_ENV",
+    "RUNS_DIR",
+    "SCRATCH_DIR",
+    "append_records",
+    "load_model",
+    "read_bigbench",
+    "read_dataset",
+    "read_json",
+    "read_records",
+    "repo_root",
+    "resolve",
+    "run_notebook_path",
+    "run_results_dir",
+    "save_model",
+    "write_bigbench",
+    "write_bytes",
+    "write_dataset",
+    "write_json",
+    "write_text",
+]
 
 ROOT_ENV = "DYCKBOOK_ROOT"
 RUNS_DIR = Path("book") / "runs"

@@ -20,9 +20,9 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from functools import lru_cache
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
+from functools import lru_cache
 from importlib.metadata import version
 from typing import Any
 
@@ -31,20 +31,37 @@ import torch
 from torch import nn
 
 from dyckbook import baselines as B
-from dyckbook.evaluate import Score, margins, score
 from dyckbook.completion import CompletionDataConfig, CompletionSplits, make_completion_splits
+from dyckbook.evaluate import Score, margins, score
 from dyckbook.model import ClassificationTask, Classifier, ModelConfig
 from dyckbook.presets import thesis_experiment
 from dyckbook.protocol import DataConfig, Splits, make_splits
-from dyckbook.seq2seq import (CompletionTask, DecoderOnly, EncoderDecoder, Seq2SeqConfig,
-                              build_seq2seq, evaluate_completions)
+from dyckbook.seq2seq import (
+    CompletionTask,
+    DecoderOnly,
+    EncoderDecoder,
+    Seq2SeqConfig,
+    build_seq2seq,
+    evaluate_completions,
+)
 from dyckbook.thesis_model import ThesisClassifier, ThesisModelConfig, thesis_permutation
 from dyckbook.train import TrainConfig, TrainResult, train
 from dyckbook.verdicts import bootstrap
 
-__all__ = ["FAILURE_RULES", "MODEL_CONFIGS", "RunConfig", "RunRecord", "RunResult", "build_model", "config_fields", "judge",
-           "thesis_config",
-           "run", "run_record", "run_seeds"]
+__all__ = [
+    "FAILURE_RULES",
+    "MODEL_CONFIGS",
+    "RunConfig",
+    "RunRecord",
+    "RunResult",
+    "build_model",
+    "config_fields",
+    "judge",
+    "run",
+    "run_record",
+    "run_seeds",
+    "thesis_config",
+]
 
 MODEL_CONFIGS = {"classifier": ModelConfig, "thesis": ThesisModelConfig, "seq2seq": Seq2SeqConfig}
 FAILURE_RULES = {

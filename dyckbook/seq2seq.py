@@ -18,8 +18,20 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dyckbook.blocks import (ACTIVATIONS, NORMS, POS_ENCODINGS, Block, Embedding, LayerNorm,
-                             Linear, PositionalEncoding, Recorder, dropout, init_models)
+from dyckbook.blocks import (
+    ACTIVATIONS,
+    NORMS,
+    POS_ENCODINGS,
+    Block,
+    Embedding,
+    LayerNorm,
+    Linear,
+    PositionalEncoding,
+    Recorder,
+    Stacked,
+    dropout,
+    init_models,
+)
 from dyckbook.completion import CompletionSet, open_positions
 from dyckbook.evaluate import Score
 from dyckbook.model import seed_for
@@ -135,7 +147,7 @@ def target_tokens(codes: np.ndarray, lengths: np.ndarray,
     return _tokens(codes, lengths, width, BOS, None), _tokens(codes, lengths, width, None, EOS)
 
 
-class _Model(nn.Module):
+class _Model(Stacked):
     """What both architectures share: S models, embeddings + positions, the head, the checks."""
 
     def __init__(self, config: Seq2SeqConfig, seeds: Sequence[int], arch: str) -> None:
@@ -158,15 +170,6 @@ class _Model(nn.Module):
         self.ln_final = LayerNorm(self.n_models, c.d_model) if c.norm == "pre" else None
         self.unembed = Linear(self.n_models, c.d_model, c.d_vocab)
         init_models(self, [seed_for(s, "init") for s in self.seeds])
-
-    @property
-    def n_models(self) -> int:
-        return len(self.seeds)
-
-    @property
-    def n_params(self) -> int:
-        """Trainable parameters of one model."""
-        return sum(p.numel() for p in self.parameters() if p.requires_grad) // self.n_models
 
     def _embed(self, embed: Embedding, pos: PositionalEncoding, tokens: torch.Tensor,
                record: Recorder | None, prefix: str,

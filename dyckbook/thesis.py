@@ -19,10 +19,10 @@ __all__ = [
     "THESIS_PAIRS",
     "THESIS_SEED",
     "ThesisLoopError",
-    "thesis_split_sizes",
     "thesis_balanced",
     "thesis_is_dyck_word",
     "thesis_samples",
+    "thesis_split_sizes",
     "thesis_unbalanced",
 ]
 

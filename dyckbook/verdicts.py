@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -278,7 +278,7 @@ def gather(experiments: Sequence[Any] = (), grid: Sequence[Any] = (),
         ``{name: Evidence}`` for every piece of evidence the records support.
     """
     out: dict[str, Evidence | None] = {}
-    hard = lambda r: r.accuracy("hard")  # noqa: E731
+    hard = lambda r: r.accuracy("hard")
     bidirectional = [Evidence(f"bidirectional k{k}", tuple(
         hard(r) for r in experiments if r.label.startswith(f"exp. {e}: bidirectional")
         and r.status == "ok")) for k, e in ((1, 1), (3, 3))]

@@ -1,6 +1,7 @@
 """Tests for dyckbook.book's text builders: every sentence branch and the Markdown table."""
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -111,3 +112,41 @@ def test_markdown_table():
 def test_pct(value, text):
     assert book.pct(value) == text
     assert book.span(0.5, value) == f"[50.0%, {text}]"
+
+
+def _summary_row(label: str, acc: float) -> dict:
+    return {"label": label, "accuracy": acc, "low": acc - 0.01, "high": acc + 0.01,
+            "seeds": 3, "failed": 0, "solved": 0}
+
+
+def test_completion_sentence_names_the_best_and_the_seed_model():
+    rows = [_summary_row("Dyck-1, encoder-decoder, none", 0.99), _summary_row("Dyck-1, decoder-only, learned", 0.5),
+            _summary_row("Dyck-3, encoder-decoder, none", 0.2), _summary_row("Dyck-3, decoder-only, learned", 0.8)]
+    text = book.completion_sentence(rows).splitlines()
+    assert text[0].startswith("- Dyck-1: best encoder-decoder, none, 99.0%")
+    assert text[1].startswith("- Dyck-3: best decoder-only, learned, 80.0%")
+    assert "without positions 20.0%" in text[1]
+    rows[3]["accuracy"] = float("nan")  # a configuration with no trained seed is never "best"
+    assert "- Dyck-3: best encoder-decoder, none, 20.0%" in book.completion_sentence(rows)
+
+
+def test_completion_rows_and_agreement_sentence():
+    rows = {"in_distribution": [_summary_row("a", 0.9)], "ood": [_summary_row("a", 0.4)]}
+    (out,) = book.completion_rows(rows)
+    assert out["exact match, training lengths"].startswith("90.0%")
+    assert out["exact match, longer prefixes"].startswith("40.0%")
+    assert "a: 100.0% of completions unchanged" in book.agreement_sentence({"a": 1.0})
+    assert "no such model ran" in book.agreement_sentence({})
+
+
+def test_group_by_label_and_evidence_rows():
+    from dyckbook.verdicts import RULES, Evidence, verdicts
+
+    records = [SimpleNamespace(label=x) for x in "abab"]
+    groups = book.group_by_label(records)
+    assert list(groups) == ["a", "b"] and [len(g) for g in groups.values()] == [2, 2]
+    judged = verdicts({"bidirectional": Evidence("bidirectional", (0.995, 1.0, 0.999))})
+    rows = book.evidence_rows(judged)
+    assert [r["value"] for r in rows] == [0.995, 1.0, 0.999]
+    assert {r["config"] for r in rows} == {"bidirectional (reproduced): bidirectional"}
+    assert RULES[0].claim == "bidirectional"
