@@ -33,23 +33,10 @@ from dyckbook.probes import PROBE_TARGETS, ProbeResult, prefix_targets
 from dyckbook.verdicts import bootstrap
 
 __all__ = [
-    "PALETTE",
-    "STYLE",
-    "plot_ablation",
-    "plot_accuracy_by_length",
-    "plot_attention_grid",
-    "plot_attention_summary",
-    "plot_cross_attention",
-    "plot_depth_profile",
-    "plot_grid",
-    "plot_kinds",
-    "plot_matching",
-    "plot_preview_roc",
-    "plot_probes",
-    "plot_seeds",
-    "plot_training_curves",
-    "plot_word_counts",
-    "style_context",
+    "PALETTE", "STYLE", "plot_ablation", "plot_accuracy_by_length", "plot_attention_grid",
+    "plot_attention_summary", "plot_cross_attention", "plot_depth_profile", "plot_grid",
+    "plot_kinds", "plot_matching", "plot_preview_roc", "plot_probes", "plot_seeds",
+    "plot_training_curves", "plot_word_counts", "style_context",
 ]
 
 #: Okabe-Ito: told apart with any colour-vision deficiency.
@@ -85,6 +72,24 @@ def _as_list(x: Any) -> list:
 # -------------------------------------------------------------------------------------------
 # attention
 # -------------------------------------------------------------------------------------------
+
+
+def _heat_panel(ax: Axes, values: np.ndarray, xlabels: Sequence[str], ylabels: Sequence[str],
+                steps: tuple[int, int], fontsize: float, title: str, outlines: Iterator[tuple[int, int]],
+                **imshow: Any):
+    """One attention panel: the image, token tick labels (brackets upright), no spines, the
+    title, and an outline around each (key, query) cell of ``outlines``; returns the image."""
+    image = ax.imshow(values, **imshow)
+    ax.set_xticks(np.arange(0, len(xlabels), steps[0]), list(xlabels)[::steps[0]])
+    for text in ax.get_xticklabels():
+        text.set_rotation(90 if len(text.get_text()) > 1 else 0)
+    ax.set_yticks(np.arange(0, len(ylabels), steps[1]), list(ylabels)[::steps[1]])
+    ax.tick_params(length=0, labelsize=fontsize)
+    ax.spines[:].set_visible(False)
+    ax.set_title(title)
+    for x, y in outlines:
+        ax.add_patch(Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, edgecolor=PALETTE[3], lw=1.6))
+    return image
 
 
 def plot_attention_grid(patterns: np.ndarray, string: str, mask: str = "bidirectional", *,
@@ -131,22 +136,13 @@ def plot_attention_grid(patterns: np.ndarray, string: str, mask: str = "bidirect
         fig, axes = _figure(n_layers, n_heads, (panel * n_heads + 1.0, panel * n_layers + 0.6))
         for (l, h), ax in np.ndenumerate(axes):
             ax.patch.set(facecolor=HIDDEN, hatch="////", edgecolor="0.65")
-            image = ax.imshow(data[l, h], cmap=cmap, vmin=vmin, vmax=1.0)
-            ticks = np.arange(0, n, step)
-            ax.set_xticks(ticks, [labels[i] for i in ticks])
-            for text in ax.get_xticklabels():
-                text.set_rotation(90 if len(text.get_text()) > 1 else 0)  # brackets upright
-            ax.set_yticks(ticks, [labels[i] for i in ticks])
-            ax.tick_params(length=0, labelsize=float(np.clip(panel * 72 / n * 0.7, 5, 9)))
-            ax.spines[:].set_visible(False)
-            ax.set_title(f"layer {l}, head {h}")
+            marked = [] if marks is None else np.flatnonzero(np.asarray(marks)[:n] >= 0)
+            image = _heat_panel(ax, data[l, h], labels, labels, (step, step),
+                                float(np.clip(panel * 72 / n * 0.7, 5, 9)), f"layer {l}, head {h}",
+                                ((marks[q], q) for q in marked if not hidden[q, marks[q]]),
+                                cmap=cmap, vmin=vmin, vmax=1.0)
             if n <= ANNOTATE_MAX:
                 _annotate(ax, data[l, h], panel * 72 / n * 0.33, scale == "minmax")
-            if marks is not None:
-                for q in np.flatnonzero(np.asarray(marks)[:n] >= 0):
-                    if not hidden[q, marks[q]]:
-                        ax.add_patch(Rectangle((marks[q] - 0.5, q - 0.5), 1, 1, fill=False,
-                                               edgecolor=PALETTE[3], lw=1.6))
         axes[-1, 0].set_xlabel("key")
         for ax in axes[:, 0]:
             ax.set_ylabel("query")
@@ -757,19 +753,11 @@ def plot_cross_attention(patterns: np.ndarray, prefix: str, output: str,
     with style_context():
         fig, axes = _figure(n_layers, n_heads, (width * n_heads + 1.0, height * n_layers + 0.6))
         for (l, h), ax in np.ndenumerate(axes):
-            image = ax.imshow(p[l, h, :n_out, :n_src], cmap="viridis", vmin=0.0, vmax=1.0,
-                              aspect="auto")
-            ax.set_xticks(np.arange(0, n_src, step), src_labels[::step])
-            for text in ax.get_xticklabels():
-                text.set_rotation(90 if len(text.get_text()) > 1 else 0)
-            ax.set_yticks(np.arange(n_out), out_labels)
-            ax.tick_params(length=0, labelsize=float(np.clip(width * 72 / n_src * 0.6, 5, 9)))
-            ax.spines[:].set_visible(False)
-            ax.set_title(f"layer {l}, head {h}")
-            for j, partner in enumerate(partners):
-                if partner >= 0:  # source position = prefix position + 1 (<bos>)
-                    ax.add_patch(Rectangle((partner + 0.5, j - 0.5), 1, 1, fill=False,
-                                           edgecolor=PALETTE[3], lw=1.6))
+            image = _heat_panel(
+                ax, p[l, h, :n_out, :n_src], src_labels, out_labels, (step, 1),
+                float(np.clip(width * 72 / n_src * 0.6, 5, 9)), f"layer {l}, head {h}",
+                ((partner + 1, j) for j, partner in enumerate(partners) if partner >= 0),
+                cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
         fig.supxlabel("source position (the opener each closer closes outlined)")
         fig.supylabel("decoder step (emitted token)")
         fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8,
