@@ -96,7 +96,10 @@ def test_ctrl_c_cancels_outstanding_runs_and_publishes_none_of_them(tmp_path: Pa
     proc = subprocess.Popen(
         [sys.executable, "-m", "dyckbook", "run", "--profile", "smoke", "--only", "alpha", "beta",
          "--jobs", "1", "--manifest", str(m)], cwd=tmp_path, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "DYCKBOOK_ROOT": str(root)})
+        env={**os.environ, "DYCKBOOK_ROOT": str(root)},
+        # a shell's background job (`make test &`) ignores SIGINT, and a Python started with
+        # SIGINT ignored never raises KeyboardInterrupt: restore the default, as on a terminal
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while not marker.is_file() and time.monotonic() < deadline:  # the first run has started
         time.sleep(0.2)
