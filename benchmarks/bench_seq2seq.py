@@ -136,12 +136,12 @@ def main() -> None:
     if "budgets" in parts:
         report["budgets"] = {"encoder_decoder_2+2": build_seq2seq(Seq2SeqConfig(**ED)).n_params,
                              "decoder_only_4": build_seq2seq(Seq2SeqConfig(**DO)).n_params}
-    for part in ("train", "bbh"):
-        for entry in ([report[part]] if part == "bbh" else
-                      [report[part]["encoder_decoder"], report[part]["decoder_only"]]
-                      if part in report else []):
-            entry.pop("_model", None)
-            entry.pop("_tests", None)
+    trained = [report["bbh"]] if "bbh" in report else []
+    if "train" in report:
+        trained += [report["train"]["encoder_decoder"], report["train"]["decoder_only"]]
+    for entry in trained:  # the model and test sets are not JSON
+        entry.pop("_model", None)
+        entry.pop("_tests", None)
     load = report["machine"]["load_average_at_start"]
     table.save("seq2seq", table_rows(report), report, load, "full" if args.full else "small")
     print_table(report)
