@@ -6,9 +6,17 @@ import json
 import numpy as np
 import pytest
 
-from dyckbook.completion import (BIGBENCH_SENTENCE, CompletionDataConfig, CompletionSet,
-                                 closing_codes, completion_target, make_completion_splits,
-                                 open_positions, parse_bigbench, to_bigbench_json)
+from dyckbook.completion import (
+    BIGBENCH_SENTENCE,
+    CompletionDataConfig,
+    CompletionSet,
+    closing_codes,
+    completion_target,
+    make_completion_splits,
+    open_positions,
+    parse_bigbench,
+    to_bigbench_json,
+)
 from dyckbook.dataset import string_hash
 from dyckbook.languages import Dyck
 

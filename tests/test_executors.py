@@ -93,13 +93,15 @@ def test_ctrl_c_cancels_outstanding_runs_and_publishes_none_of_them(tmp_path: Pa
     m = manifest(tmp_path, lambda raw: raw["profiles"]["smoke"].update(
         notebooks={"fixture_ok": {"work_s": 60.0, "marker": str(marker)}}))
     root = tmp_path / "out"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dyckbook", "run", "--profile", "smoke", "--only", "alpha", "beta",
-         "--jobs", "1", "--manifest", str(m)], cwd=tmp_path, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "DYCKBOOK_ROOT": str(root)},
-        # a shell's background job (`make test &`) ignores SIGINT, and a Python started with
-        # SIGINT ignored never raises KeyboardInterrupt: restore the default, as on a terminal
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    # a shell's background job (`make test &`) ignores SIGINT, and a Python started with SIGINT
+    # ignored never raises KeyboardInterrupt: the CLI is exec'd with the default, as on a terminal
+    argv = [sys.executable, "-m", "dyckbook", "run", "--profile", "smoke", "--only", "alpha",
+            "beta", "--jobs", "1", "--manifest", str(m)]
+    launch = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+              "os.execv(sys.executable, sys.argv[1:])")
+    proc = subprocess.Popen([sys.executable, "-c", launch, *argv], cwd=tmp_path,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "DYCKBOOK_ROOT": str(root)})
     deadline = time.monotonic() + 120
     while not marker.is_file() and time.monotonic() < deadline:  # the first run has started
         time.sleep(0.2)

@@ -5,9 +5,17 @@ import pytest
 import torch
 
 from dyckbook.completion import CompletionDataConfig, make_completion_splits
-from dyckbook.seq2seq import (CompletionTask, DecoderOnly, EncoderDecoder, Seq2SeqConfig,
-                              build_seq2seq, evaluate_completions, greedy_decode, source_tokens,
-                              target_tokens)
+from dyckbook.seq2seq import (
+    CompletionTask,
+    DecoderOnly,
+    EncoderDecoder,
+    Seq2SeqConfig,
+    build_seq2seq,
+    evaluate_completions,
+    greedy_decode,
+    source_tokens,
+    target_tokens,
+)
 from dyckbook.train import TrainConfig, train
 from dyckbook.vocab import BOS, EOS, SEQ_PAD
 

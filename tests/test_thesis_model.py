@@ -9,8 +9,12 @@ import pytest
 import torch
 
 from dyckbook.thesis import thesis_is_dyck_word, thesis_samples
-from dyckbook.thesis_model import (ThesisClassifier, ThesisModelConfig, thesis_permutation,
-                                   thesis_split_sizes)
+from dyckbook.thesis_model import (
+    ThesisClassifier,
+    ThesisModelConfig,
+    thesis_permutation,
+    thesis_split_sizes,
+)
 
 SYMBOLS = "()[]{}"
 
