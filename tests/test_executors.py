@@ -6,6 +6,7 @@ import io
 import json
 import os
 import pty
+import select
 import signal
 import subprocess
 import sys
@@ -158,8 +159,14 @@ def test_progress_is_a_bar_on_a_terminal_and_silent_when_quiet(monkeypatch) -> N
         with Progress(2, "runs", "run", stream=tty) as bar:
             bar.update(2)
         assert bar.mode == "bar"
-    shown = os.read(leader, 4096).decode()
+    chunks = []  # a pty hands over what was written in pieces: read until it is drained
+    while select.select([leader], [], [], 0.5)[0]:
+        try:
+            chunks.append(os.read(leader, 4096))
+        except OSError:  # EIO: drained, and the follower side is closed
+            break
     os.close(leader)
+    shown = b"".join(chunks).decode()
     assert "\r" in shown and "2/2" in shown
     monkeypatch.setenv("DYCKBOOK_QUIET", "1")
     stream = io.StringIO()
