@@ -69,11 +69,7 @@ def _as_list(x: Any) -> list:
     return list(x) if isinstance(x, Sequence) and not isinstance(x, str) else [x]
 
 
-# -------------------------------------------------------------------------------------------
-# attention
-# -------------------------------------------------------------------------------------------
-
-
+# --- attention ---
 def _heat_panel(ax: Axes, values: np.ndarray, xlabels: Sequence[str], ylabels: Sequence[str],
                 steps: tuple[int, int], fontsize: float, title: str, outlines: Iterator[tuple[int, int]],
                 **imshow: Any):
@@ -297,11 +293,7 @@ def plot_preview_roc(scores: Mapping[str, tuple[np.ndarray, np.ndarray]],
     return fig
 
 
-# -------------------------------------------------------------------------------------------
-# training and evaluation
-# -------------------------------------------------------------------------------------------
-
-
+# --- training and evaluation ---
 def plot_training_curves(history: Sequence[Mapping[str, Any]] | Mapping[str, Sequence],
                          title: str | None = None) -> Figure:
     """Training loss and validation accuracy against the optimiser step.
@@ -548,11 +540,7 @@ def plot_grid(rows: Sequence[Mapping[str, Any]], value: str = "solved_share",
     return fig
 
 
-# -------------------------------------------------------------------------------------------
-# mechanism: probes and ablations
-# -------------------------------------------------------------------------------------------
-
-
+# --- mechanism: probes and ablations ---
 def _hook_name(hook: str) -> str:
     """``blocks.0.hook_resid_pre`` -> ``embed``, ``blocks.1.hook_resid_mid`` -> ``L1 attn``."""
     if hook == "blocks.0.hook_resid_pre":
@@ -635,11 +623,7 @@ def plot_ablation(drops: np.ndarray | Sequence[np.ndarray], title: str | None = 
     return fig
 
 
-# -------------------------------------------------------------------------------------------
-# the Dyck-languages chapter
-# -------------------------------------------------------------------------------------------
-
-
+# --- the Dyck-languages chapter ---
 def plot_word_counts(counts_by_k: Mapping[int, Mapping[int, int]],
                      title: str | None = None) -> Figure:
     """Number of Dyck-k words of every length, log scale (integers of any size).
@@ -714,11 +698,7 @@ def plot_depth_profile(string: str, language: Dyck, title: str | None = None) ->
     return fig
 
 
-# -------------------------------------------------------------------------------------------
-# completion (the encoder-decoder)
-# -------------------------------------------------------------------------------------------
-
-
+# --- completion (the encoder-decoder) ---
 def plot_cross_attention(patterns: np.ndarray, prefix: str, output: str,
                          partners: Sequence[int], *, title: str | None = None) -> Figure:
     """Cross-attention of one completion: decoder step x source position, a panel per layer
