@@ -28,7 +28,7 @@ pytestmark = pytest.mark.notebook
 REPO = Path(__file__).resolve().parent.parent
 MANIFEST = REPO / "notebooks" / "experiments.yml"
 PROFILE = "smoke"
-CHECK_MARK = "# NBVAL_CHECK_OUTPUT"
+CHECK_TAG = "nbval-check-output"  # cells whose printout nbval compares
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 SOURCES = sorted([*(REPO / "notebooks").glob("*.ipynb"), *(REPO / "book").glob("*.ipynb")])
 
@@ -121,8 +121,9 @@ def test_every_smoke_run_is_published_with_its_promised_files(smoke: SimpleNames
 
 def test_notebooks_rerun_under_nbval_with_stable_checked_cells(smoke: SimpleNamespace,
                                                                tmp_path: Path) -> None:
-    """Re-execute one smoke copy of each notebook with nbval (``--nbval-lax``): every cell must
-    run again, and every ``# NBVAL_CHECK_OUTPUT`` cell must print what the runner's run did."""
+    """Re-execute one smoke copy of each notebook with nbval (``--nbval-lax``, two workers):
+    every cell must run again, and every cell tagged ``nbval-check-output`` (deterministic
+    printouts of the chapters) must print what the runner's run did."""
     pytest.importorskip("nbval")
     work = tmp_path / "smoke"  # a private copy: the shared root stays as the runner left it
     shutil.copytree(smoke.root, work)
@@ -130,9 +131,13 @@ def test_notebooks_rerun_under_nbval_with_stable_checked_cells(smoke: SimpleName
     for run in smoke.runs:
         page = work / "book" / "runs" / run.notebook.group / f"{run.name}.ipynb"
         chosen.setdefault(run.notebook.key, page)
+    checked = [p.name for p in chosen.values() for c in _cells(p)
+               if CHECK_TAG in c.get("metadata", {}).get("tags", [])]
+    assert len(checked) >= 4, f"too few cells tagged {CHECK_TAG}: {checked}"
     env = {**os.environ, "DYCKBOOK_ROOT": str(work), "MPLBACKEND": "Agg", "DYCKBOOK_QUIET": "1",
            "OMP_NUM_THREADS": "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider",
+    cmd = [sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadfile", "-p",
+           "no:cacheprovider",
            "-c", os.devnull, "--rootdir", str(work), "--nbval-lax", "--nbval-current-env",
            *map(str, chosen.values())]
     proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=900,
