@@ -1,9 +1,11 @@
 """Grid throughput: models trained per second at the grid's spec, one at a time vs seeds batched.
 
-Trains the seeds of one grid cell for a fixed number of steps (no early stop) three ways, all on
+Trains the seeds of one grid cell for a fixed number of steps (no early stop) four ways, all on
 one torch thread: the grid of the previous release (its per-model loop, run from a git worktree
-of ``--baseline-ref``), this package one model at a time, and this package with the seeds
-batched into one network. Writes benchmarks/results/grid.json and prints a table.
+of ``--baseline-ref``), this package one model at a time, this package with the seeds batched
+into one network, and the same with every batch padded to its widest string in a random batch
+(``bucket=False``: the grid's recipe before length bucketing). Writes
+benchmarks/results/grid.json and prints a table.
 
     python benchmarks/bench_grid.py [--seeds 10] [--steps 200] [--cells CELL,CELL]
 """
@@ -11,6 +13,7 @@ batched into one network. Writes benchmarks/results/grid.json and prints a table
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -73,22 +76,24 @@ def old_loop(ref: str, cell: str, steps: int, seeds: list[int]) -> dict | None:
     return {"train_seconds": sum(r["train"] for r in rows), "models": len(rows)}
 
 
-def timed_train(config, seeds: list[int], sets: list) -> tuple[float, float, int]:
-    """(wall seconds, CPU seconds, parameters per model) of one train() call."""
+def timed_train(config, seeds: list[int], sets: list, **changes) -> tuple[float, float, int]:
+    """(wall seconds, CPU seconds, parameters per model) of one train() call (``changes``:
+    TrainConfig fields to change)."""
     model = Classifier(config.model, seeds)
     wall, cpu = time.perf_counter(), time.process_time()
-    train(model, ClassificationTask(), sets, None, config.train)
+    train(model, ClassificationTask(), sets, None, dataclasses.replace(config.train, **changes))
     return time.perf_counter() - wall, time.process_time() - cpu, model.n_params
 
 
 def measure_cell(cell: str, seeds: list[int], steps: int, baseline_ref: str) -> dict:
-    """Models/s of one cell three ways, and the batched network's fraction of one core's peak."""
+    """Models/s of one cell four ways, and the batched network's fraction of one core's peak."""
     spec = GridSpec(max_steps=steps, eval_every=steps, target_accuracy=None)
     config = spec.config(Cell.from_name(cell))
     sets = [make_splits(config.data, s).train for s in seeds]
     timed_train(config, seeds[:1], sets[:1])  # warm-up: imports, allocator
     single = [timed_train(config, [s], [d]) for s, d in zip(seeds, sets)]
     batched = timed_train(config, seeds, sets)
+    padded = timed_train(config, seeds, sets, bucket=False)
     old = old_loop(baseline_ref, cell, steps, seeds)
     tokens = steps * spec.batch_size * (sum(sets[0].lengths) / len(sets[0]) + 2)
     flops = 6 * single[0][2] * tokens * len(seeds)
@@ -97,19 +102,22 @@ def measure_cell(cell: str, seeds: list[int], steps: int, baseline_ref: str) -> 
                 "previous release, per-model loop":
                     old["models"] / old["train_seconds"] if old else None,
                 "one model at a time": len(seeds) / sum(w for w, _, _ in single),
-                "seeds batched": len(seeds) / batched[0]},
+                "seeds batched": len(seeds) / batched[0],
+                "seeds batched, random batches (no bucketing)": len(seeds) / padded[0]},
             "fraction_of_peak_batched": flops / batched[0] / PEAK}
 
 
 def cell_rows(m: dict) -> list[dict]:
     """The table rows of one measured cell."""
     name = f"grid {m['cell']}, {m['seeds']} seeds x {m['steps']} steps"
-    old, one, batched = m["models_per_s"].values()
+    old, one, batched, padded = m["models_per_s"].values()
     return [table.row(name, "models/s, one at a time vs the previous release's loop", one, old),
             table.row(name, "models/s, seeds batched vs the previous release's loop", batched,
                       old, target="≥ 3×"),
             table.row(name, "models/s, seeds batched vs one at a time (this release)", batched,
                       one),
+            table.row(name, "models/s, seeds batched: length-bucketed vs random batches",
+                      batched, padded),
             table.row(name, "fraction of one core's fp32 peak (160 GFLOP/s), batched",
                       m["fraction_of_peak_batched"])]
 

@@ -120,6 +120,7 @@ class GridSpec:
     n_test: int = 2000  # requested strings per test set
     test_sets: tuple[str, ...] = ("hard", "local", "random")  # regimes of the test sets
     batch_size: int = 64  # strings per step and model
+    bucket: bool = True  # batch strings of similar length (less padding: ~1.5x faster here)
     lr: float = 3e-3  # Adam's peak learning rate
     warmup_steps: int = 100  # linear warm-up
     schedule: str = "cosine"  # then cosine decay to 0 at max_steps
@@ -144,7 +145,7 @@ class GridSpec:
         train = TrainConfig(lr=self.lr, batch_size=self.batch_size, max_steps=self.max_steps,
                             warmup_steps=self.warmup_steps, schedule=self.schedule,
                             grad_clip=self.grad_clip, eval_every=self.eval_every,
-                            target_accuracy=self.target_accuracy)
+                            target_accuracy=self.target_accuracy, bucket=self.bucket)
         return RunConfig(data, model, train, seed)
 
     def to_dict(self) -> dict[str, Any]:

@@ -58,6 +58,8 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.grad_clip must be > 0 or None, got {self.grad_clip!r}")
         if self.weight_decay is None or self.weight_decay < 0:
             raise ValueError(f"TrainConfig.weight_decay must be >= 0, got {self.weight_decay!r}")
+        if not isinstance(self.bucket, bool):
+            raise ValueError(f"TrainConfig.bucket must be True or False, got {self.bucket!r}")
         if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
             raise ValueError(f"TrainConfig.target_accuracy must be in (0, 1], "
                              f"got {self.target_accuracy!r}")

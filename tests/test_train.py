@@ -183,6 +183,7 @@ def test_a_stopped_model_reports_none_while_the_others_train_on():
     ({"grad_clip": 0.0}, "TrainConfig.grad_clip must be > 0 or None, got 0.0"),
     ({"weight_decay": -0.1}, "TrainConfig.weight_decay must be >= 0, got -0.1"),
     ({"target_accuracy": 1.5}, "TrainConfig.target_accuracy must be in \\(0, 1\\], got 1.5"),
+    ({"bucket": "yes"}, "TrainConfig.bucket must be True or False, got 'yes'"),
 ])
 def test_train_config_errors(changes, message):
     with pytest.raises(ValueError, match=message):
