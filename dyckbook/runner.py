@@ -27,7 +27,7 @@ from dyckbook import results as R
 from dyckbook.executors import Progress, check_scheduler, cores, make_executor
 
 __all__ = ["INJECTED", "Manifest", "Notebook", "Run", "Task", "describe_error", "execute",
-           "load_manifest", "prepare_for_book", "resolve_profile", "run", "run_hash",
+           "kernel_threads", "load_manifest", "prepare_for_book", "resolve_profile", "run", "run_hash",
            "run_status", "select_runs", "statuses"]
 
 log = logging.getLogger(__name__)
@@ -424,7 +424,8 @@ def run(profile: str = "cpu", only: Sequence[str] | None = None, *, force: bool 
     """Execute the runs of a profile (or those ``only`` names) that are not up to date, stage
     by stage, on ``executor`` or one made by ``make_executor(scheduler, jobs)``; publish each.
 
-    Each kernel gets ``num_threads = cores // jobs`` (1 on an existing cluster). Returns 0 if
+    Each kernel gets ``kernel_threads``: the cores shared by the runs of its stage that run at
+    once (1 on an existing cluster), so a run alone in its stage gets every core. Returns 0 if
     every selected run is up to date or succeeded, 1 if one failed (which blocks every later
     stage); failures are logged at ERROR level. Bad arguments are ValueErrors; Ctrl-C cancels
     the outstanding runs (none is published) and raises KeyboardInterrupt.
@@ -436,7 +437,7 @@ def run(profile: str = "cpu", only: Sequence[str] | None = None, *, force: bool 
     chosen, external = select_runs(runs, only, profile), external_runs(man, profile, root)
     every = runs + external
     several = {key for key in man.notebooks if sum(k == key for k, _ in man.runs.values()) > 1}
-    threads = 1 if check_scheduler(scheduler) == "remote" else max(1, cores() // (jobs or cores()))
+    check_scheduler(scheduler)
     _write_index(root, profile, man, runs, external)
     pool, futures, done, failures = executor, {}, {"ok": 0, "skipped": 0, "blocked": 0}, []
     t0, interrupted = time.perf_counter(), False
@@ -459,6 +460,7 @@ def run(profile: str = "cpu", only: Sequence[str] | None = None, *, force: bool 
                 if todo:
                     pool = pool or make_executor(scheduler, jobs)
                     files = _input_files(root, [r for r in every if r.notebook.stage < stage])
+                threads = kernel_threads(scheduler, jobs, len(todo))
                 for r in todo:
                     log.info("[queued] %s (%s)", r.name, r.notebook.key)
                     futures[pool.submit(execute, _task(r, threads, root, files))] = r
@@ -493,6 +495,14 @@ def run(profile: str = "cpu", only: Sequence[str] | None = None, *, force: bool 
     for line in failures:
         log.error("%s", line)
     return 1 if failures or done["blocked"] else 0
+
+
+def kernel_threads(scheduler: str | None, jobs: int, n_runs: int) -> int:
+    """Torch threads of each of ``n_runs`` runs executed ``jobs`` at a time (0: one per core):
+    the machine's cores split among the runs that run at once; 1 on an existing cluster."""
+    if check_scheduler(scheduler) == "remote":
+        return 1
+    return max(1, cores() // max(1, min(jobs or cores(), n_runs)))
 
 
 def _task(run: Run, threads: int, root: Path, inputs: dict[str, bytes]) -> Task:

@@ -225,6 +225,17 @@ def test_prepare_for_book_keeps_a_chapter_as_written() -> None:
     assert "tags" not in out.cells[2].metadata
 
 
+def test_kernel_threads_share_the_cores_among_the_runs_that_run_at_once(monkeypatch) -> None:
+    monkeypatch.setattr(runner, "cores", lambda: 8)
+    assert runner.kernel_threads(None, 2, 12) == 4  # two at a time
+    assert runner.kernel_threads(None, 2, 1) == 8  # alone in its stage: every core
+    assert runner.kernel_threads("local", 0, 3) == 2  # jobs 0: one per core, 3 runs
+    assert runner.kernel_threads(None, 16, 40) == 1
+    assert runner.kernel_threads("tcp://host:8786", 2, 1) == 1  # a cluster's workers: one each
+    with pytest.raises(ValueError, match="scheduler must be"):
+        runner.kernel_threads("threads", 2, 1)
+
+
 # ------------------------------------------------------------------------ executing (kernels)
 
 
