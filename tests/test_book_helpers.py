@@ -150,3 +150,15 @@ def test_group_by_label_and_evidence_rows():
     assert [r["value"] for r in rows] == [0.995, 1.0, 0.999]
     assert {r["config"] for r in rows} == {"bidirectional (reproduced): bidirectional"}
     assert RULES[0].claim == "bidirectional"
+
+
+def test_grid_scope_states_the_budget_and_the_batching():
+    from dyckbook.grid import GridSpec
+
+    rows = [{"seeds": 5}, {"seeds": 5}]
+    text = book.grid_scope(rows, GridSpec(max_steps=1500))
+    assert text == ("This page shows 2 cells x 5 seeds = 10 trained models: d_model 32, 2 heads, "
+                    "at most 1500 steps of 64 strings (of similar length) from 8000 training "
+                    "strings, stopped early once a model's hard validation accuracy reaches "
+                    "99.5%.")
+    assert "(drawn at random)" in book.grid_scope(rows, GridSpec(bucket=False))
