@@ -11,21 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dyckbook import tokenizer
-from dyckbook.blocks import (
-    ACTIVATIONS,
-    NORMS,
-    POS_ENCODINGS,
-    Block,
-    Embedding,
-    LayerNorm,
-    Linear,
-    PositionalEncoding,
-    Recorder,
-    Stacked,
-    dropout,
-    init_models,
-)
+from dyckbook import blocks, tokenizer
 from dyckbook.dataset import Dataset
 from dyckbook.vocab import N_SPECIAL, PAD
 
@@ -71,8 +57,9 @@ class ModelConfig:
         if (isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float))
                 or not 0.0 <= self.dropout < 1.0):
             raise ValueError(f"ModelConfig.dropout must be in [0, 1), got {self.dropout!r}")
-        for name, allowed in (("mask", MASKS), ("pos_encoding", POS_ENCODINGS),
-                              ("readout", READOUTS), ("norm", NORMS), ("act_fn", ACTIVATIONS)):
+        for name, allowed in (("mask", MASKS), ("pos_encoding", blocks.POS_ENCODINGS),
+                              ("readout", READOUTS), ("norm", blocks.NORMS),
+                              ("act_fn", blocks.ACTIVATIONS)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"ModelConfig.{name} must be one of {allowed}, "
                                  f"got {getattr(self, name)!r}")
@@ -97,7 +84,7 @@ class ModelConfig:
         return cls(**data)
 
 
-class Classifier(Stacked):
+class Classifier(blocks.Stacked):
     """Embedding, positional encoding, ``n_layers`` blocks, a readout and a linear head.
 
     One network holds ``len(seeds)`` independent models (see ``dyckbook.blocks``). Readouts:
@@ -116,14 +103,15 @@ class Classifier(Stacked):
         self.config, self.seeds, n = config, seeds, len(seeds)
         self.streams = [torch.Generator().manual_seed(seed_for(s, "dropout")) for s in seeds]
         c = config
-        self.embed = Embedding(n, c.d_vocab, c.d_model)
-        self.pos = PositionalEncoding(c.pos_encoding, n, c.n_positions, c.d_model, c.n_ctx)
+        self.embed = blocks.Embedding(n, c.d_vocab, c.d_model)
+        self.pos = blocks.PositionalEncoding(c.pos_encoding, n, c.n_positions, c.d_model,
+                                             c.n_ctx)
         self.blocks = nn.ModuleList(
-            Block(n, c.d_model, c.n_heads, c.d_mlp, c.dropout, c.norm, c.act_fn, self.streams,
-                  n_positions=c.n_positions) for _ in range(c.n_layers))
-        self.ln_final = LayerNorm(n, c.d_model) if c.norm == "pre" else None
-        self.classifier = Linear(n, c.d_model, 2)
-        init_models(self, [seed_for(s, "init") for s in seeds])
+            blocks.Block(n, c.d_model, c.n_heads, c.d_mlp, c.dropout, c.norm, c.act_fn,
+                         self.streams, n_positions=c.n_positions) for _ in range(c.n_layers))
+        self.ln_final = blocks.LayerNorm(n, c.d_model) if c.norm == "pre" else None
+        self.classifier = blocks.Linear(n, c.d_model, 2)
+        blocks.init_models(self, [seed_for(s, "init") for s in seeds])
 
     def _check(self, tokens: torch.Tensor) -> torch.Tensor:
         if not isinstance(tokens, torch.Tensor) or tokens.dtype != torch.long:
@@ -142,7 +130,7 @@ class Classifier(Stacked):
                              f"[0, {self.config.d_vocab})")
         return tokens
 
-    def _run(self, tokens: torch.Tensor, record: Recorder | None) -> torch.Tensor:
+    def _run(self, tokens: torch.Tensor, record: blocks.Recorder | None) -> torch.Tensor:
         c = self.config
         real = tokens != PAD  # (S, batch, pos)
         n_tokens = real.sum(-1)  # (S, batch)
@@ -154,7 +142,7 @@ class Classifier(Stacked):
             if record is not None:
                 record("hook_pos_embed", pe.expand_as(x))
             x = x + pe
-        x = dropout(x, c.dropout, self.streams, self.training,
+        x = blocks.dropout(x, c.dropout, self.streams, self.training,
                     (x.shape[1], c.n_positions, c.d_model))
         causal = c.mask == "causal"  # right padding: a causal query never sees a pad
         mask = None
@@ -207,7 +195,7 @@ class Classifier(Stacked):
         if self.n_models != 1:
             raise ValueError(f"run_with_cache needs a single model, this network holds "
                              f"{self.n_models}; use split()")
-        record = Recorder(names)
+        record = blocks.Recorder(names)
         return self._run(self._check(tokens), record)[0], record.cache
 
     def split(self) -> list[Classifier]:

@@ -31,19 +31,13 @@ import torch
 from torch import nn
 
 from dyckbook import baselines as B
+from dyckbook import seq2seq
 from dyckbook.completion import CompletionDataConfig, CompletionSplits, make_completion_splits
 from dyckbook.evaluate import Score, margins, score
 from dyckbook.model import ClassificationTask, Classifier, ModelConfig
 from dyckbook.presets import thesis_experiment
 from dyckbook.protocol import DataConfig, Splits, make_splits
-from dyckbook.seq2seq import (
-    CompletionTask,
-    DecoderOnly,
-    EncoderDecoder,
-    Seq2SeqConfig,
-    build_seq2seq,
-    evaluate_completions,
-)
+from dyckbook.seq2seq import Seq2SeqConfig
 from dyckbook.thesis_model import ThesisClassifier, ThesisModelConfig, thesis_permutation
 from dyckbook.train import TrainConfig, TrainResult, train
 from dyckbook.verdicts import bootstrap
@@ -302,7 +296,7 @@ def build_model(config: ModelConfig | ThesisModelConfig | Seq2SeqConfig,
                 seeds: Sequence[int]) -> nn.Module:
     """The network of a model config, one model per seed (the thesis' port: one seed only)."""
     if isinstance(config, Seq2SeqConfig):
-        return build_seq2seq(config, seeds)
+        return seq2seq.build_seq2seq(config, seeds)
     if isinstance(config, ThesisModelConfig):
         if len(seeds) != 1:
             raise ValueError(f"the thesis' classifier holds one model, got seeds {list(seeds)}")
@@ -354,12 +348,13 @@ def _evaluate_completion(config: RunConfig, model: nn.Module, splits: Completion
     """A completion run's record: exact match of greedy decoding per test set. Only "constant"
     marks failure here: a model blind to order that completes what it can is the finding."""
     sample = splits.train.subset(np.arange(min(len(splits.train), _TRAIN_SAMPLE)))
-    evaluated = {name: evaluate_completions(model, t) for name, t in splits.tests.items()}
+    evaluated = {name: seq2seq.evaluate_completions(model, t) for name, t in splits.tests.items()}
     distinct = [m["distinct_outputs"] for _, m in evaluated.values()]
     failure = "constant" if max(distinct, default=2) <= 1 else None
     return RunRecord(
         config=config.to_dict(), status="failed" if failure else "ok", failure=failure,
-        train_accuracy=evaluate_completions(model, sample)[0].accuracy, margin_std=float("nan"),
+        train_accuracy=seq2seq.evaluate_completions(model, sample)[0].accuracy,
+        margin_std=float("nan"),
         scores={name: score for name, (score, _) in evaluated.items()},
         measures={name: m for name, (_, m) in evaluated.items()}, baselines={},
         baseline_train={}, data=splits.summary(), steps=result.stopped_at[s] or result.steps,
@@ -385,7 +380,7 @@ def run_seeds(config: RunConfig, seeds: Sequence[int], batched: bool = True,
     configs = [config.with_seed(int(s)) for s in seeds]
     splits = [_splits(c.data, c.seed) for c in configs]
     completion = isinstance(config.data, CompletionDataConfig)
-    task = CompletionTask() if completion else ClassificationTask()
+    task = seq2seq.CompletionTask() if completion else ClassificationTask()
     val = all(len(sp.val) for sp in splits)
     batchable = isinstance(config.model, (ModelConfig, Seq2SeqConfig))
     groups = ([list(range(len(seeds)))] if batched and batchable
@@ -396,7 +391,7 @@ def run_seeds(config: RunConfig, seeds: Sequence[int], batched: bool = True,
         result = train(model, task, [splits[i].train for i in group],
                        [splits[i].val for i in group] if val else None, config.train,
                        progress=progress)
-        networks = (Classifier, EncoderDecoder, DecoderOnly)
+        networks = (Classifier, seq2seq.EncoderDecoder, seq2seq.DecoderOnly)
         singles = model.split() if isinstance(model, networks) else [model]
         evaluate = _evaluate_completion if completion else _evaluate
         for s, (i, single) in enumerate(zip(group, singles)):
