@@ -27,8 +27,8 @@ from dyckbook import results as R
 from dyckbook.executors import Progress, check_scheduler, cores, make_executor
 
 __all__ = ["INJECTED", "Manifest", "Notebook", "Run", "Task", "describe_error", "execute",
-           "kernel_threads", "load_manifest", "prepare_for_book", "resolve_profile", "run", "run_hash",
-           "run_status", "select_runs", "statuses"]
+           "kernel_threads", "load_manifest", "prepare_for_book", "resolve_profile", "run",
+           "run_hash", "run_status", "select_runs", "statuses"]
 
 log = logging.getLogger(__name__)
 
