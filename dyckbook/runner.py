@@ -27,8 +27,8 @@ from dyckbook import results as R
 from dyckbook.executors import Progress, check_scheduler, cores, make_executor
 
 __all__ = ["INJECTED", "Manifest", "Notebook", "Run", "Task", "describe_error", "execute",
-           "kernel_threads", "load_manifest", "prepare_for_book", "resolve_profile", "run",
-           "run_hash", "run_status", "select_runs", "statuses"]
+           "kernel_threads", "load_manifest", "longest_first", "prepare_for_book",
+           "resolve_profile", "run", "run_hash", "run_status", "select_runs", "statuses"]
 
 log = logging.getLogger(__name__)
 
@@ -460,6 +460,7 @@ def run(profile: str = "cpu", only: Sequence[str] | None = None, *, force: bool 
                 if todo:
                     pool = pool or make_executor(scheduler, jobs)
                     files = _input_files(root, [r for r in every if r.notebook.stage < stage])
+                todo = longest_first(todo, root, profile)
                 threads = kernel_threads(scheduler, jobs, len(todo))
                 for r in todo:
                     log.info("[queued] %s (%s)", r.name, r.notebook.key)
@@ -495,6 +496,18 @@ def run(profile: str = "cpu", only: Sequence[str] | None = None, *, force: bool 
     for line in failures:
         log.error("%s", line)
     return 1 if failures or done["blocked"] else 0
+
+
+def longest_first(runs: Sequence[Run], root: Path, profile: str) -> list[Run]:
+    """The order to start a stage's runs in: those never run under ``profile`` first, in
+    manifest order (the manifest lists the long runs first), then the others by their last
+    duration, longest first, so the last run to finish is a short one and no core idles."""
+    def key(run: Run) -> tuple[int, float]:
+        record = _record(run, root)
+        seconds = record.get("duration_s") if record.get("profile") == profile else None
+        return (1, -float(seconds)) if isinstance(seconds, (int, float)) else (0, 0.0)
+
+    return sorted(runs, key=key)
 
 
 def kernel_threads(scheduler: str | None, jobs: int, n_runs: int) -> int:

@@ -236,6 +236,24 @@ def test_kernel_threads_share_the_cores_among_the_runs_that_run_at_once(monkeypa
         runner.kernel_threads("threads", 2, 1)
 
 
+def test_a_stage_starts_unknown_runs_in_manifest_order_then_the_longest_first(
+        tmp_path: Path) -> None:
+    m = runner.load_manifest(manifest(tmp_path))
+    runs = {r.name: r for r in runner.resolve_profile(m, "failing")
+            + runner.resolve_profile(m, "killing") + runner.resolve_profile(m, "scaled")}
+    stage = [runs[n] for n in ("alpha", "beta", "boom", "killed")]
+    root = tmp_path / "out"
+    order = lambda: [r.name for r in runner.longest_first(stage, root, "scaled")]  # noqa: E731
+    assert order() == ["alpha", "beta", "boom", "killed"]  # nothing known: manifest order
+    for name, seconds, profile in (("alpha", 5.0, "scaled"), ("beta", 50.0, "scaled"),
+                                   ("boom", 20.0, "scaled"), ("killed", 900.0, "smoke")):
+        folder = results(root, runs[name].notebook.group, name)
+        folder.mkdir(parents=True)
+        (folder / "run.json").write_text(json.dumps({"duration_s": seconds, "profile": profile}))
+    # killed's only duration is another profile's: unknown, so it goes first
+    assert order() == ["killed", "beta", "boom", "alpha"]
+
+
 # ------------------------------------------------------------------------ executing (kernels)
 
 
