@@ -25,8 +25,8 @@ from dyckbook.run import RunConfig, RunRecord, run_seeds
 from dyckbook.run import summarise as run_summarise
 from dyckbook.train import TrainConfig
 
-__all__ = ["CELL_SETS", "SEEDS_PER_NETWORK", "SOLVED", "Cell", "GridSpec", "cell_of",
-           "cells_named", "run_cell", "run_grid", "summarise"]
+__all__ = ["CELL_SETS", "SOLVED", "Cell", "GridSpec", "cell_of", "cells_named", "run_cell",
+           "run_grid", "summarise"]
 
 LAYERS = (1, 2, 3)
 KS = (1, 3)
@@ -172,12 +172,6 @@ def cell_of(record: RunRecord) -> Cell:
     return Cell(d["k"], m["n_layers"], m["mask"], m["pos_encoding"], m["readout"])
 
 
-# Seeds trained as one network: at the grid's size a network of 5 trains more models per second
-# than one of 10 (benchmarks/bench_grid.py measures both), and a cell of 10 seeds is then two
-# tasks that two workers share.
-SEEDS_PER_NETWORK = 5
-
-
 def run_cell(config: dict[str, Any], seeds: Sequence[int]) -> list[dict[str, Any]]:
     """Train one cell's seeds together; records as dicts (what executors send back)."""
     results_ = run_seeds(RunConfig.from_dict(config), list(seeds))
@@ -197,9 +191,7 @@ def run_grid(cells: Iterable[Cell], spec: GridSpec, seeds: Sequence[int],
             executor); None runs the cells here, one after another.
         records_path: JSONL file that keeps the records: those already there for the same
             configuration and seed are reused, new ones are appended as cells finish.
-        on_cell: called with each cell and its new records once all of them are in (progress
-            reports). A cell's seeds train ``SEEDS_PER_NETWORK`` to a network, so a cell of
-            10 seeds is two tasks for the executor.
+        on_cell: called with each cell and its records as it finishes (progress reports).
 
     Returns:
         The records of every (cell, seed), in cell then seed order.
@@ -208,13 +200,11 @@ def run_grid(cells: Iterable[Cell], spec: GridSpec, seeds: Sequence[int],
     done = {}
     if records_path is not None:
         done = {RunConfig.from_dict(r.config).digest(): r for r in results.read_records(records_path)}
-    todo, pending = [], {}  # (cell, seeds of one network); cell -> networks not yet back
+    todo = []
     for cell in cells:
         missing = [s for s in seeds if spec.config(cell, s).digest() not in done]
-        for start in range(0, len(missing), SEEDS_PER_NETWORK):
-            todo.append((cell, missing[start:start + SEEDS_PER_NETWORK]))
-            pending[cell] = pending.get(cell, 0) + 1
-    finished: dict[Cell, list[RunRecord]] = {}
+        if missing:
+            todo.append((cell, missing))
 
     def finish(cell: Cell, records: list[dict[str, Any]]) -> None:
         parsed = [RunRecord.from_dict(r) for r in records]
@@ -222,10 +212,8 @@ def run_grid(cells: Iterable[Cell], spec: GridSpec, seeds: Sequence[int],
             done[RunConfig.from_dict(record.config).digest()] = record
         if records_path is not None:
             results.append_records(records_path, parsed)
-        finished.setdefault(cell, []).extend(parsed)
-        pending[cell] -= 1
-        if on_cell is not None and not pending[cell]:
-            on_cell(cell, sorted(finished.pop(cell), key=lambda r: r.seed))
+        if on_cell is not None:
+            on_cell(cell, parsed)
 
     if executor is None:
         for cell, missing in todo:

@@ -11,7 +11,7 @@ from dyckbook.blocks import POS_ENCODINGS
 from dyckbook.evaluate import Score, wilson
 from dyckbook.grid import Cell, GridSpec, cell_of, cells_named, run_grid, summarise
 from dyckbook.model import MASKS, READOUTS
-from dyckbook.run import RunConfig, RunRecord, run_seeds
+from dyckbook.run import RunConfig, RunRecord
 
 TINY = GridSpec(d_model=8, n_heads=1, d_mlp=16, max_length_k1=12, n_train=128, n_val=32,
                 n_test=64, batch_size=32, warmup_steps=2, max_steps=8, eval_every=4)
@@ -105,28 +105,6 @@ def test_run_grid_gives_a_record_per_cell_and_seed(first_run):
         assert RunConfig.from_dict(r.config) == TINY.config(cell_of(r), r.seed)
         assert set(r.scores) == {"hard", "local", "random"}
     assert [_numbers(r) for r in results.read_records(path)] == [_numbers(r) for r in records]
-
-
-def test_a_cell_trains_in_networks_of_at_most_seeds_per_network(first_run, tmp_path,
-                                                                  monkeypatch):
-    _, records, _ = first_run
-    networks, finished = [], []
-
-    def spy(config, seeds, *args, **kwargs):
-        networks.append(list(seeds))
-        return run_seeds(config, seeds, *args, **kwargs)
-
-    monkeypatch.setattr(grid, "SEEDS_PER_NETWORK", 2)
-    monkeypatch.setattr(grid, "run_seeds", spy)
-    cell = cells_named("smoke")[0]
-    again = run_grid([cell], TINY, [1, 0, 2], records_path=tmp_path / "r.jsonl",
-                     on_cell=lambda c, rs: finished.append((c, [r.seed for r in rs])))
-    assert networks == [[1, 0], [2]]
-    assert finished == [(cell, [0, 1, 2])]  # once per cell, when all its networks are back
-    assert [r.seed for r in again] == [1, 0, 2]
-    alone = {r.seed: r for r in records if cell_of(r) == cell}
-    for r in again[:2]:  # seeds 0 and 1 trained beside other seeds: the same predictions
-        assert r.scores["hard"].correct == alone[r.seed].scores["hard"].correct
 
 
 def test_run_grid_resumes_without_training(first_run, monkeypatch):
