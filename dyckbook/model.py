@@ -143,7 +143,7 @@ class Classifier(blocks.Stacked):
                 record("hook_pos_embed", pe.expand_as(x))
             x = x + pe
         x = blocks.dropout(x, c.dropout, self.streams, self.training,
-                    (x.shape[1], c.n_positions, c.d_model))
+                           (x.shape[1], c.n_positions, c.d_model))
         causal = c.mask == "causal"  # right padding: a causal query never sees a pad
         mask = None
         if not causal and not bool(real.all()):
