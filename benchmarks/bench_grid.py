@@ -1,11 +1,13 @@
 """Grid throughput: models trained per second at the grid's spec, one at a time vs seeds batched.
 
-Trains the seeds of one grid cell for a fixed number of steps (no early stop) four ways, all on
+Trains the seeds of one grid cell for a fixed number of steps (no early stop) five ways, all on
 one torch thread: the grid of the previous release (its per-model loop, run from a git worktree
 of ``--baseline-ref``), this package one model at a time, this package with the seeds batched
-into one network, and the same with every batch padded to its widest string in a random batch
-(``bucket=False``: the grid's recipe before length bucketing). Writes
-benchmarks/results/grid.json and prints a table.
+into one network, the same with every batch padded to its widest string in a random batch
+(``bucket=False``: the grid's recipe before length bucketing), and the batched network with its
+forward pass compiled by ``torch.compile`` (dynamic shapes; timed after a warm-up that compiles
+it, so the compile time itself is left out). Writes benchmarks/results/grid.json and prints a
+table.
 
     python benchmarks/bench_grid.py [--seeds 10] [--steps 200] [--cells CELL,CELL]
 """
@@ -24,8 +26,9 @@ from pathlib import Path
 
 import torch
 
+from dyckbook.blocks import init_models
 from dyckbook.grid import Cell, GridSpec
-from dyckbook.model import ClassificationTask, Classifier
+from dyckbook.model import ClassificationTask, Classifier, seed_for
 from dyckbook.protocol import make_splits
 from dyckbook.train import train
 
@@ -85,6 +88,20 @@ def timed_train(config, seeds: list[int], sets: list, **changes) -> tuple[float,
     return time.perf_counter() - wall, time.process_time() - cpu, model.n_params
 
 
+def timed_compiled(config, seeds: list[int], sets: list) -> tuple[float, float]:
+    """(wall seconds of train(), seconds of the compiling warm-up) with the batched network's
+    forward compiled; the warm-up's weights are then reset to their initial values."""
+    model = Classifier(config.model, seeds)
+    model._run = torch.compile(model._run, dynamic=True)
+    warm = time.perf_counter()
+    train(model, ClassificationTask(), sets, None, dataclasses.replace(config.train, max_steps=20))
+    warm = time.perf_counter() - warm
+    init_models(model, [seed_for(s, "init") for s in seeds])
+    wall = time.perf_counter()
+    train(model, ClassificationTask(), sets, None, config.train)
+    return time.perf_counter() - wall, warm
+
+
 def measure_cell(cell: str, seeds: list[int], steps: int, baseline_ref: str) -> dict:
     """Models/s of one cell four ways, and the batched network's fraction of one core's peak."""
     spec = GridSpec(max_steps=steps, eval_every=steps, target_accuracy=None)
@@ -94,6 +111,7 @@ def measure_cell(cell: str, seeds: list[int], steps: int, baseline_ref: str) -> 
     single = [timed_train(config, [s], [d]) for s, d in zip(seeds, sets)]
     batched = timed_train(config, seeds, sets)
     padded = timed_train(config, seeds, sets, bucket=False)
+    compiled, compile_s = timed_compiled(config, seeds, sets)
     old = old_loop(baseline_ref, cell, steps, seeds)
     tokens = steps * spec.batch_size * (sum(sets[0].lengths) / len(sets[0]) + 2)
     flops = 6 * single[0][2] * tokens * len(seeds)
@@ -103,14 +121,16 @@ def measure_cell(cell: str, seeds: list[int], steps: int, baseline_ref: str) -> 
                     old["models"] / old["train_seconds"] if old else None,
                 "one model at a time": len(seeds) / sum(w for w, _, _ in single),
                 "seeds batched": len(seeds) / batched[0],
-                "seeds batched, random batches (no bucketing)": len(seeds) / padded[0]},
+                "seeds batched, random batches (no bucketing)": len(seeds) / padded[0],
+                "seeds batched, forward compiled": len(seeds) / compiled},
+            "compile_warmup_s": compile_s,
             "fraction_of_peak_batched": flops / batched[0] / PEAK}
 
 
 def cell_rows(m: dict) -> list[dict]:
     """The table rows of one measured cell."""
     name = f"grid {m['cell']}, {m['seeds']} seeds x {m['steps']} steps"
-    old, one, batched, padded = m["models_per_s"].values()
+    old, one, batched, padded, compiled = m["models_per_s"].values()
     return [table.row(name, "models/s, one at a time vs the previous release's loop", one, old),
             table.row(name, "models/s, seeds batched vs the previous release's loop", batched,
                       old, target="≥ 3×"),
@@ -118,6 +138,8 @@ def cell_rows(m: dict) -> list[dict]:
                       one),
             table.row(name, "models/s, seeds batched: length-bucketed vs random batches",
                       batched, padded),
+            table.row(name, "models/s, seeds batched: torch.compile of the forward vs eager",
+                      compiled, batched),
             table.row(name, "fraction of one core's fp32 peak (160 GFLOP/s), batched",
                       m["fraction_of_peak_batched"])]
 
