@@ -2,8 +2,8 @@
 
 Each target runs in its own ``git clone`` of this repository's HEAD (uncommitted changes are
 not in it) in a temporary folder: ``make venv`` first (timed apart: creating ``.venv``, with
-pip's download cache as this machine has it), then ``make <target>``. A full run of both takes
-about 40 minutes. Results are merged into benchmarks/results/make.json, so ``--what test`` keeps
+pip's download cache as this machine has it), then ``make <target>``; the last run's times
+(``make book`` takes over an hour on 2 cores) are in make.json. Results are merged into benchmarks/results/make.json, so ``--what test`` keeps
 the last ``book`` time; ``python benchmarks/table.py`` then writes them into README.md.
 """
 
@@ -66,7 +66,7 @@ def time_target(target: str, root: Path, keep: Path | None = None) -> dict[str, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--what", required=True, choices=sorted(TARGETS),
-                        help="which make target(s) to time (both: about 40 minutes)")
+                        help="which make target(s) to time")
     parser.add_argument("--keep", type=Path, default=None,
                         help="an empty or new folder to clone into and keep (default: deleted)")
     args = parser.parse_args()
