@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from dyckbook import kernels
+
 __all__ = ["ACTIVATIONS", "NORMS", "POS_ENCODINGS", "Attention", "Block", "Embedding",
            "LayerNorm", "Linear", "PositionalEncoding", "Recorder", "dropout", "init_models",
            "sinusoidal_table"]
@@ -60,11 +62,15 @@ def dropout(x: torch.Tensor, p: float, streams: Streams, training: bool,
     """
     if not training or p == 0.0:
         return x
-    shape = full or x.shape[1:]
-    cut = tuple(slice(0, n) for n in x.shape[1:])
-    keep = torch.stack([torch.empty(shape).bernoulli_(1.0 - p, generator=g)[cut]
-                        for g in streams]).to(x.device)
-    return x * keep / (1.0 - p)
+    return x * _keep(x.shape, p, streams, full).to(x.device) / (1.0 - p)
+
+
+def _keep(shape: torch.Size, p: float, streams: Streams,
+          full: tuple[int, ...] | None) -> torch.Tensor:
+    """The 0/1 masks of :func:`dropout`, (S, *shape[1:])."""
+    cut = tuple(slice(0, n) for n in shape[1:])
+    return torch.stack([torch.empty(full or shape[1:]).bernoulli_(1.0 - p, generator=g)[cut]
+                        for g in streams])
 
 
 class Stacked(nn.Module):
@@ -113,8 +119,13 @@ class LayerNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(n_models, d_model))
         self.bias = nn.Parameter(torch.zeros(n_models, d_model))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """(S, ..., d_model) -> same shape."""
+    def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
+        """LayerNorm of ``x`` (plus ``residual``): (S, ..., d_model) -> same shape."""
+        fused = kernels.layer_norm(x, residual, self.weight, self.bias)
+        if fused is not None:
+            return fused
+        if residual is not None:
+            x = x + residual
         n, d = self.weight.shape  # one code path for any S: S = 1 rounds like model s of S
         shape = (n,) + (1,) * (x.dim() - 2) + (d,)
         return F.layer_norm(x, (d,)) * self.weight.view(shape) + self.bias.view(shape)
@@ -209,9 +220,16 @@ class PositionalEncoding(nn.Module):
 
 
 def _to_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """(S, batch, pos, d_model) -> (S * batch, head, pos, d_head)."""
-    s, b, pos, d = x.shape
-    return x.reshape(s * b, pos, n_heads, d // n_heads).transpose(1, 2)
+    """(rows, pos, d_model) -> (rows, head, pos, d_head)."""
+    rows, pos, d = x.shape
+    return x.reshape(rows, pos, n_heads, d // n_heads).transpose(1, 2)
+
+
+def _key_mask(mask: torch.Tensor | None, rows: int, n_keys: int) -> torch.Tensor | None | bool:
+    """A (rows, 1, 1, key) mask as (rows, key); None for None; False for any other shape."""
+    if mask is None:
+        return None
+    return mask.reshape(rows, n_keys) if mask.shape == (rows, 1, 1, n_keys) else False
 
 
 class Attention(nn.Module):
@@ -219,9 +237,10 @@ class Attention(nn.Module):
 
     One fused projection ``qkv`` (S, d_model, 3 d_model): columns [0, d) are W_Q, then W_K, then
     W_V; heads are contiguous blocks of d_head columns. Cross-attention takes queries from ``x``
-    and keys and values from ``memory`` with the same layout. The fast path is torch's fused
-    ``scaled_dot_product_attention``; recording activations, or dropout on the attention
-    weights while training, takes the explicit path (same arithmetic).
+    and keys and values from ``memory`` with the same layout. Short rows on the CPU go through
+    ``dyckbook.kernels`` (one pass per row and head, dropout included); otherwise torch's fused
+    ``scaled_dot_product_attention``, or, when recording activations or dropping attention
+    weights, the explicit path (same arithmetic).
     """
 
     def __init__(self, n_models: int, d_model: int, n_heads: int, p_drop: float,
@@ -236,36 +255,62 @@ class Attention(nn.Module):
         self.qkv = Linear(n_models, d_model, 3 * d_model)
         self.out = Linear(n_models, d_model, d_model)
 
-    def _project(self, x: torch.Tensor, memory: torch.Tensor | None, cache: dict | None,
-                 x_q: torch.Tensor | None = None):
-        """Queries from ``x`` (or from ``x_q``, a few positions of it); keys and values from
-        ``x`` or ``memory``, appended to or read from ``cache`` (``{"k", "v"}``, (S * batch,
-        head, pos, d_head)) when decoding step by step."""
-        d = x.shape[-1]
+    def _q_kv(self, queries: torch.Tensor, keys: torch.Tensor | None):
+        """Queries (rows, q_pos, d) of ``queries`` (S, batch, q_pos, d) and keys and values
+        (rows, k_pos, 2 d) of ``keys`` (None: not computed), rows = S * batch."""
+        d, rows = queries.shape[-1], queries.shape[0] * queries.shape[1]
         w, b = self.qkv.weight, self.qkv.bias
-        if memory is None and x_q is not None:
-            q = torch.baddbmm(b[..., :d], x_q.flatten(1, -2), w[..., :d]).view(x_q.shape)
-            kv = torch.baddbmm(b[..., d:], x.flatten(1, -2), w[..., d:])
-            k, v = kv.view(*x.shape[:-1], 2 * d).split(d, dim=-1)
-            k, v = _to_heads(k, self.n_heads), _to_heads(v, self.n_heads)
-        elif memory is None:
-            q, k, v = self.qkv(x).split(d, dim=-1)
-            k, v = _to_heads(k, self.n_heads), _to_heads(v, self.n_heads)
+        q = torch.baddbmm(b[..., :d], queries.flatten(1, -2), w[..., :d]).view(rows, -1, d)
+        if keys is None:
+            return q, None
+        return q, torch.baddbmm(b[..., d:], keys.flatten(1, -2), w[..., d:]).view(rows, -1, 2 * d)
+
+    def _project(self, x: torch.Tensor, memory: torch.Tensor | None, cache: dict | None,
+                 x_q: torch.Tensor | None):
+        """q, k, v (rows, head, pos, d_head) for torch's path: queries from ``x`` (or from
+        ``x_q``, a few positions of it); keys and values from ``x`` or ``memory``, appended to
+        or read from ``cache`` (``{"k", "v"}``) when decoding step by step."""
+        d, rows, h = x.shape[-1], x.shape[0] * x.shape[1], self.n_heads
+        if memory is None and x_q is None:
+            q, k, v = (_to_heads(t, h) for t in self.qkv(x).view(rows, -1, 3 * d).split(d, -1))
             if cache is not None:
                 if "k" in cache:
                     k, v = torch.cat([cache["k"], k], 2), torch.cat([cache["v"], v], 2)
                 cache["k"], cache["v"] = k, v
+            return q, k, v
+        cached = memory is not None and cache is not None and "k" in cache
+        q, kv = self._q_kv(x if x_q is None else x_q, None if cached else
+                           x if memory is None else memory)
+        if cached:
+            return _to_heads(q, h), cache["k"], cache["v"]
+        k, v = (_to_heads(t, h) for t in kv.split(d, -1))
+        if memory is not None and cache is not None:
+            cache["k"], cache["v"] = k, v
+        return _to_heads(q, h), k, v
+
+    def _kernel(self, x: torch.Tensor, mask: torch.Tensor | None, causal: bool,
+                memory: torch.Tensor | None, x_q: torch.Tensor | None,
+                query: torch.Tensor | None) -> torch.Tensor | None:
+        """The attention (rows, q_pos, d) through ``dyckbook.kernels``, or None where they do
+        not apply (the caller then takes torch's path)."""
+        n, batch, n_pos, d = x.shape
+        keys = x if memory is None else memory
+        mask = _key_mask(mask, n * batch, keys.shape[2])
+        if mask is False or not kernels.available():
+            return None
+        if memory is None and x_q is None:
+            q, kv = self.qkv(x).view(n * batch, n_pos, 3 * d), None
         else:
-            q = (torch.baddbmm(b[..., :d], x.flatten(1, -2), w[..., :d])).view(x.shape)
-            if cache is not None and "k" in cache:
-                k, v = cache["k"], cache["v"]
-            else:
-                kv = torch.baddbmm(b[..., d:], memory.flatten(1, -2), w[..., d:])
-                k, v = kv.view(*memory.shape[:-1], 2 * d).split(d, dim=-1)
-                k, v = _to_heads(k, self.n_heads), _to_heads(v, self.n_heads)
-                if cache is not None:
-                    cache["k"], cache["v"] = k, v
-        return _to_heads(q, self.n_heads), k, v
+            q, kv = self._q_kv(x if x_q is None else x_q, keys)
+        drop = None
+        if self.training and self.p_drop > 0:  # the explicit path's masks, as multipliers
+            full = (None if self.n_positions is None
+                    else (batch * self.n_heads, self.n_positions, self.n_positions))
+            shape = (n, batch * self.n_heads, q.shape[1], keys.shape[2])
+            drop = (_keep(shape, self.p_drop, self.streams, full) / (1.0 - self.p_drop)
+                    ).view(n * batch, self.n_heads, q.shape[1], keys.shape[2])
+        qpos = None if query is None else query.reshape(-1)
+        return kernels.attention(q, kv, self.n_heads, mask, causal, qpos, drop)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None, causal: bool = False, *,
                 memory: torch.Tensor | None = None, cache: dict | None = None,
@@ -288,14 +333,27 @@ class Attention(nn.Module):
         Returns:
             (S, batch, query, d_model), or (S, batch, 1, d_model) with ``query``.
         """
-        n, batch, n_pos, d = x.shape
+        n, batch, _, d = x.shape
         x_q = None
         if query is not None:
             x_q = x.gather(2, query[..., None, None].expand(n, batch, 1, d))  # (S, batch, 1, d)
-            if causal:  # the query at position p sees keys 0..p
-                later = torch.arange(n_pos, device=x.device) > query.reshape(-1, 1, 1, 1)
-                mask = ~later if mask is None else mask & ~later
-                causal = False
+        z = None
+        if record is None and cache is None:
+            z = self._kernel(x, mask, causal, memory, x_q, query)
+        if z is None:
+            z = self._torch(x, mask, causal, memory, cache, record, prefix, x_q, query)
+        if self.head_scale is not None:
+            heads = self.head_scale.repeat_interleave(batch, 0)[:, None, :, None]
+            z = (z.view(n * batch, -1, self.n_heads, d // self.n_heads) * heads).flatten(2)
+        return self.out(z.view(n, batch, -1, d))
+
+    def _torch(self, x, mask, causal, memory, cache, record, prefix, x_q, query) -> torch.Tensor:
+        """:meth:`forward` with torch's ops: the attention in row layout (rows, q_pos, d)."""
+        n, batch, n_pos, d = x.shape
+        if query is not None and causal:  # the query at position p sees keys 0..p
+            later = torch.arange(n_pos, device=x.device) > query.reshape(-1, 1, 1, 1)
+            mask = ~later if mask is None else mask & ~later
+            causal = False
         q, k, v = self._project(x, memory, cache, x_q)  # (S * batch, head, pos, d_head)
         n_q, n_k = q.shape[2], k.shape[2]
         if causal:
@@ -324,9 +382,7 @@ class Attention(nn.Module):
             z = pattern.view(n * batch, self.n_heads, n_q, n_k) @ v
             if record is not None:
                 record(f"{prefix}.hook_z", z.view(n, batch, self.n_heads, n_q, -1).transpose(2, 3))
-        if self.head_scale is not None:
-            z = z * self.head_scale.repeat_interleave(batch, 0)[:, :, None, None]
-        return self.out(z.transpose(1, 2).reshape(n, batch, n_q, d))
+        return z.transpose(1, 2).reshape(n * batch, n_q, d)
 
 
 class MLP(nn.Module):
@@ -376,8 +432,8 @@ class Block(nn.Module):
                       self.training, full)
         if record is not None:
             record(name, out)
-        x = (x if residual is None else residual) + out
-        return ln(x) if self.norm == "post" else x
+        x = x if residual is None else residual
+        return ln(x, out) if self.norm == "post" else x + out
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None, causal: bool = False, *,
                 memory: torch.Tensor | None = None, memory_mask: torch.Tensor | None = None,

@@ -14,7 +14,7 @@ PACKAGE = Path(dyckbook.__file__).parent
 FLOORS = {
     1: {"vocab", "languages", "presets"},
     2: {"thesis", "negatives", "dataset", "protocol", "completion"},
-    3: {"tokenizer", "blocks", "model", "thesis_model", "seq2seq", "train", "evaluate",
+    3: {"tokenizer", "kernels", "blocks", "model", "thesis_model", "seq2seq", "train", "evaluate",
         "baselines"},
     4: {"run", "results", "explain", "probes", "verdicts"},
     5: {"grid", "plotting", "book"},

@@ -1,0 +1,332 @@
+/* Fused CPU kernels for short rows: attention (forward, backward) and residual + LayerNorm.
+ *
+ * dyckbook.kernels compiles this file with the machine's C compiler on first use and calls it
+ * through ctypes; dyckbook.blocks falls back to torch where it is not available. At the grid's
+ * size (rows of 6-22 tokens, heads of 16) torch spends most of an attention layer in per-call
+ * overhead of its flash kernel and small matrix products; here one pass over each (row, head)
+ * does the work in registers. Vectors are GCC/Clang vector extensions (8 floats), so the same
+ * source builds for AVX2, AVX-512 or NEON. Every function returns 0, or -1 for shapes it does
+ * not handle (the caller then uses torch).
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define W 8          /* floats per vector */
+#define TMAX 256     /* most keys (and queries) per row */
+#define BMAX (TMAX / W)
+#define DMAX 256     /* widest head, widest LayerNorm row */
+typedef float vf __attribute__((vector_size(4 * W)));
+typedef int32_t vi __attribute__((vector_size(4 * W)));
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE vf splat(float x) { return (vf){x, x, x, x, x, x, x, x}; }
+INLINE vf load(const float *p) { vf v; memcpy(&v, p, sizeof v); return v; }
+INLINE void store(float *p, vf v) { memcpy(p, &v, sizeof v); }
+INLINE float hsum(vf v) { float s = 0; for (int i = 0; i < W; i++) s += v[i]; return s; }
+INLINE float hmax(vf v) {
+    float s = v[0];
+    for (int i = 1; i < W; i++) s = v[i] > s ? v[i] : s;
+    return s;
+}
+INLINE vf pick(vi m, vf a, vf b) { return (vf)(((vi)a & m) | ((vi)b & ~m)); }
+
+/* exp(x) for x <= 0, within about 2 ulp (Cephes' polynomial); below -87 it is about 0. */
+INLINE vf vexp(vf x) {
+    x = pick(x < splat(-87.0f), splat(-87.0f), x);
+    vf n = (x * splat(1.44269504088896341f) + splat(12582912.0f)) - splat(12582912.0f);
+    vf r = (x - n * splat(0.693359375f)) + n * splat(2.12194440e-4f);
+    vf y = splat(1.9875691500e-4f);
+    y = y * r + splat(1.3981999507e-3f);
+    y = y * r + splat(8.3334519073e-3f);
+    y = y * r + splat(4.1665795894e-2f);
+    y = y * r + splat(1.6666665459e-1f);
+    y = y * r + splat(5.0000001201e-1f);
+    y = y * r * r + r + splat(1.0f);
+    vi bits = (__builtin_convertvector(n, vi) + 127) << 23;
+    return y * (vf)bits;
+}
+
+/* Copy a tk x d block (row stride ks) to out[e * tkp + j], zero-padded to tkp keys. */
+INLINE void transpose(float *out, const float *x, int64_t ks, int64_t tk, int64_t tkp,
+                      int64_t d) {
+    for (int64_t j = 0; j < tkp; j++)
+        for (int64_t e = 0; e < d; e++) out[e * tkp + j] = j < tk ? x[j * ks + e] : 0.0f;
+}
+
+/* One (row, head): q (tq x d, row stride qs), k and v (tk x d, stride ks), optional key mask
+ * (tk), optional dropout multipliers (tq x tkp); writes z (tq x d, stride zs) and the
+ * probabilities p (tq x tkp, before dropout). Query i sees key j if mask[j] and, when causal,
+ * j <= pos(i) (qpos if given, else i + tk - tq); a query that sees no key sees every key. */
+INLINE void forward_one(const float *q, int64_t qs, const float *k, const float *v, int64_t ks,
+                        const uint8_t *mask, const int64_t *qpos, int causal, const float *drop,
+                        float *z, int64_t zs, float *p, int64_t tq, int64_t tk, const int64_t nc,
+                        float scale, float *kt) {
+    const int64_t nb = (tk + W - 1) / W, tkp = nb * W, d = nc * W;
+    const vi lane = {0, 1, 2, 3, 4, 5, 6, 7};
+    vi keys[BMAX];
+    int64_t last = 0;  /* one past the last key the mask shows */
+    transpose(kt, k, ks, tk, tkp, d);
+    for (int64_t b = 0; b < nb; b++)
+        for (int l = 0; l < W; l++) {
+            int64_t j = b * W + l;
+            int shown = j < tk && (!mask || mask[j]);
+            keys[b][l] = shown ? -1 : 0;
+            last = shown ? j + 1 : last;
+        }
+    for (int64_t i = 0; i < tq; i++) {
+        const int32_t pos = (int32_t)(qpos ? *qpos : i + tk - tq);
+        vi vis[BMAX], any = {0};
+        for (int64_t b = 0; b < nb; b++) {
+            vis[b] = keys[b];
+            if (causal) vis[b] &= (lane + (int32_t)(b * W)) <= pos;
+            any |= vis[b];
+        }
+        int none = 1;
+        for (int l = 0; l < W; l++) none &= any[l] == 0;
+        if (none)
+            for (int64_t b = 0; b < nb; b++) vis[b] = (lane + (int32_t)(b * W)) < (int32_t)tk;
+        /* keys from `end` on are hidden: their weight is 0 */
+        const int64_t end = none ? tk : causal && pos + 1 < last ? pos + 1 : last;
+        vf s[BMAX], s2[BMAX];  /* two partial sums halve the dependency chain */
+        for (int64_t b = 0; b < nb; b++) s[b] = s2[b] = splat(0.0f);
+        for (int64_t e = 0; e < d; e += 2) {
+            vf qe = splat(q[i * qs + e] * scale), qf = splat(q[i * qs + e + 1] * scale);
+            for (int64_t b = 0; b < nb; b++) {
+                s[b] += qe * load(kt + e * tkp + b * W);
+                s2[b] += qf * load(kt + (e + 1) * tkp + b * W);
+            }
+        }
+        vf top = splat(-3.0e38f);
+        for (int64_t b = 0; b < nb; b++) {
+            s[b] = pick(vis[b], s[b] + s2[b], splat(-3.0e38f));
+            top = pick(s[b] > top, s[b], top);
+        }
+        vf m = splat(hmax(top)), total = splat(0.0f);
+        for (int64_t b = 0; b < nb; b++) {
+            s[b] = pick(vis[b], vexp(s[b] - m), splat(0.0f));
+            total += s[b];
+        }
+        vf inv = splat(1.0f / hsum(total));
+        float w[TMAX];
+        for (int64_t b = 0; b < nb; b++) {
+            s[b] *= inv;
+            if (p) store(p + i * tkp + b * W, s[b]);
+            store(w + b * W, drop ? s[b] * load(drop + i * tkp + b * W) : s[b]);
+        }
+        vf acc[DMAX / W], acc2[DMAX / W];
+        for (int64_t c = 0; c < nc; c++) acc[c] = acc2[c] = splat(0.0f);
+        int64_t j = 0;
+        for (; j + 1 < end; j += 2) {
+            vf wj = splat(w[j]), wk = splat(w[j + 1]);
+            for (int64_t c = 0; c < nc; c++) {
+                acc[c] += wj * load(v + j * ks + c * W);
+                acc2[c] += wk * load(v + (j + 1) * ks + c * W);
+            }
+        }
+        if (j < end)
+            for (int64_t c = 0; c < nc; c++) acc[c] += splat(w[j]) * load(v + j * ks + c * W);
+        for (int64_t c = 0; c < nc; c++) store(z + i * zs + c * W, acc[c] + acc2[c]);
+    }
+}
+
+/* The gradients of forward_one's inputs q, k, v, written with their layouts (not added). */
+INLINE void backward_one(const float *q, int64_t qs, const float *k, const float *v, int64_t ks,
+                         const float *p, const float *drop, const float *dz, int64_t zs,
+                         float *dq, float *dk, float *dv, int64_t tq, int64_t tk,
+                         const int64_t nc, float scale, float *vt, float *g, float *a) {
+    const int64_t nb = (tk + W - 1) / W, tkp = nb * W, d = nc * W;
+    transpose(vt, v, ks, tk, tkp, d);
+    for (int64_t i = 0; i < tq; i++) {
+        const float *w = p + i * tkp, *keep = drop ? drop + i * tkp : 0;
+        vf dp[BMAX], dp2[BMAX];
+        for (int64_t b = 0; b < nb; b++) dp[b] = dp2[b] = splat(0.0f);
+        for (int64_t e = 0; e < d; e += 2) {
+            vf gz = splat(dz[i * zs + e]), gy = splat(dz[i * zs + e + 1]);
+            for (int64_t b = 0; b < nb; b++) {
+                dp[b] += gz * load(vt + e * tkp + b * W);
+                dp2[b] += gy * load(vt + (e + 1) * tkp + b * W);
+            }
+        }
+        vf dot = splat(0.0f);
+        for (int64_t b = 0; b < nb; b++) {
+            dp[b] += dp2[b];
+            if (keep) dp[b] *= load(keep + b * W);
+            dot += load(w + b * W) * dp[b];
+        }
+        vf r = splat(hsum(dot));
+        for (int64_t b = 0; b < nb; b++) {
+            vf wb = load(w + b * W);
+            store(g + i * tkp + b * W, wb * (dp[b] - r) * splat(scale));
+            store(a + i * tkp + b * W, keep ? wb * load(keep + b * W) : wb);
+        }
+        int64_t end = tk;
+        while (end > 0 && w[end - 1] == 0.0f) end--;
+        vf acc[DMAX / W];
+        for (int64_t c = 0; c < nc; c++) acc[c] = splat(0.0f);
+        for (int64_t j = 0; j < end; j++) {
+            vf gj = splat(g[i * tkp + j]);
+            for (int64_t c = 0; c < nc; c++) acc[c] += gj * load(k + j * ks + c * W);
+        }
+        for (int64_t c = 0; c < nc; c++) store(dq + i * qs + c * W, acc[c]);
+    }
+    for (int64_t j = 0; j < tk; j++) {
+        vf ak[DMAX / W], av[DMAX / W];
+        for (int64_t c = 0; c < nc; c++) ak[c] = av[c] = splat(0.0f);
+        int64_t first = 0;
+        while (first < tq && p[first * tkp + j] == 0.0f) first++;
+        for (int64_t i = first; i < tq; i++) {
+            vf gij = splat(g[i * tkp + j]), aij = splat(a[i * tkp + j]);
+            for (int64_t c = 0; c < nc; c++) {
+                ak[c] += gij * load(q + i * qs + c * W);
+                av[c] += aij * load(dz + i * zs + c * W);
+            }
+        }
+        for (int64_t c = 0; c < nc; c++) {
+            store(dk + j * ks + c * W, ak[c]);
+            store(dv + j * ks + c * W, av[c]);
+        }
+    }
+}
+
+/* Head widths of 8, 16, 32 and 64 get code with the width fixed (accumulators in registers). */
+#define BY_WIDTH(CALL)                                                                        \
+    switch (nc) {                                                                             \
+    case 1: CALL(1); break;                                                                   \
+    case 2: CALL(2); break;                                                                   \
+    case 4: CALL(4); break;                                                                   \
+    case 8: CALL(8); break;                                                                   \
+    default: CALL(nc);                                                                        \
+    }
+
+static int unsupported(int64_t tq, int64_t tk, int64_t d_head) {
+    return tq < 1 || tk < 1 || tq > TMAX || tk > TMAX || d_head < W || d_head % W ||
+           d_head > DMAX;
+}
+
+/* Attention of n rows of h heads. Element (row r, position i, head h, dim e) of q is at
+ * q[(r * tq + i) * q_row + h * d_head + e]; k and v likewise with tk and kv_row; z is
+ * (n, tq, heads * d_head); p (NULL: not kept) and drop (optional) are (n, heads, tq, tkp), tkp
+ * being tk rounded up to a multiple of 8 (keys from tk on have probability 0); mask (optional)
+ * is (n, tk); qpos (optional) is (n,), the position of each row's one query. */
+int attention_forward(const float *q, int64_t q_row, const float *k, const float *v,
+                      int64_t kv_row, const uint8_t *mask, const int64_t *qpos, int causal,
+                      const float *drop, float *z, float *p, int64_t n, int64_t tq, int64_t tk,
+                      int64_t heads, int64_t d_head, float scale) {
+    if (unsupported(tq, tk, d_head)) return -1;
+    const int64_t width = heads * d_head, nc = d_head / W, tkp = (tk + W - 1) / W * W;
+    float *kt = malloc(sizeof(float) * d_head * tkp);
+    if (!kt) return -1;
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t h = 0; h < heads; h++) {
+            const int64_t ph = (r * heads + h) * tq * tkp;
+#define FORWARD(NC)                                                                           \
+    forward_one(q + r * tq * q_row + h * d_head, q_row, k + r * tk * kv_row + h * d_head,     \
+                v + r * tk * kv_row + h * d_head, kv_row, mask ? mask + r * tk : 0,           \
+                qpos ? qpos + r : 0, causal, drop ? drop + ph : 0,                            \
+                z + r * tq * width + h * d_head, width, p ? p + ph : 0, tq, tk, NC, scale, kt)
+            BY_WIDTH(FORWARD)
+        }
+    free(kt);
+    return 0;
+}
+
+/* dq, dk, dv have the layouts of q, k, v (they may be views of one tensor, as q, k, v are). */
+int attention_backward(const float *q, int64_t q_row, const float *k, const float *v,
+                       int64_t kv_row, const float *p, const float *drop, const float *dz,
+                       float *dq, float *dk, float *dv, int64_t n, int64_t tq, int64_t tk,
+                       int64_t heads, int64_t d_head, float scale) {
+    if (unsupported(tq, tk, d_head)) return -1;
+    const int64_t width = heads * d_head, nc = d_head / W, tkp = (tk + W - 1) / W * W;
+    float *vt = malloc(sizeof(float) * (d_head * tkp + 2 * tq * tkp));
+    if (!vt) return -1;
+    float *g = vt + d_head * tkp, *a = g + tq * tkp;
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t h = 0; h < heads; h++) {
+            const int64_t qo = r * tq * q_row + h * d_head, ko = r * tk * kv_row + h * d_head;
+            const int64_t ph = (r * heads + h) * tq * tkp;
+#define BACKWARD(NC)                                                                          \
+    backward_one(q + qo, q_row, k + ko, v + ko, kv_row, p + ph, drop ? drop + ph : 0,         \
+                 dz + r * tq * width + h * d_head, width, dq + qo, dk + ko, dv + ko, tq, tk,  \
+                 NC, scale, vt, g, a)
+            BY_WIDTH(BACKWARD)
+        }
+    free(vt);
+    return 0;
+}
+
+/* out = LayerNorm(x + y) * weight[s] + bias[s] over rows of d floats, rows [s * rows,
+ * (s + 1) * rows) belonging to model s; y may be NULL. Saves the normalised rows (xhat) and
+ * 1 / std per row for the backward pass, unless they are NULL (no gradient wanted). */
+int layer_norm_forward(const float *x, const float *y, const float *weight, const float *bias,
+                       float *out, float *xhat, float *rstd, int64_t models, int64_t rows,
+                       int64_t d, float eps) {
+    if (d < W || d % W || d > DMAX) return -1;
+    const int64_t nc = d / W;
+    const vf inv_d = splat(1.0f / (float)d);
+    for (int64_t s = 0; s < models; s++) {
+        vf w[DMAX / W], b[DMAX / W];
+        for (int64_t c = 0; c < nc; c++) {
+            w[c] = load(weight + s * d + c * W);
+            b[c] = load(bias + s * d + c * W);
+        }
+        for (int64_t r = s * rows; r < (s + 1) * rows; r++) {
+            vf h[DMAX / W], sum = splat(0.0f), sq = splat(0.0f);
+            for (int64_t c = 0; c < nc; c++) {
+                h[c] = load(x + r * d + c * W);
+                if (y) h[c] += load(y + r * d + c * W);
+                sum += h[c];
+            }
+            vf mean = splat(hsum(sum)) * inv_d;
+            for (int64_t c = 0; c < nc; c++) {
+                h[c] -= mean;
+                sq += h[c] * h[c];
+            }
+            const float rs = 1.0f / sqrtf(hsum(sq) / (float)d + eps);
+            if (rstd) rstd[r] = rs;
+            for (int64_t c = 0; c < nc; c++) {
+                vf xh = h[c] * splat(rs);
+                if (xhat) store(xhat + r * d + c * W, xh);
+                store(out + r * d + c * W, xh * w[c] + b[c]);
+            }
+        }
+    }
+    return 0;
+}
+
+/* grad_in: the gradient of x + y; grad_weight and grad_bias: (models, d), written. */
+int layer_norm_backward(const float *grad, const float *xhat, const float *rstd,
+                        const float *weight, float *grad_in, float *grad_weight,
+                        float *grad_bias, int64_t models, int64_t rows, int64_t d) {
+    if (d < W || d % W || d > DMAX) return -1;
+    const int64_t nc = d / W;
+    const vf inv_d = splat(1.0f / (float)d);
+    for (int64_t s = 0; s < models; s++) {
+        vf w[DMAX / W], gw[DMAX / W], gb[DMAX / W];
+        for (int64_t c = 0; c < nc; c++) {
+            w[c] = load(weight + s * d + c * W);
+            gw[c] = gb[c] = splat(0.0f);
+        }
+        for (int64_t r = s * rows; r < (s + 1) * rows; r++) {
+            vf gh[DMAX / W], xh[DMAX / W], sum = splat(0.0f), dot = splat(0.0f);
+            for (int64_t c = 0; c < nc; c++) {
+                vf gr = load(grad + r * d + c * W);
+                xh[c] = load(xhat + r * d + c * W);
+                gw[c] += gr * xh[c];
+                gb[c] += gr;
+                gh[c] = gr * w[c];
+                sum += gh[c];
+                dot += gh[c] * xh[c];
+            }
+            vf mean = splat(hsum(sum)) * inv_d, proj = splat(hsum(dot)) * inv_d;
+            for (int64_t c = 0; c < nc; c++)
+                store(grad_in + r * d + c * W, splat(rstd[r]) * (gh[c] - mean - xh[c] * proj));
+        }
+        for (int64_t c = 0; c < nc; c++) {
+            store(grad_weight + s * d + c * W, gw[c]);
+            store(grad_bias + s * d + c * W, gb[c]);
+        }
+    }
+    return 0;
+}
