@@ -1,13 +1,14 @@
 """Grid throughput: models trained per second at the grid's spec, one at a time vs seeds batched.
 
-Trains the seeds of one grid cell for a fixed number of steps (no early stop) five ways, all on
-one torch thread: the grid of the previous release (its per-model loop, run from a git worktree
-of ``--baseline-ref``), this package one model at a time, this package with the seeds batched
-into one network, the same with every batch padded to its widest string in a random batch
-(``bucket=False``: the grid's recipe before length bucketing), and the batched network with its
-forward pass compiled by ``torch.compile`` (dynamic shapes; timed after a warm-up that compiles
-it, so the compile time itself is left out). Writes benchmarks/results/grid.json and prints a
-table.
+Trains the seeds of one grid cell for a fixed number of steps (no early stop), all on one
+torch thread: the grid of the previous release (its per-model loop, run from a git worktree of
+``--baseline-ref``), this package one model at a time, and the seeds batched into one network
+three ways: with torch's ops only (``kernels.torch_only``: the batched grid before the C
+kernels), with the C kernels (``dyckbook.kernels``) in float32, and with the kernels and
+bfloat16 matrix products (``TrainConfig.matmul``; the grid's default: bench_recipe.py checks
+that its results stay within the seed spread). Writes benchmarks/results/grid.json and prints a
+table. Tried before and not adopted: ``torch.compile`` of the batched forward (0.73x and 0.80x
+of eager, commit e7852d7); random instead of length-bucketed batches: see bench_recipe.py.
 
     python benchmarks/bench_grid.py [--seeds 10] [--steps 200] [--cells CELL,CELL]
 """
@@ -15,6 +16,7 @@ table.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -26,9 +28,9 @@ from pathlib import Path
 
 import torch
 
-from dyckbook.blocks import init_models
+from dyckbook import kernels
 from dyckbook.grid import Cell, GridSpec
-from dyckbook.model import ClassificationTask, Classifier, seed_for
+from dyckbook.model import ClassificationTask, Classifier
 from dyckbook.protocol import make_splits
 from dyckbook.train import train
 
@@ -38,6 +40,10 @@ import table
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results" / "grid.json"
 PEAK = 160e9  # fp32 matmul peak of one core of the development machine, FLOP/s
+#: the batched network's variants: name -> (torch ops only, TrainConfig.matmul)
+BATCHED = {"seeds batched, torch ops only": (True, "float32"),
+           "seeds batched, C kernels, float32": (False, "float32"),
+           "seeds batched, C kernels, bfloat16 products (grid default)": (False, "bfloat16")}
 
 _OLD = """
 import json, sys, time, torch
@@ -79,69 +85,58 @@ def old_loop(ref: str, cell: str, steps: int, seeds: list[int]) -> dict | None:
     return {"train_seconds": sum(r["train"] for r in rows), "models": len(rows)}
 
 
-def timed_train(config, seeds: list[int], sets: list, **changes) -> tuple[float, float, int]:
-    """(wall seconds, CPU seconds, parameters per model) of one train() call (``changes``:
-    TrainConfig fields to change)."""
+def timed_train(config, seeds: list[int], sets: list, torch_only: bool = False,
+                **changes) -> tuple[float, int]:
+    """(wall seconds, parameters per model) of one train() call (``changes``: TrainConfig
+    fields to change; ``torch_only``: without the C kernels)."""
     model = Classifier(config.model, seeds)
-    wall, cpu = time.perf_counter(), time.process_time()
-    train(model, ClassificationTask(), sets, None, dataclasses.replace(config.train, **changes))
-    return time.perf_counter() - wall, time.process_time() - cpu, model.n_params
-
-
-def timed_compiled(config, seeds: list[int], sets: list) -> tuple[float, float]:
-    """(wall seconds of train(), seconds of the compiling warm-up) with the batched network's
-    forward compiled; the warm-up's weights are then reset to their initial values."""
-    model = Classifier(config.model, seeds)
-    model._run = torch.compile(model._run, dynamic=True)
-    warm = time.perf_counter()
-    train(model, ClassificationTask(), sets, None, dataclasses.replace(config.train, max_steps=20))
-    warm = time.perf_counter() - warm
-    init_models(model, [seed_for(s, "init") for s in seeds])
-    wall = time.perf_counter()
-    train(model, ClassificationTask(), sets, None, config.train)
-    return time.perf_counter() - wall, warm
+    with kernels.torch_only() if torch_only else contextlib.nullcontext():
+        wall = time.perf_counter()
+        train(model, ClassificationTask(), sets, None, dataclasses.replace(config.train, **changes))
+        return time.perf_counter() - wall, model.n_params
 
 
 def measure_cell(cell: str, seeds: list[int], steps: int, baseline_ref: str) -> dict:
-    """Models/s of one cell four ways, and the batched network's fraction of one core's peak."""
+    """Models/s of one cell every way, and the batched network's fraction of one core's peak."""
     spec = GridSpec(max_steps=steps, eval_every=steps, target_accuracy=None)
     config = spec.config(Cell.from_name(cell))
     sets = [make_splits(config.data, s).train for s in seeds]
-    timed_train(config, seeds[:1], sets[:1])  # warm-up: imports, allocator
+    timed_train(config, seeds[:1], sets[:1], max_steps=5)  # warm-up: imports, kernels, allocator
     single = [timed_train(config, [s], [d]) for s, d in zip(seeds, sets)]
-    batched = timed_train(config, seeds, sets)
-    padded = timed_train(config, seeds, sets, bucket=False)
-    compiled, compile_s = timed_compiled(config, seeds, sets)
+    batched = {name: timed_train(config, seeds, sets, plain, matmul=matmul)[0]
+               for name, (plain, matmul) in BATCHED.items()}
     old = old_loop(baseline_ref, cell, steps, seeds)
     tokens = steps * spec.batch_size * (sum(sets[0].lengths) / len(sets[0]) + 2)
-    flops = 6 * single[0][2] * tokens * len(seeds)
+    flops = 6 * single[0][1] * tokens * len(seeds)
     return {"cell": cell, "seeds": len(seeds), "steps": steps, "spec": spec.to_dict(),
+            "kernels": kernels.available(),
             "models_per_s": {
                 "previous release, per-model loop":
                     old["models"] / old["train_seconds"] if old else None,
-                "one model at a time": len(seeds) / sum(w for w, _, _ in single),
-                "seeds batched": len(seeds) / batched[0],
-                "seeds batched, random batches (no bucketing)": len(seeds) / padded[0],
-                "seeds batched, forward compiled": len(seeds) / compiled},
-            "compile_warmup_s": compile_s,
-            "fraction_of_peak_batched": flops / batched[0] / PEAK}
+                "one model at a time": len(seeds) / sum(w for w, _ in single),
+                **{name: len(seeds) / wall for name, wall in batched.items()}},
+            "fraction_of_peak": {name: flops / wall / PEAK for name, wall in batched.items()}}
 
 
 def cell_rows(m: dict) -> list[dict]:
     """The table rows of one measured cell."""
     name = f"grid {m['cell']}, {m['seeds']} seeds x {m['steps']} steps"
-    old, one, batched, padded, compiled = m["models_per_s"].values()
+    rates = m["models_per_s"]
+    old, one = rates["previous release, per-model loop"], rates["one model at a time"]
+    plain, fp32, default = (rates[k] for k in BATCHED)
     return [table.row(name, "models/s, one at a time vs the previous release's loop", one, old),
-            table.row(name, "models/s, seeds batched vs the previous release's loop", batched,
-                      old, target="≥ 3×"),
-            table.row(name, "models/s, seeds batched vs one at a time (this release)", batched,
-                      one),
-            table.row(name, "models/s, seeds batched: length-bucketed vs random batches",
-                      batched, padded),
-            table.row(name, "models/s, seeds batched: torch.compile of the forward vs eager",
-                      compiled, batched),
-            table.row(name, "fraction of one core's fp32 peak (160 GFLOP/s), batched",
-                      m["fraction_of_peak_batched"])]
+            table.row(name, "models/s, grid default (seeds batched, C kernels, bfloat16 "
+                      "products) vs the previous release's loop", default, old, target="≥ 3×"),
+            table.row(name, "models/s, seeds batched, C kernels, float32 vs the previous "
+                      "release's loop", fp32, old),
+            table.row(name, "models/s, seeds batched, torch ops only (the previous batched "
+                      "grid) vs the previous release's loop", plain, old),
+            table.row(name, "models/s, seeds batched: C kernels vs torch ops only (float32)",
+                      fp32, plain),
+            table.row(name, "models/s, seeds batched: bfloat16 vs float32 products", default,
+                      fp32),
+            table.row(name, "fraction of one core's fp32 peak (160 GFLOP/s), grid default",
+                      m["fraction_of_peak"][list(BATCHED)[-1]])]
 
 
 def main() -> None:

@@ -314,8 +314,9 @@ def grid_scope(rows: Sequence[Mapping[str, Any]], spec: Any) -> str:
             f"{sum(r['seeds'] for r in rows)} trained models: d_model {spec.d_model}, "
             f"{spec.n_heads} heads, at most {spec.max_steps} steps of {spec.batch_size} strings "
             f"({'of similar length' if spec.bucket else 'drawn at random'}) "
-            f"from {spec.n_train} training strings, stopped early once a model's hard "
-            f"validation accuracy reaches {pct(spec.target_accuracy)}.")
+            f"from {spec.n_train} training strings, matrix products in {spec.matmul}, stopped "
+            f"early once a model's hard validation accuracy reaches "
+            f"{pct(spec.target_accuracy)}.")
 
 
 def grid_rows(rows: Sequence[Mapping[str, Any]], top: int = 12) -> list[dict[str, Any]]:

@@ -121,6 +121,8 @@ class GridSpec:
     test_sets: tuple[str, ...] = ("hard", "local", "random")  # regimes of the test sets
     batch_size: int = 64  # strings per step and model
     bucket: bool = True  # batch strings of similar length (less padding: ~1.5x faster here)
+    matmul: str = "bfloat16"  # bfloat16 | float32 matrix products (TrainConfig.matmul: ~1.3x a
+    #                           step here, results within the seed spread: bench_recipe.py)
     lr: float = 3e-3  # Adam's peak learning rate
     warmup_steps: int = 100  # linear warm-up
     schedule: str = "cosine"  # then cosine decay to 0 at max_steps
@@ -145,7 +147,8 @@ class GridSpec:
         train = TrainConfig(lr=self.lr, batch_size=self.batch_size, max_steps=self.max_steps,
                             warmup_steps=self.warmup_steps, schedule=self.schedule,
                             grad_clip=self.grad_clip, eval_every=self.eval_every,
-                            target_accuracy=self.target_accuracy, bucket=self.bucket)
+                            target_accuracy=self.target_accuracy, bucket=self.bucket,
+                            matmul=self.matmul)
         return RunConfig(data, model, train, seed)
 
     def to_dict(self) -> dict[str, Any]:

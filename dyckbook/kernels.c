@@ -24,13 +24,32 @@ typedef int32_t vi __attribute__((vector_size(4 * W)));
 INLINE vf splat(float x) { return (vf){x, x, x, x, x, x, x, x}; }
 INLINE vf load(const float *p) { vf v; memcpy(&v, p, sizeof v); return v; }
 INLINE void store(float *p, vf v) { memcpy(p, &v, sizeof v); }
-INLINE float hsum(vf v) { float s = 0; for (int i = 0; i < W; i++) s += v[i]; return s; }
-INLINE float hmax(vf v) {
-    float s = v[0];
-    for (int i = 1; i < W; i++) s = v[i] > s ? v[i] : s;
-    return s;
-}
 INLINE vf pick(vi m, vf a, vf b) { return (vf)(((vi)a & m) | ((vi)b & ~m)); }
+#if defined(__clang__)
+#define SHUFFLE(v, ...) __builtin_shufflevector(v, v, __VA_ARGS__)
+#else
+#define SHUFFLE(v, ...) __builtin_shuffle(v, (vi){__VA_ARGS__})
+#endif
+/* Horizontal sum, max and or, in every lane (three swaps of halves, quarters, neighbours). */
+INLINE vf vsum(vf v) {
+    v += SHUFFLE(v, 4, 5, 6, 7, 0, 1, 2, 3);
+    v += SHUFFLE(v, 2, 3, 0, 1, 6, 7, 4, 5);
+    return v + SHUFFLE(v, 1, 0, 3, 2, 5, 4, 7, 6);
+}
+INLINE vf vmax(vf v) {
+    vf u = SHUFFLE(v, 4, 5, 6, 7, 0, 1, 2, 3);
+    v = pick(u > v, u, v);
+    u = SHUFFLE(v, 2, 3, 0, 1, 6, 7, 4, 5);
+    v = pick(u > v, u, v);
+    u = SHUFFLE(v, 1, 0, 3, 2, 5, 4, 7, 6);
+    return pick(u > v, u, v);
+}
+INLINE vi vor(vi v) {
+    v |= SHUFFLE(v, 4, 5, 6, 7, 0, 1, 2, 3);
+    v |= SHUFFLE(v, 2, 3, 0, 1, 6, 7, 4, 5);
+    return v | SHUFFLE(v, 1, 0, 3, 2, 5, 4, 7, 6);
+}
+INLINE float hsum(vf v) { return vsum(v)[0]; }
 
 /* exp(x) for x <= 0, within about 2 ulp (Cephes' polynomial); below -87 it is about 0. */
 INLINE vf vexp(vf x) {
@@ -48,11 +67,26 @@ INLINE vf vexp(vf x) {
     return y * (vf)bits;
 }
 
+/* x (d floats) times the columns b*W .. b*W+W-1 of a transposed block (d rows of stride tkp):
+   W dot products at once, in four partial sums held in registers. */
+INLINE vf dot_keys(const float *x, const float *col, int64_t tkp, int64_t d) {
+    vf s1 = splat(0.0f), s2 = splat(0.0f), s3 = splat(0.0f), s4 = splat(0.0f);
+    for (int64_t e = 0; e < d; e += 4, col += 4 * tkp) {
+        s1 += splat(x[e]) * load(col);
+        s2 += splat(x[e + 1]) * load(col + tkp);
+        s3 += splat(x[e + 2]) * load(col + 2 * tkp);
+        s4 += splat(x[e + 3]) * load(col + 3 * tkp);
+    }
+    return (s1 + s2) + (s3 + s4);
+}
+
 /* Copy a tk x d block (row stride ks) to out[e * tkp + j], zero-padded to tkp keys. */
 INLINE void transpose(float *out, const float *x, int64_t ks, int64_t tk, int64_t tkp,
                       int64_t d) {
-    for (int64_t j = 0; j < tkp; j++)
-        for (int64_t e = 0; e < d; e++) out[e * tkp + j] = j < tk ? x[j * ks + e] : 0.0f;
+    for (int64_t e = 0; e < d; e++) {
+        for (int64_t j = 0; j < tk; j++) out[e * tkp + j] = x[j * ks + e];
+        for (int64_t j = tk; j < tkp; j++) out[e * tkp + j] = 0.0f;
+    }
 }
 
 /* One (row, head): q (tq x d, row stride qs), k and v (tk x d, stride ks), optional key mask
@@ -83,32 +117,20 @@ INLINE void forward_one(const float *q, int64_t qs, const float *k, const float 
             if (causal) vis[b] &= (lane + (int32_t)(b * W)) <= pos;
             any |= vis[b];
         }
-        int none = 1;
-        for (int l = 0; l < W; l++) none &= any[l] == 0;
+        const int none = vor(any)[0] == 0;
         if (none)
             for (int64_t b = 0; b < nb; b++) vis[b] = (lane + (int32_t)(b * W)) < (int32_t)tk;
         /* keys from `end` on are hidden: their weight is 0 */
         const int64_t end = none ? tk : causal && pos + 1 < last ? pos + 1 : last;
-        vf s[BMAX], s2[BMAX];  /* two partial sums halve the dependency chain */
-        for (int64_t b = 0; b < nb; b++) s[b] = s2[b] = splat(0.0f);
-        for (int64_t e = 0; e < d; e += 2) {
-            vf qe = splat(q[i * qs + e] * scale), qf = splat(q[i * qs + e + 1] * scale);
-            for (int64_t b = 0; b < nb; b++) {
-                s[b] += qe * load(kt + e * tkp + b * W);
-                s2[b] += qf * load(kt + (e + 1) * tkp + b * W);
-            }
-        }
-        vf top = splat(-3.0e38f);
+        vf s[BMAX], top = splat(-3.0e38f);
+        for (int64_t b = 0; b < nb; b++) s[b] = pick(vis[b], dot_keys(q + i * qs, kt + b * W, tkp, d) * splat(scale), splat(-3.0e38f));
+        for (int64_t b = 0; b < nb; b++) top = pick(s[b] > top, s[b], top);
+        vf m = vmax(top), total = splat(0.0f);
         for (int64_t b = 0; b < nb; b++) {
-            s[b] = pick(vis[b], s[b] + s2[b], splat(-3.0e38f));
-            top = pick(s[b] > top, s[b], top);
-        }
-        vf m = splat(hmax(top)), total = splat(0.0f);
-        for (int64_t b = 0; b < nb; b++) {
-            s[b] = pick(vis[b], vexp(s[b] - m), splat(0.0f));
+            s[b] = vor(vis[b])[0] ? pick(vis[b], vexp(s[b] - m), splat(0.0f)) : splat(0.0f);
             total += s[b];
         }
-        vf inv = splat(1.0f / hsum(total));
+        vf inv = splat(1.0f) / vsum(total);
         float w[TMAX];
         for (int64_t b = 0; b < nb; b++) {
             s[b] *= inv;
@@ -140,26 +162,17 @@ INLINE void backward_one(const float *q, int64_t qs, const float *k, const float
     transpose(vt, v, ks, tk, tkp, d);
     for (int64_t i = 0; i < tq; i++) {
         const float *w = p + i * tkp, *keep = drop ? drop + i * tkp : 0;
-        vf dp[BMAX], dp2[BMAX];
-        for (int64_t b = 0; b < nb; b++) dp[b] = dp2[b] = splat(0.0f);
-        for (int64_t e = 0; e < d; e += 2) {
-            vf gz = splat(dz[i * zs + e]), gy = splat(dz[i * zs + e + 1]);
-            for (int64_t b = 0; b < nb; b++) {
-                dp[b] += gz * load(vt + e * tkp + b * W);
-                dp2[b] += gy * load(vt + (e + 1) * tkp + b * W);
-            }
-        }
-        vf dot = splat(0.0f);
+        vf dp[BMAX], dot = splat(0.0f);
         for (int64_t b = 0; b < nb; b++) {
-            dp[b] += dp2[b];
+            dp[b] = dot_keys(dz + i * zs, vt + b * W, tkp, d);
             if (keep) dp[b] *= load(keep + b * W);
             dot += load(w + b * W) * dp[b];
         }
-        vf r = splat(hsum(dot));
+        vf r = vsum(dot);
         for (int64_t b = 0; b < nb; b++) {
             vf wb = load(w + b * W);
             store(g + i * tkp + b * W, wb * (dp[b] - r) * splat(scale));
-            store(a + i * tkp + b * W, keep ? wb * load(keep + b * W) : wb);
+            if (keep) store(a + i * tkp + b * W, wb * load(keep + b * W));
         }
         int64_t end = tk;
         while (end > 0 && w[end - 1] == 0.0f) end--;
@@ -171,13 +184,14 @@ INLINE void backward_one(const float *q, int64_t qs, const float *k, const float
         }
         for (int64_t c = 0; c < nc; c++) store(dq + i * qs + c * W, acc[c]);
     }
+    const float *used = drop ? a : p;  /* the weights that multiplied v */
     for (int64_t j = 0; j < tk; j++) {
         vf ak[DMAX / W], av[DMAX / W];
         for (int64_t c = 0; c < nc; c++) ak[c] = av[c] = splat(0.0f);
         int64_t first = 0;
         while (first < tq && p[first * tkp + j] == 0.0f) first++;
         for (int64_t i = first; i < tq; i++) {
-            vf gij = splat(g[i * tkp + j]), aij = splat(a[i * tkp + j]);
+            vf gij = splat(g[i * tkp + j]), aij = splat(used[i * tkp + j]);
             for (int64_t c = 0; c < nc; c++) {
                 ak[c] += gij * load(q + i * qs + c * W);
                 av[c] += aij * load(dz + i * zs + c * W);

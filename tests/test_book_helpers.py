@@ -159,6 +159,7 @@ def test_grid_scope_states_the_budget_and_the_batching():
     text = book.grid_scope(rows, GridSpec(max_steps=1500))
     assert text == ("This page shows 2 cells x 5 seeds = 10 trained models: d_model 32, 2 heads, "
                     "at most 1500 steps of 64 strings (of similar length) from 8000 training "
-                    "strings, stopped early once a model's hard validation accuracy reaches "
-                    "99.5%.")
-    assert "(drawn at random)" in book.grid_scope(rows, GridSpec(bucket=False))
+                    "strings, matrix products in bfloat16, stopped early once a model's hard "
+                    "validation accuracy reaches 99.5%.")
+    text = book.grid_scope(rows, GridSpec(bucket=False, matmul="float32"))
+    assert "(drawn at random)" in text and "matrix products in float32" in text

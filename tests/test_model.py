@@ -1,6 +1,8 @@
 """Tests for dyckbook.blocks and dyckbook.model: masks, padding, hooks, and S models in one network
 trained together equal S models trained alone."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -228,6 +230,23 @@ def test_batched_training_equals_training_alone(shape):
     assert result.stopped_at[0] in (5, 10) and result.stopped_at[1:] == [None, None]
     assert result.steps == 20 and stops == result.stopped_at
     assert torch.allclose(alone, together, atol=1e-5)
+
+
+def test_batched_training_with_bfloat16_products_equals_training_alone():
+    c = _config(pos_encoding="learned", readout="mean", mask="causal")
+    seeds = [11, 12, 13]
+    tc = TrainConfig(lr=3e-3, batch_size=16, max_steps=15, grad_clip=0.5, matmul="bfloat16")
+    data = [_data(s) for s in seeds]
+    together, alone, _, _ = _batched_and_alone(c, tc, seeds, data, [None] * 3, _data(99, n=8))
+    exact = Classifier(c, seeds)  # the same training with float32 products
+    train(exact, ClassificationTask(), data, None, replace(tc, matmul="float32"))
+    with torch.no_grad():
+        logits = exact(_tokens(_data(99, n=8).strings())[None].expand(3, -1, -1))
+    # a last-bit difference can round a product to a neighbouring bfloat16, so batched and
+    # alone agree to bfloat16's tolerance: far closer than either is to float32 training
+    gap = (logits - together).abs().max()
+    assert 1e-3 < gap < 0.1
+    assert (alone - together).abs().max() < 0.25 * gap
 
 
 def test_batched_training_with_dropout_and_unequal_batch_widths_equals_training_alone():

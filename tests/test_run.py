@@ -47,7 +47,8 @@ OTHER = {
               "norm": "pre", "act_fn": "gelu"},
     "train": {"lr": 2e-2, "batch_size": 16, "epochs": 3, "max_steps": 17, "warmup_steps": 2,
               "schedule": "cosine", "grad_clip": 1.0, "weight_decay": 0.1, "eval_every": 5,
-              "target_accuracy": 0.9, "freeze": ("embed.weight",), "bucket": True},
+              "target_accuracy": 0.9, "freeze": ("embed.weight",), "bucket": True,
+              "matmul": "bfloat16"},
 }
 NOT_IN_NUMBERS = {"thesis_split"}  # its other value needs other test lengths: tested apart
 

@@ -1,6 +1,7 @@
 """Tests for dyckbook.train: the loop's steps, schedule, data order, freezing, stopping, errors."""
 
 import math
+import threading
 from dataclasses import replace
 from itertools import pairwise
 
@@ -8,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from dyckbook import blocks
 from dyckbook import negatives as N
 from dyckbook.dataset import Dataset
 from dyckbook.evaluate import predict
@@ -184,6 +186,7 @@ def test_a_stopped_model_reports_none_while_the_others_train_on():
     ({"weight_decay": -0.1}, "TrainConfig.weight_decay must be >= 0, got -0.1"),
     ({"target_accuracy": 1.5}, "TrainConfig.target_accuracy must be in \\(0, 1\\], got 1.5"),
     ({"bucket": "yes"}, "TrainConfig.bucket must be True or False, got 'yes'"),
+    ({"matmul": "float16"}, "TrainConfig.matmul must be one of .*'float16'"),
 ])
 def test_train_config_errors(changes, message):
     with pytest.raises(ValueError, match=message):
@@ -212,3 +215,52 @@ def test_train_errors():
     with pytest.raises(ValueError, match="unknown parameter 'embed.bias'"):
         train(Classifier(CONFIG, [0]), task, [a], None,
               TrainConfig(max_steps=1, freeze=("embed.bias",)))
+
+
+def test_bfloat16_products_round_inputs_and_outputs_and_stay_in_their_thread():
+    torch.manual_seed(0)
+    bias, x, w = torch.randn(2, 1, 8), torch.randn(2, 5, 16), torch.randn(2, 16, 8)
+    exact = torch.baddbmm(bias, x, w)
+    rounded = torch.baddbmm(bias.bfloat16(), x.bfloat16(), w.bfloat16()).float()
+    assert blocks.MATMUL.get() == "float32" and torch.equal(blocks.affine(bias, x, w), exact)
+    seen = {}
+
+    def other_thread():  # another thread keeps float32 while this one computes in bfloat16
+        seen["other"] = blocks.affine(bias, x, w)
+
+    token = blocks.MATMUL.set("bfloat16")
+    try:
+        thread = threading.Thread(target=other_thread)
+        thread.start()
+        thread.join()
+        assert torch.equal(blocks.affine(bias, x, w), rounded)
+        assert not torch.allclose(rounded, exact, atol=1e-3)
+        assert torch.allclose(rounded, exact, rtol=0.02, atol=0.05)
+        x.requires_grad_(True)
+        w.requires_grad_(True)
+        grad = torch.randn(2, 5, 8)
+        gx, gw = torch.autograd.grad(blocks.affine(bias, x, w), (x, w), grad)
+        assert torch.equal(gx, torch.bmm(grad.bfloat16(), w.bfloat16().transpose(1, 2)).float())
+        assert torch.equal(gw, torch.bmm(x.bfloat16().transpose(1, 2), grad.bfloat16()).float())
+    finally:
+        blocks.MATMUL.reset(token)
+    assert torch.equal(seen["other"], exact.detach())
+    # train sets it for its own products only, and leaves it as it found it
+    model = Classifier(CONFIG, [0])
+    calls = []
+    original = blocks.affine
+
+    def spy(*args):
+        calls.append(blocks.MATMUL.get())
+        return original(*args)
+
+    blocks.affine, before = spy, blocks.affine
+    try:
+        train(model, ClassificationTask(), [_data(0)], None,
+              TrainConfig(max_steps=2, matmul="bfloat16"))
+        during, calls = set(calls), []
+        model(torch.tensor([[0, 3, 4, 2]]))
+    finally:
+        blocks.affine = before
+    assert during == {"bfloat16"} and set(calls) == {"float32"}
+    assert blocks.MATMUL.get() == "float32"
