@@ -486,7 +486,7 @@ def cross_attention_example(model: nn.Module, data: Any, row: int
 
     one = data.subset([row])
     task = CompletionTask()
-    batch = task.batch([task.tensors(one, int(one.lengths[0]))], [torch.arange(1)])
+    batch = task.batch(task.tensors(one, int(one.lengths[0])), torch.arange(1)[None])
     with torch.inference_mode():
         _, cache = model.run_with_cache(batch["source"][0], batch["target"][0],
                                         lambda name: "cross_attn.hook_pattern" in name)

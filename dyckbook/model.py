@@ -218,13 +218,11 @@ class ClassificationTask:
                 "labels": torch.from_numpy(dataset.labels.astype(np.int64)),
                 "lengths": torch.from_numpy(dataset.lengths)}
 
-    def batch(self, data: Sequence[dict[str, torch.Tensor]],
-              rows: Sequence[torch.Tensor]) -> dict[str, torch.Tensor]:
-        """The rows of every model's data, stacked: tokens (S, batch, pos), labels (S, batch);
-        pos fits the longest selected string."""
-        pos = max(int(d["lengths"][r].max()) for d, r in zip(data, rows)) + 2
-        return {"tokens": torch.stack([d["tokens"][r, :pos] for d, r in zip(data, rows)]),
-                "labels": torch.stack([d["labels"][r] for d, r in zip(data, rows)])}
+    def batch(self, data: dict[str, torch.Tensor], rows: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The ``rows`` (S, batch) of ``data`` (every model's :meth:`tensors`, concatenated):
+        tokens (S, batch, pos), labels (S, batch); pos fits the longest selected string."""
+        pos = int(data["lengths"][rows].max()) + 2
+        return {"tokens": data["tokens"][rows, :pos], "labels": data["labels"][rows]}
 
     def loss(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """(S,) mean cross-entropy of every model on its own rows."""

@@ -415,14 +415,13 @@ class CompletionTask:
                 "labels": labels, "lengths": torch.from_numpy(data.lengths),
                 "target_lengths": torch.from_numpy(lengths)}
 
-    def batch(self, data: Sequence[dict[str, torch.Tensor]],
-              rows: Sequence[torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Every model's rows stacked: (S, batch, pos), pos fitting the longest selected row."""
-        src = max(int(d["lengths"][r].max()) for d, r in zip(data, rows)) + 2
-        tgt = max(int(d["target_lengths"][r].max()) for d, r in zip(data, rows)) + 1
-        return {"source": torch.stack([d["source"][r, :src] for d, r in zip(data, rows)]),
-                **{key: torch.stack([d[key][r, :tgt] for d, r in zip(data, rows)])
-                   for key in ("target", "labels")}}
+    def batch(self, data: dict[str, torch.Tensor], rows: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The ``rows`` (S, batch) of ``data`` (every model's :meth:`tensors`, concatenated):
+        (S, batch, pos), pos fitting the longest selected row."""
+        src = int(data["lengths"][rows].max()) + 2
+        tgt = int(data["target_lengths"][rows].max()) + 1
+        return {"source": data["source"][rows, :src], "target": data["target"][rows, :tgt],
+                "labels": data["labels"][rows, :tgt]}
 
     def loss(self, model: _Model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """(S,) mean cross-entropy per target token of every model on its own rows."""
@@ -472,7 +471,7 @@ def evaluate_completions(model: _Model, data: CompletionSet, batch_size: int = 5
     for start in range(0, len(data), batch_size):
         rows = np.arange(start, min(start + batch_size, len(data)))
         part = task.tensors(data.subset(rows), width)
-        batch = task.batch([part], [torch.arange(rows.size)])
+        batch = task.batch(part, torch.arange(rows.size)[None])
         labels = batch["labels"][0]  # (batch, pos)
         out = greedy_decode(model, batch["source"][0], labels.shape[1])
         out = F.pad(out, (0, labels.shape[1] - out.shape[1]), value=SEQ_PAD)

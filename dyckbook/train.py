@@ -92,12 +92,16 @@ def _check_int(name: str, value: Any, low: int) -> None:
 
 
 class Task(Protocol):
-    """What a model learns: how datasets become tensors, the loss, and what counts as correct."""
+    """What a model learns: how datasets become tensors, the loss, and what counts as correct.
+
+    ``batch(data, rows)`` takes ``tensors`` of every model's set concatenated along the first
+    dimension and ``rows`` (models, batch), the rows of ``data`` in each model's batch.
+    """
 
     def tensors(self, dataset: Dataset, width: int) -> dict[str, torch.Tensor]: ...
 
-    def batch(self, data: Sequence[dict[str, torch.Tensor]],
-              rows: Sequence[torch.Tensor]) -> dict[str, torch.Tensor]: ...
+    def batch(self, data: dict[str, torch.Tensor], rows: torch.Tensor
+              ) -> dict[str, torch.Tensor]: ...
 
     def loss(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor: ...
 
@@ -189,36 +193,37 @@ _MALLOC = {"tuned": False}
 
 
 def _clip(params: list[nn.Parameter], max_norm: float, n_models: int) -> None:
-    """Scale each model's gradient to norm at most ``max_norm`` (torch's rule, per model)."""
-    if n_models == 1:
-        nn.utils.clip_grad_norm_(params, max_norm)
-        return
+    """Scale each model's gradient to norm at most ``max_norm`` (torch's rule, per model; the
+    same arithmetic for a model alone as for it among others). A network without a model
+    dimension has ``n_models`` 1."""
     grads = [p.grad for p in params if p.grad is not None]
-    norms = torch.stack([torch.linalg.vector_norm(g.flatten(1), dim=1) for g in grads])
-    norm = torch.linalg.vector_norm(norms, dim=0)  # (S,), as torch's norm of per-tensor norms
-    scale = (max_norm / (norm + 1e-6)).clamp(max=1.0)
-    for g in grads:
-        g.mul_(scale.view(-1, *(1,) * (g.dim() - 1)))
+    norm = torch.linalg.vector_norm(torch.cat([g.reshape(n_models, -1) for g in grads], 1), dim=1)
+    scale = (max_norm / (norm + 1e-6)).clamp(max=1.0)  # (S,)
+    torch._foreach_mul_(grads, [scale.view(-1, *(1,) * (g.dim() - 1)) for g in grads])
 
 
-def _accuracy(model: nn.Module, task: Task, data: list[dict[str, torch.Tensor]],
-              chunk: int = 1024) -> list[float]:
-    """Accuracy of every model on its own set (eval mode); NaN for an empty set."""
-    sizes = [len(d["labels"]) for d in data]
-    hits = torch.zeros(len(data))
+def _concat(parts: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """Every model's tensors, one after another along the first dimension."""
+    return {key: torch.cat([p[key] for p in parts]) for key in parts[0]}
+
+
+def _accuracy(model: nn.Module, task: Task, data: dict[str, torch.Tensor],
+              sizes: Sequence[int], models: Sequence[int], chunk: int = 1024) -> list[float]:
+    """Accuracy of the network's models (eval mode), which are the ``models`` of ``data``:
+    model s's set is the ``sizes[s]`` rows of ``data`` after those of the models before it."""
+    first = torch.tensor([0, *sizes]).cumsum(0)[list(models), None]  # (network's models, 1)
+    sizes = [sizes[s] for s in models]
+    last = first + torch.tensor(sizes)[:, None] - 1
+    hits = torch.zeros(len(sizes))
     was = model.training
     model.eval()
     with torch.inference_mode():
         for start in range(0, max(sizes), chunk):
-            real = [torch.arange(start, max(start, min(start + chunk, n))) for n in sizes]
-            width = max(r.numel() for r in real)
-            # models with fewer rows left score repeats of row 0 that are not counted
-            rows = [torch.cat([r, torch.zeros(width - r.numel(), dtype=torch.long)]) for r in real]
-            ok = task.correct(model, task.batch(data, rows))  # (S, batch)
-            for s, r in enumerate(real):
-                hits[s] += ok[s, : r.numel()].sum()
+            at = first + torch.arange(start, min(start + chunk, max(sizes)))  # (S, batch)
+            ok = task.correct(model, task.batch(data, torch.minimum(at, last)))  # (S, batch)
+            hits += (ok & (at <= last)).sum(1)  # models with fewer rows repeat their last
     model.train(was)
-    return [float(h) / n if n else math.nan for h, n in zip(hits, sizes)]
+    return [float(h) / n for h, n in zip(hits, sizes)]
 
 
 def train(model: nn.Module, task: Task, train_sets: Sequence[Dataset],
@@ -267,8 +272,9 @@ def train(model: nn.Module, task: Task, train_sets: Sequence[Dataset],
         raise ValueError("val_sets must be None or hold a non-empty dataset for every model")
     sets = list(train_sets) + list(val_sets or [])
     width = max(int(ds.lengths.max(initial=0)) for ds in sets)
-    data = [task.tensors(ds, width) for ds in train_sets]
-    val = [task.tensors(ds, width) for ds in val_sets] if val_sets is not None else None
+    data = _concat([task.tensors(ds, width) for ds in train_sets])  # model s: rows s n ..
+    val = None if val_sets is None else _concat([task.tensors(ds, width) for ds in val_sets])
+    val_rows = None if val_sets is None else [len(ds) for ds in val_sets]
     per_epoch = math.ceil(n / config.batch_size)
     total = config.max_steps or config.epochs * per_epoch
     eval_every = config.eval_every or per_epoch
@@ -291,17 +297,19 @@ def train(model: nn.Module, task: Task, train_sets: Sequence[Dataset],
 
         bar = tqdm(total=total, desc="training", unit="step", leave=False)
     model.train()
-    perms: dict[int, torch.Tensor] = {}
+    orders_now = torch.empty(0, n, dtype=torch.long)  # this epoch's rows of the active models
     step = 0
     with _matmul_precision(config.matmul):
         while step < total and active:
             if step % per_epoch == 0:
-                perms = {s: _epoch_order(n, orders[s], data[s]["lengths"], config,
-                                         step // per_epoch) for s in active}
+                orders_now = torch.stack([
+                    s * n + _epoch_order(n, orders[s], data["lengths"][s * n:(s + 1) * n],
+                                         config, step // per_epoch) for s in active])
             i = step % per_epoch
-            rows = [perms[s][i * config.batch_size:(i + 1) * config.batch_size] for s in active]
-            loss = task.loss(model, task.batch([data[s] for s in active], rows))  # (active,)
-            optimizer.zero_grad(set_to_none=True)
+            rows = orders_now[:, i * config.batch_size:(i + 1) * config.batch_size]
+            loss = task.loss(model, task.batch(data, rows))  # (active,)
+            for p in params:  # optimizer.zero_grad(set_to_none=True), without its overhead
+                p.grad = None
             loss.sum().backward()
             # drop the graph: its gradient accumulators would keep the shapes of a network that
             # _keep_models shrinks before the next step
@@ -323,7 +331,7 @@ def train(model: nn.Module, task: Task, train_sets: Sequence[Dataset],
             losses.zero_()
             counted = 0
             if val is not None:
-                accuracy = _accuracy(model, task, [val[s] for s in active])
+                accuracy = _accuracy(model, task, val, val_rows, active)
                 record["val_accuracy"] = [accuracy[active.index(s)] if s in active else None
                                           for s in range(n_models)]
                 done = [s for s, acc in zip(active, accuracy)
@@ -334,6 +342,7 @@ def train(model: nn.Module, task: Task, train_sets: Sequence[Dataset],
                 if done and len(done) < len(active):  # train on without the models that stopped
                     keep = [j for j, s in enumerate(active) if s not in done]
                     _keep_models(model, optimizer, keep)
+                    orders_now = orders_now[keep]
                 active = [s for s in active if s not in done]
             record["seconds"] = time.perf_counter() - start
             history.append(record)

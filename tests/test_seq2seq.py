@@ -37,7 +37,7 @@ def data():
 
 def batch_of(data, rows=16):
     task = CompletionTask()
-    return task.batch([task.tensors(data.val, 24)], [torch.arange(rows)])
+    return task.batch(task.tensors(data.val, 24), torch.arange(rows)[None])
 
 
 @pytest.mark.parametrize("kw", VARIANTS)
@@ -137,7 +137,7 @@ def test_tiny_seed_model_learns_dyck1_completion():
     # teacher-forced "correct" is greedy exact match, row by row
     task = CompletionTask()
     test = sp.tests["in_distribution"]
-    batch = task.batch([task.tensors(test, 12)], [torch.arange(len(test))])
+    batch = task.batch(task.tensors(test, 12), torch.arange(len(test))[None])
     with torch.no_grad():
         correct = task.correct(model, batch)[0]
     assert int(correct.sum()) == score.correct
