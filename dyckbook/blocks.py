@@ -96,30 +96,35 @@ class Stacked(nn.Module):
 
 
 class _BFloat16Product(torch.autograd.Function):
-    """``bias + x @ weight`` (batched) with bfloat16 inputs and float32 sums; the gradients'
-    products the same way (about 2x float32's speed on CPUs with AVX512-BF16)."""
+    """``bias + x @ weight`` (batched) with bfloat16 inputs and float32 sums, its output in
+    float32 (or left in bfloat16 for a consumer that reads it, ``out``); the gradients'
+    products the same way, x's in x's type (about 2x float32's speed with AVX512-BF16)."""
 
     @staticmethod
-    def forward(ctx, bias: torch.Tensor, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    def forward(ctx, bias, x, weight, out: torch.dtype):
         xb, wb = x.bfloat16(), weight.bfloat16()
         ctx.save_for_backward(xb, wb)
-        return torch.baddbmm(bias.bfloat16(), xb, wb).float()
+        ctx.x_dtype = x.dtype
+        return torch.baddbmm(bias.bfloat16(), xb, wb).to(out)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
         xb, wb = ctx.saved_tensors
         gb = grad.bfloat16()
-        grad_x = torch.bmm(gb, wb.transpose(1, 2)).float() if ctx.needs_input_grad[1] else None
-        grad_w = torch.bmm(xb.transpose(1, 2), gb).float() if ctx.needs_input_grad[2] else None
-        grad_bias = grad.sum(1, keepdim=True) if ctx.needs_input_grad[0] else None
-        return grad_bias, grad_x, grad_w
+        need = ctx.needs_input_grad
+        grad_x = torch.bmm(gb, wb.transpose(1, 2)).to(ctx.x_dtype) if need[1] else None
+        grad_w = torch.bmm(xb.transpose(1, 2), gb).float() if need[2] else None
+        grad_bias = grad.sum(1, keepdim=True, dtype=torch.float32) if need[0] else None
+        return grad_bias, grad_x, grad_w, None
 
 
-def affine(bias: torch.Tensor, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+def affine(bias: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
+           out: torch.dtype = torch.float32) -> torch.Tensor:
     """``bias + x @ weight`` for (S, rows, d_in) x (S, d_in, d_out), in :data:`MATMUL`'s
-    precision."""
+    precision; ``out`` bfloat16 leaves a bfloat16 product's output in bfloat16 (float32
+    products ignore it)."""
     if MATMUL.get() == "bfloat16":
-        return _BFloat16Product.apply(bias, x, weight)
+        return _BFloat16Product.apply(bias, x, weight, out)
     return torch.baddbmm(bias, x, weight)
 
 
@@ -306,15 +311,17 @@ class Attention(nn.Module):
         self.qkv = Linear(n_models, d_model, 3 * d_model)
         self.out = Linear(n_models, d_model, d_model)
 
-    def _q_kv(self, queries: torch.Tensor, keys: torch.Tensor | None):
+    def _q_kv(self, queries: torch.Tensor, keys: torch.Tensor | None,
+              out: torch.dtype = torch.float32):
         """Queries (rows, q_pos, d) of ``queries`` (S, batch, q_pos, d) and keys and values
         (rows, k_pos, 2 d) of ``keys`` (None: not computed), rows = S * batch."""
         d, rows = queries.shape[-1], queries.shape[0] * queries.shape[1]
         w, b = self.qkv.weight, self.qkv.bias
-        q = affine(b[..., :d], queries.flatten(1, -2), w[..., :d]).view(rows, -1, d)
+        q = affine(b[..., :d], queries.flatten(1, -2), w[..., :d], out).view(rows, -1, d)
         if keys is None:
             return q, None
-        return q, affine(b[..., d:], keys.flatten(1, -2), w[..., d:]).view(rows, -1, 2 * d)
+        kv = affine(b[..., d:], keys.flatten(1, -2), w[..., d:], out)
+        return q, kv.view(rows, -1, 2 * d)
 
     def _project(self, x: torch.Tensor, memory: torch.Tensor | None, cache: dict | None,
                  x_q: torch.Tensor | None):
@@ -349,10 +356,12 @@ class Attention(nn.Module):
         mask = _key_mask(mask, n * batch, keys.shape[2])
         if mask is False or not kernels.available():
             return None
+        out = torch.bfloat16  # a bfloat16 product's output goes to the kernel as it is
         if memory is None and x_q is None:
-            q, kv = self.qkv(x).view(n * batch, n_pos, 3 * d), None
+            q = affine(self.qkv.bias, x.reshape(n, -1, d), self.qkv.weight, out)
+            q, kv = q.view(n * batch, n_pos, 3 * d), None
         else:
-            q, kv = self._q_kv(x if x_q is None else x_q, keys)
+            q, kv = self._q_kv(x if x_q is None else x_q, keys, out)
         drop = None
         if self.training and self.p_drop > 0:  # the explicit path's masks, as multipliers
             full = (None if self.n_positions is None

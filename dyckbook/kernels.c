@@ -4,9 +4,10 @@
  * through ctypes; dyckbook.blocks falls back to torch where it is not available. At the grid's
  * size (rows of 6-22 tokens, heads of 16) torch spends most of an attention layer in per-call
  * overhead of its flash kernel and small matrix products; here one pass over each (row, head)
- * does the work in registers. Vectors are GCC/Clang vector extensions (8 floats), so the same
- * source builds for AVX2, AVX-512 or NEON. Every function returns 0, or -1 for shapes it does
- * not handle (the caller then uses torch).
+ * does the work in registers. Attention reads and writes float32 or bfloat16 (the arithmetic is
+ * float32's). Vectors are GCC/Clang vector extensions (8 floats), so the same source builds for
+ * AVX2, AVX-512 or NEON. Every function returns 0, or -1 for shapes it does not handle (the
+ * caller then uses torch).
  */
 #include <math.h>
 #include <stdint.h>
@@ -123,8 +124,11 @@ INLINE void forward_one(const float *q, int64_t qs, const float *k, const float 
         /* keys from `end` on are hidden: their weight is 0 */
         const int64_t end = none ? tk : causal && pos + 1 < last ? pos + 1 : last;
         vf s[BMAX], top = splat(-3.0e38f);
-        for (int64_t b = 0; b < nb; b++) s[b] = pick(vis[b], dot_keys(q + i * qs, kt + b * W, tkp, d) * splat(scale), splat(-3.0e38f));
-        for (int64_t b = 0; b < nb; b++) top = pick(s[b] > top, s[b], top);
+        for (int64_t b = 0; b < nb; b++) {
+            s[b] = pick(vis[b], dot_keys(q + i * qs, kt + b * W, tkp, d) * splat(scale),
+                        splat(-3.0e38f));
+            top = pick(s[b] > top, s[b], top);
+        }
         vf m = vmax(top), total = splat(0.0f);
         for (int64_t b = 0; b < nb; b++) {
             s[b] = vor(vis[b])[0] ? pick(vis[b], vexp(s[b] - m), splat(0.0f)) : splat(0.0f);
@@ -219,52 +223,108 @@ static int unsupported(int64_t tq, int64_t tk, int64_t d_head) {
            d_head > DMAX;
 }
 
+/* bfloat16 <-> float: the high half of the float's bits, rounded to nearest even. */
+INLINE float from_bf16(uint16_t h) {
+    union { uint32_t u; float f; } x = {(uint32_t)h << 16};
+    return x.f;
+}
+INLINE uint16_t to_bf16(float f) {
+    union { float f; uint32_t u; } x = {f};
+    if (f != f) return 0x7FC0;  /* NaN stays NaN */
+    return (uint16_t)((x.u + 0x7FFF + ((x.u >> 16) & 1)) >> 16);
+}
+
+/* n rows of d elements (row stride `stride`) of a float or bfloat16 tensor -> floats (stride d),
+   and back. */
+INLINE void gather(float *out, const void *x, int64_t stride, int64_t n, int64_t d) {
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t e = 0; e < d; e++)
+            out[i * d + e] = from_bf16(((const uint16_t *)x)[i * stride + e]);
+}
+INLINE void scatter(void *out, int64_t stride, const float *x, int64_t n, int64_t d) {
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t e = 0; e < d; e++) ((uint16_t *)out)[i * stride + e] = to_bf16(x[i * d + e]);
+}
+
+/* Element `at` of a float (bf16 = 0) or bfloat16 (bf16 = 1) array, as a byte address. */
+#define AT(x, at) ((char *)(x) + (at) * (bf16 ? 2 : 4))
+
 /* Attention of n rows of h heads. Element (row r, position i, head h, dim e) of q is at
  * q[(r * tq + i) * q_row + h * d_head + e]; k and v likewise with tk and kv_row; z is
- * (n, tq, heads * d_head); p (NULL: not kept) and drop (optional) are (n, heads, tq, tkp), tkp
+ * (n, tq, heads * d_head); q, k, v and z are float, or bfloat16 if bf16 (the arithmetic is in
+ * float either way). p (NULL: not kept) and drop (optional) are float (n, heads, tq, tkp), tkp
  * being tk rounded up to a multiple of 8 (keys from tk on have probability 0); mask (optional)
  * is (n, tk); qpos (optional) is (n,), the position of each row's one query. */
-int attention_forward(const float *q, int64_t q_row, const float *k, const float *v,
+int attention_forward(const void *q, int64_t q_row, const void *k, const void *v,
                       int64_t kv_row, const uint8_t *mask, const int64_t *qpos, int causal,
-                      const float *drop, float *z, float *p, int64_t n, int64_t tq, int64_t tk,
-                      int64_t heads, int64_t d_head, float scale) {
+                      const float *drop, void *z, float *p, int64_t n, int64_t tq, int64_t tk,
+                      int64_t heads, int64_t d_head, float scale, int bf16) {
     if (unsupported(tq, tk, d_head)) return -1;
     const int64_t width = heads * d_head, nc = d_head / W, tkp = (tk + W - 1) / W * W;
-    float *kt = malloc(sizeof(float) * d_head * tkp);
+    const int64_t d = d_head;
+    float *kt = malloc(sizeof(float) * (d * tkp + (bf16 ? (2 * tq + 2 * tk) * d : 0)));
     if (!kt) return -1;
+    float *qb = kt + d * tkp, *zb = qb + tq * d, *kb = zb + tq * d, *vb = kb + tk * d;
     for (int64_t r = 0; r < n; r++)
         for (int64_t h = 0; h < heads; h++) {
-            const int64_t ph = (r * heads + h) * tq * tkp;
+            const int64_t ph = (r * heads + h) * tq * tkp, qo = r * tq * q_row + h * d;
+            const int64_t ko = r * tk * kv_row + h * d, zo = r * tq * width + h * d;
+            if (bf16) {  /* this row and head as floats, then as in float */
+                gather(qb, AT(q, qo), q_row, tq, d);
+                gather(kb, AT(k, ko), kv_row, tk, d);
+                gather(vb, AT(v, ko), kv_row, tk, d);
+            }
 #define FORWARD(NC)                                                                           \
-    forward_one(q + r * tq * q_row + h * d_head, q_row, k + r * tk * kv_row + h * d_head,     \
-                v + r * tk * kv_row + h * d_head, kv_row, mask ? mask + r * tk : 0,           \
-                qpos ? qpos + r : 0, causal, drop ? drop + ph : 0,                            \
-                z + r * tq * width + h * d_head, width, p ? p + ph : 0, tq, tk, NC, scale, kt)
+    forward_one(bf16 ? qb : (const float *)q + qo, bf16 ? d : q_row,                          \
+                bf16 ? kb : (const float *)k + ko, bf16 ? vb : (const float *)v + ko,         \
+                bf16 ? d : kv_row, mask ? mask + r * tk : 0, qpos ? qpos + r : 0, causal,     \
+                drop ? drop + ph : 0, bf16 ? zb : (float *)z + zo, bf16 ? d : width,          \
+                p ? p + ph : 0, tq, tk, NC, scale, kt)
             BY_WIDTH(FORWARD)
+            if (bf16) scatter(AT(z, zo), width, zb, tq, d);
         }
     free(kt);
     return 0;
 }
 
-/* dq, dk, dv have the layouts of q, k, v (they may be views of one tensor, as q, k, v are). */
-int attention_backward(const float *q, int64_t q_row, const float *k, const float *v,
-                       int64_t kv_row, const float *p, const float *drop, const float *dz,
-                       float *dq, float *dk, float *dv, int64_t n, int64_t tq, int64_t tk,
-                       int64_t heads, int64_t d_head, float scale) {
+/* dq, dk, dv have the layouts and type of q, k, v (they may be views of one tensor, as q, k, v
+ * are); dz that of z. */
+int attention_backward(const void *q, int64_t q_row, const void *k, const void *v,
+                       int64_t kv_row, const float *p, const float *drop, const void *dz,
+                       void *dq, void *dk, void *dv, int64_t n, int64_t tq, int64_t tk,
+                       int64_t heads, int64_t d_head, float scale, int bf16) {
     if (unsupported(tq, tk, d_head)) return -1;
     const int64_t width = heads * d_head, nc = d_head / W, tkp = (tk + W - 1) / W * W;
-    float *vt = malloc(sizeof(float) * (d_head * tkp + 2 * tq * tkp));
+    const int64_t d = d_head;
+    float *vt = malloc(sizeof(float) * (d * tkp + 2 * tq * tkp
+                                        + (bf16 ? (4 * tq + 4 * tk) * d : 0)));
     if (!vt) return -1;
-    float *g = vt + d_head * tkp, *a = g + tq * tkp;
+    float *g = vt + d * tkp, *a = g + tq * tkp;
+    float *qb = a + tq * tkp, *dzb = qb + tq * d, *dqb = dzb + tq * d, *kb = dqb + tq * d;
+    float *vb = kb + tk * d, *dkb = vb + tk * d, *dvb = dkb + tk * d;
     for (int64_t r = 0; r < n; r++)
         for (int64_t h = 0; h < heads; h++) {
-            const int64_t qo = r * tq * q_row + h * d_head, ko = r * tk * kv_row + h * d_head;
-            const int64_t ph = (r * heads + h) * tq * tkp;
+            const int64_t qo = r * tq * q_row + h * d, ko = r * tk * kv_row + h * d;
+            const int64_t ph = (r * heads + h) * tq * tkp, zo = r * tq * width + h * d;
+            if (bf16) {
+                gather(qb, AT(q, qo), q_row, tq, d);
+                gather(kb, AT(k, ko), kv_row, tk, d);
+                gather(vb, AT(v, ko), kv_row, tk, d);
+                gather(dzb, AT(dz, zo), width, tq, d);
+            }
 #define BACKWARD(NC)                                                                          \
-    backward_one(q + qo, q_row, k + ko, v + ko, kv_row, p + ph, drop ? drop + ph : 0,         \
-                 dz + r * tq * width + h * d_head, width, dq + qo, dk + ko, dv + ko, tq, tk,  \
-                 NC, scale, vt, g, a)
+    backward_one(bf16 ? qb : (const float *)q + qo, bf16 ? d : q_row,                         \
+                 bf16 ? kb : (const float *)k + ko, bf16 ? vb : (const float *)v + ko,        \
+                 bf16 ? d : kv_row, p + ph, drop ? drop + ph : 0,                             \
+                 bf16 ? dzb : (const float *)dz + zo, bf16 ? d : width,                       \
+                 bf16 ? dqb : (float *)dq + qo, bf16 ? dkb : (float *)dk + ko,                \
+                 bf16 ? dvb : (float *)dv + ko, tq, tk, NC, scale, vt, g, a)
             BY_WIDTH(BACKWARD)
+            if (bf16) {
+                scatter(AT(dq, qo), q_row, dqb, tq, d);
+                scatter(AT(dk, ko), kv_row, dkb, tk, d);
+                scatter(AT(dv, ko), kv_row, dvb, tk, d);
+            }
         }
     free(vt);
     return 0;

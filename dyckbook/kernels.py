@@ -97,10 +97,11 @@ def _load():
                 lib = None
             else:
                 p, i, f = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
-                lib.attention_forward.argtypes = [p, i, p, p, i, p, p, ctypes.c_int, p, p, p,
-                                                  i, i, i, i, i, f]
+                flag = ctypes.c_int
+                lib.attention_forward.argtypes = [p, i, p, p, i, p, p, flag, p, p, p, i, i, i, i,
+                                                  i, f, flag]
                 lib.attention_backward.argtypes = [p, i, p, p, i, p, p, p, p, p, p, i, i, i, i,
-                                                   i, f]
+                                                   i, f, flag]
                 lib.layer_norm_forward.argtypes = [p, p, p, p, p, p, p, i, i, i, f]
                 lib.layer_norm_backward.argtypes = [p, p, p, p, p, p, p, i, i, i]
             _state["lib"], _state["tried"] = lib, True
@@ -155,11 +156,12 @@ class _Attention(torch.autograd.Function):
         k_src, k_at = (q, d) if kv is None else (kv, 0)
         tk, kv_row = k_src.shape[1], k_src.shape[2]
         z = q.new_empty(rows, tq, d)
-        p = q.new_empty(rows, heads, tq, _padded(tk)) if keep else None
+        p = q.new_empty(rows, heads, tq, _padded(tk), dtype=torch.float32) if keep else None
         _check(_state["lib"].attention_forward(
             _ptr(q), q.shape[2], _ptr(k_src, k_at), _ptr(k_src, k_at + d), kv_row, _ptr(mask),
             _ptr(qpos), int(causal), _ptr(drop), _ptr(z), _ptr(p), rows, tq, tk, heads,
-            d // heads, 1.0 / math.sqrt(d // heads)), "attention_forward")
+            d // heads, 1.0 / math.sqrt(d // heads), int(q.dtype == torch.bfloat16)),
+            "attention_forward")
         ctx.heads, ctx.fused = heads, kv is None
         ctx.save_for_backward(q, kv, p, drop)
         return z
@@ -174,9 +176,9 @@ class _Attention(torch.autograd.Function):
         dk_src = dq if ctx.fused else torch.empty_like(kv)
         _check(_state["lib"].attention_backward(
             _ptr(q), q.shape[2], _ptr(k_src, k_at), _ptr(k_src, k_at + d), k_src.shape[2],
-            _ptr(p), _ptr(drop), _ptr(dz.contiguous()), _ptr(dq), _ptr(dk_src, k_at),
+            _ptr(p), _ptr(drop), _ptr(dz.to(q.dtype).contiguous()), _ptr(dq), _ptr(dk_src, k_at),
             _ptr(dk_src, k_at + d), rows, tq, k_src.shape[1], heads, d // heads,
-            1.0 / math.sqrt(d // heads)), "attention_backward")
+            1.0 / math.sqrt(d // heads), int(q.dtype == torch.bfloat16)), "attention_backward")
         return dq, None if ctx.fused else dk_src, None, None, None, None, None, None
 
 
@@ -187,7 +189,7 @@ def attention(q: torch.Tensor, kv: torch.Tensor | None, n_heads: int,
     """Multi-head attention in row layout, or None where the kernels do not apply.
 
     Args:
-        q: float32 (rows, pos, 3 d_model), the fused queries, keys and values of
+        q: float32 or bfloat16 (rows, pos, 3 d_model), the fused queries, keys and values of
             self-attention, when ``kv`` is None; else the queries (rows, q_pos, d_model).
         kv: keys and values (rows, k_pos, 2 d_model), or None.
         n_heads: heads; head h owns columns [h d_head, (h + 1) d_head) of each part.
@@ -197,11 +199,13 @@ def attention(q: torch.Tensor, kv: torch.Tensor | None, n_heads: int,
         drop: dropout multipliers (rows, head, q_pos, k_pos) on the probabilities, or None.
 
     Returns:
-        (rows, q_pos, d_model); a query that sees no key sees every key, as in ``blocks``.
+        (rows, q_pos, d_model) of q's type; a query that sees no key sees every key, as in
+        ``blocks``. The arithmetic is float32's for either type.
     """
-    parts = (q, kv, drop)
-    if any(t is not None and (t.device.type != "cpu" or t.dtype != torch.float32)
-           for t in parts):
+    if (any(t is not None and t.device.type != "cpu" for t in (q, kv, drop))
+            or q.dtype not in (torch.float32, torch.bfloat16)
+            or (kv is not None and kv.dtype != q.dtype)
+            or (drop is not None and drop.dtype != torch.float32)):
         return None
     d = q.shape[2] // 3 if kv is None else q.shape[2]
     k_pos = q.shape[1] if kv is None else kv.shape[1]

@@ -1,4 +1,4 @@
-"""The training loop: Adam, a learning-rate schedule, clipping, early stopping, for S models at once."""
+"""The training loop: Adam, a learning-rate schedule, clipping, early stopping; S models at once."""
 
 from __future__ import annotations
 

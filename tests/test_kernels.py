@@ -191,3 +191,18 @@ def test_the_library_is_built_once_per_machine(tmp_path):
                              env=env, check=True)
         assert out.stdout.strip() == "True"
         assert len(list(tmp_path.glob("kernels-*.so"))) == 1
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_bfloat16_attention_is_the_float32_arithmetic_rounded(causal):
+    torch.manual_seed(3)
+    q = torch.randn(6, 9, 3 * 32).bfloat16().requires_grad_(True)
+    mask = torch.arange(9) < torch.tensor([9, 4, 9, 1, 7, 9])[:, None]
+    dz = torch.randn(6, 9, 32).bfloat16()
+    out = kernels.attention(q, None, 2, mask, causal)
+    (grad,) = torch.autograd.grad(out, q, dz)
+    wide = q.detach().float().requires_grad_(True)
+    expected = kernels.attention(wide, None, 2, mask, causal)
+    (expected_grad,) = torch.autograd.grad(expected, wide, dz.float())
+    assert out.dtype == grad.dtype == torch.bfloat16
+    assert torch.equal(out, expected.bfloat16()) and torch.equal(grad, expected_grad.bfloat16())
