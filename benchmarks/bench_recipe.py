@@ -8,7 +8,7 @@ ways at the grid's full recipe (early stopping included) and records the wall ti
 cell, the seeds that solved it and the mean hard-test accuracy with its 95% bootstrap
 interval. Writes benchmarks/results/recipe_<change>.json and prints a table.
 
-    python benchmarks/bench_recipe.py [--change bucket|matmul] [--seeds 5] [--cells CELL,CELL]
+    python benchmarks/bench_recipe.py [--change bucket|matmul|all] [--seeds 5] [--cells C,C]
 """
 
 from __future__ import annotations
@@ -44,29 +44,32 @@ def measure(cells: list[grid.Cell], seeds: range, spec: grid.GridSpec) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--change", choices=sorted(CHANGES), default="bucket")
+    parser.add_argument("--change", choices=[*sorted(CHANGES), "all"], default="all")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--cells", default=CELLS)
     args = parser.parse_args()
-    field, without, with_, on_name, off_name = CHANGES[args.change]
-    load = os.getloadavg()
     torch.set_num_threads(1)
-    cells = grid.cells_named(args.cells)
-    seeds = range(args.seeds)
+    for change in sorted(CHANGES) if args.change == "all" else [args.change]:
+        compare(change, grid.cells_named(args.cells), range(args.seeds))
+
+
+def compare(change: str, cells: list[grid.Cell], seeds: range) -> None:
+    """Both passes of one change; its results file and table."""
+    field, without, with_, on_name, off_name = CHANGES[change]
+    load = os.getloadavg()
     off = measure(cells, seeds, grid.GridSpec(**{field: without}))
     on = measure(cells, seeds, grid.GridSpec(**{field: with_}))
-    name = f"grid recipe, {len(cells)} cells x {args.seeds} seeds"
+    name = f"grid recipe, {len(cells)} cells x {len(seeds)} seeds"
     rows = [table.row(name, f"wall seconds, {on_name} vs {off_name}", on["seconds"],
                       off["seconds"], lower_is_better=True)]
     for a, b in zip(off["rows"], on["rows"]):
         rows.append(table.row(
-            f"{a['cell']}, {args.seeds} seeds",
+            f"{a['cell']}, {len(seeds)} seeds",
             f"hard accuracy {on_name} [{b['low']:.3f}, {b['high']:.3f}] vs {off_name} "
             f"[{a['low']:.3f}, {a['high']:.3f}]; solved {b['solved']} vs {a['solved']}",
             b["accuracy"], a["accuracy"]))
-    table.save(f"recipe_{args.change}", rows, {off_name: off, on_name: on,
-                                               "torch": torch.__version__},
-               load, "full" if args.seeds >= 5 else "small")
+    table.save(f"recipe_{change}", rows, {off_name: off, on_name: on, "torch": torch.__version__},
+               load, "full" if len(seeds) >= 5 else "small")
     print(f"1 torch thread; load average at the start {load[0]:.2f}")
     for r in rows:
         print(f"  {r['benchmark']}: {r['measure']}: {table.number(r['dyckbook'])} "
