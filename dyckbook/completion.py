@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from dyckbook.config import Config
 from dyckbook.dataset import string_hash
 from dyckbook.languages import Dyck
 from dyckbook.vocab import PAD_CODE, check_codes
@@ -26,7 +27,7 @@ _ROUNDS = 32  # sampling rounds before a set is returned short (its pool is exha
 
 
 @dataclass(frozen=True)
-class CompletionDataConfig:
+class CompletionDataConfig(Config):
     """Completion pairs of one run. Defaults: HELM's Dyck scenario (Dyck-3, 4-50 | 52-100)."""
 
     k: int = 3  # bracket types; pairs vocab.DEFAULT_PAIRS[:k] (k = 4: BIG-bench's "()[]{}<>")
@@ -65,17 +66,6 @@ class CompletionDataConfig:
         """``(shortest, longest)`` prefix of training (and in-distribution tests) or OOD tests."""
         return ((self.test_min_length, self.test_max_length) if test
                 else (self.min_length, self.max_length))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, **asdict(self)}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CompletionDataConfig:
-        data = {k: v for k, v in data.items() if k != "kind"}
-        unknown = sorted(set(data) - {f.name for f in fields(cls)})
-        if unknown:
-            raise ValueError(f"CompletionDataConfig.from_dict got unknown keys {unknown}")
-        return cls(**data)
 
 
 def open_positions(language: Dyck, codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:

@@ -18,6 +18,7 @@ from typing import Any
 
 from dyckbook import results
 from dyckbook.blocks import POS_ENCODINGS
+from dyckbook.config import Config
 from dyckbook.evaluate import wilson
 from dyckbook.model import MASKS, READOUTS, ModelConfig
 from dyckbook.protocol import DataConfig
@@ -104,7 +105,7 @@ def cells_named(name: str) -> list[Cell]:
 
 
 @dataclass(frozen=True)
-class GridSpec:
+class GridSpec(Config):
     """The recipe shared by every cell: small models, a step budget, the sound protocol."""
 
     d_model: int = 32  # residual stream width
@@ -151,22 +152,10 @@ class GridSpec:
                             matmul=self.matmul)
         return RunConfig(data, model, train, seed)
 
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["test_sets"] = list(self.test_sets)
-        return data
-
     @classmethod
     def from_flat(cls, params: Mapping[str, Any]) -> GridSpec:
         """A spec from the names of a notebook's parameters cell (other names are ignored)."""
         return cls(**{f.name: params[f.name] for f in fields(cls) if f.name in params})
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> GridSpec:
-        unknown = sorted(set(data) - {f.name for f in fields(cls)})
-        if unknown:
-            raise ValueError(f"GridSpec.from_dict got unknown keys {unknown}")
-        return cls(**data)
 
 
 def cell_of(record: RunRecord) -> Cell:

@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 SOURCE = Path(__file__).with_name("kernels.c")
 MAX_KEYS = 64  # longer rows go to torch's flash attention (measured: even at 64 keys, ahead at 256)
 _FLAGS = (["-O3", "-march=native"], ["-O3"])  # the second if the compiler rejects the first
+_SIGNATURES = {  # argument types of kernels.c's functions: p pointer, i int64, c int, f float
+    "attention_forward": "pippippcpppiiiiifc", "attention_backward": "pippippppppiiiiifc",
+    "layer_norm_forward": "pppppppiiif", "layer_norm_backward": "pppppppiii"}
 _lock = threading.Lock()
 _state: dict = {"lib": None, "tried": False, "off": os.environ.get("DYCKBOOK_KERNELS") == "0"}
 
@@ -46,26 +49,17 @@ def cache_dir() -> Path:
     return Path(root)
 
 
-def _cpu() -> str:
-    """What identifies this CPU's instruction set (``-march=native`` builds for it)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.split(":")[0].strip() in ("flags", "Features"):
-                return line
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def _compile(compiler: str) -> Path:
     """Build the library (or find it built) and return its path."""
     version = subprocess.run([compiler, "--version"], capture_output=True, text=True,
                              check=True).stdout.splitlines()[0]
-    source = SOURCE.read_bytes()
+    info = Path("/proc/cpuinfo")  # its flags: what -march=native builds for
+    cpu = [line for line in (info.read_text().splitlines() if info.exists() else [])
+           if line.split(":")[0].strip() in ("flags", "Features")][:1]
     errors = []
     for flags in _FLAGS:
-        key = hashlib.sha256(b"\0".join([source, " ".join(flags).encode(), version.encode(),
-                                         _cpu().encode(), platform.machine().encode()]))
+        key = hashlib.sha256("\0".join([SOURCE.read_text(), *flags, version, *cpu,
+                                        platform.processor(), platform.machine()]).encode())
         target = cache_dir() / f"kernels-{key.hexdigest()[:16]}.so"
         if target.exists():
             return target
@@ -95,15 +89,11 @@ def _load():
             except (OSError, RuntimeError, subprocess.SubprocessError, IndexError) as error:
                 log.warning("dyckbook's C kernels are not available, using torch: %s", error)
                 lib = None
-            else:
-                p, i, f = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
-                flag = ctypes.c_int
-                lib.attention_forward.argtypes = [p, i, p, p, i, p, p, flag, p, p, p, i, i, i, i,
-                                                  i, f, flag]
-                lib.attention_backward.argtypes = [p, i, p, p, i, p, p, p, p, p, p, i, i, i, i,
-                                                   i, f, flag]
-                lib.layer_norm_forward.argtypes = [p, p, p, p, p, p, p, i, i, i, f]
-                lib.layer_norm_backward.argtypes = [p, p, p, p, p, p, p, i, i, i]
+            else:  # p: pointer, i: int64, c: int, f: float
+                types = {"p": ctypes.c_void_p, "i": ctypes.c_int64, "c": ctypes.c_int,
+                         "f": ctypes.c_float}
+                for name, args in _SIGNATURES.items():
+                    getattr(lib, name).argtypes = [types[a] for a in args]
             _state["lib"], _state["tried"] = lib, True
     return _state["lib"]
 
@@ -139,8 +129,10 @@ def _wants_grad(*tensors: torch.Tensor | None) -> bool:
     return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
 
 
-def _check(code: int, name: str) -> None:
-    if code != 0:  # the Python side checks shapes first, so this is a bug, not an input error
+def _call(name: str, *args) -> None:
+    """Call ``name`` of the library (the Python side checks shapes first, so a refusal is a
+    bug, not an input error)."""
+    if getattr(_state["lib"], name)(*args):
         raise RuntimeError(f"kernels.{name} rejected its arguments")
 
 
@@ -157,11 +149,10 @@ class _Attention(torch.autograd.Function):
         tk, kv_row = k_src.shape[1], k_src.shape[2]
         z = q.new_empty(rows, tq, d)
         p = q.new_empty(rows, heads, tq, _padded(tk), dtype=torch.float32) if keep else None
-        _check(_state["lib"].attention_forward(
-            _ptr(q), q.shape[2], _ptr(k_src, k_at), _ptr(k_src, k_at + d), kv_row, _ptr(mask),
-            _ptr(qpos), int(causal), _ptr(drop), _ptr(z), _ptr(p), rows, tq, tk, heads,
-            d // heads, 1.0 / math.sqrt(d // heads), int(q.dtype == torch.bfloat16)),
-            "attention_forward")
+        _call("attention_forward", _ptr(q), q.shape[2], _ptr(k_src, k_at),
+              _ptr(k_src, k_at + d), kv_row, _ptr(mask), _ptr(qpos), int(causal), _ptr(drop),
+              _ptr(z), _ptr(p), rows, tq, tk, heads, d // heads, 1.0 / math.sqrt(d // heads),
+              int(q.dtype == torch.bfloat16))
         ctx.heads, ctx.fused = heads, kv is None
         ctx.save_for_backward(q, kv, p, drop)
         return z
@@ -174,11 +165,11 @@ class _Attention(torch.autograd.Function):
         k_src, k_at = (q, d) if ctx.fused else (kv, 0)
         dq = torch.empty_like(q)
         dk_src = dq if ctx.fused else torch.empty_like(kv)
-        _check(_state["lib"].attention_backward(
-            _ptr(q), q.shape[2], _ptr(k_src, k_at), _ptr(k_src, k_at + d), k_src.shape[2],
-            _ptr(p), _ptr(drop), _ptr(dz.to(q.dtype).contiguous()), _ptr(dq), _ptr(dk_src, k_at),
-            _ptr(dk_src, k_at + d), rows, tq, k_src.shape[1], heads, d // heads,
-            1.0 / math.sqrt(d // heads), int(q.dtype == torch.bfloat16)), "attention_backward")
+        _call("attention_backward", _ptr(q), q.shape[2], _ptr(k_src, k_at),
+              _ptr(k_src, k_at + d), k_src.shape[2], _ptr(p), _ptr(drop),
+              _ptr(dz.to(q.dtype).contiguous()), _ptr(dq), _ptr(dk_src, k_at),
+              _ptr(dk_src, k_at + d), rows, tq, k_src.shape[1], heads, d // heads,
+              1.0 / math.sqrt(d // heads), int(q.dtype == torch.bfloat16))
         return dq, None if ctx.fused else dk_src, None, None, None, None, None, None
 
 
@@ -231,9 +222,8 @@ class _LayerNorm(torch.autograd.Function):
         out = torch.empty_like(x)
         xhat = torch.empty_like(x) if keep else None
         rstd = x.new_empty(models * rows) if keep else None
-        _check(_state["lib"].layer_norm_forward(
-            _ptr(x), _ptr(y), _ptr(weight), _ptr(bias), _ptr(out), _ptr(xhat), _ptr(rstd),
-            models, rows, d, eps), "layer_norm_forward")
+        _call("layer_norm_forward", _ptr(x), _ptr(y), _ptr(weight), _ptr(bias), _ptr(out),
+              _ptr(xhat), _ptr(rstd), models, rows, d, eps)
         ctx.residual = y is not None
         ctx.save_for_backward(xhat, rstd, weight)
         return out
@@ -244,10 +234,9 @@ class _LayerNorm(torch.autograd.Function):
         models, d = weight.shape
         grad_in = torch.empty_like(xhat)
         grad_weight, grad_bias = torch.empty_like(weight), torch.empty_like(weight)
-        _check(_state["lib"].layer_norm_backward(
-            _ptr(grad.contiguous()), _ptr(xhat), _ptr(rstd), _ptr(weight), _ptr(grad_in),
-            _ptr(grad_weight), _ptr(grad_bias), models, xhat.numel() // (models * d), d),
-            "layer_norm_backward")
+        _call("layer_norm_backward", _ptr(grad.contiguous()), _ptr(xhat), _ptr(rstd),
+              _ptr(weight), _ptr(grad_in), _ptr(grad_weight), _ptr(grad_bias), models,
+              xhat.numel() // (models * d), d)
         return grad_in, grad_in if ctx.residual else None, grad_weight, grad_bias, None, None
 
 

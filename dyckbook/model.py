@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, fields
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -12,6 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from dyckbook import blocks, tokenizer
+from dyckbook.config import Config
 from dyckbook.dataset import Dataset
 from dyckbook.vocab import N_SPECIAL, PAD
 
@@ -28,7 +28,7 @@ def seed_for(seed: int, purpose: str) -> int:
 
 
 @dataclass(frozen=True)
-class ModelConfig:
+class ModelConfig(Config):
     """Architecture of a :class:`Classifier`. Defaults: the thesis' experiment-1 shape."""
 
     k: int = 1  # bracket types; the vocabulary is 3 specials + 2k symbols
@@ -72,17 +72,6 @@ class ModelConfig:
     def n_positions(self) -> int:
         return self.n_ctx + 2
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, **asdict(self)}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
-        data = {k: v for k, v in data.items() if k != "kind"}
-        unknown = sorted(set(data) - {f.name for f in fields(cls)})
-        if unknown:
-            raise ValueError(f"ModelConfig.from_dict got unknown keys {unknown}")
-        return cls(**data)
-
 
 class Classifier(blocks.Stacked):
     """Embedding, positional encoding, ``n_layers`` blocks, a readout and a linear head.
@@ -124,10 +113,7 @@ class Classifier(blocks.Stacked):
         if tokens.shape[2] > self.config.n_positions:
             raise ValueError(f"tokens has {tokens.shape[2]} positions, more than n_ctx + 2 = "
                              f"{self.config.n_positions}")
-        low, high = (int(v) for v in torch.aminmax(tokens))
-        if low < 0 or high >= self.config.d_vocab:
-            raise ValueError(f"tokens holds id {low if low < 0 else high}, outside "
-                             f"[0, {self.config.d_vocab})")
+        tokenizer.check_ids(tokens, self.config.d_vocab)
         return tokens
 
     def _run(self, tokens: torch.Tensor, record: blocks.Recorder | None) -> torch.Tensor:

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from dyckbook import negatives as N
+from dyckbook.config import Config
 from dyckbook.dataset import MEMBER, Dataset, string_hash
 from dyckbook.languages import Dyck
 from dyckbook.thesis import (
@@ -48,7 +49,7 @@ _MAX_ROUNDS = 12  # sampling rounds before a length counts as exhausted in its p
 
 
 @dataclass(frozen=True)
-class DataConfig:
+class DataConfig(Config):
     """What to train and test on. Lengths are inclusive; members have even length."""
 
     k: int = 1  # bracket types (Dyck-k)
@@ -129,20 +130,6 @@ class DataConfig:
             depth = self.test_max_depth
         pairs = THESIS_PAIRS[: self.k] if self.source == "thesis" else None
         return Dyck(self.k, max_depth=depth, pairs=pairs)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready dict (tuples become lists)."""
-        data = asdict(self)
-        data["test_sets"] = list(self.test_sets)
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> DataConfig:
-        """Inverse of :meth:`to_dict`; unknown keys raise ``ValueError``."""
-        unknown = sorted(set(data) - {f.name for f in fields(cls)})
-        if unknown:
-            raise ValueError(f"DataConfig.from_dict got unknown keys {unknown}")
-        return cls(**data)
 
 
 @dataclass

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
@@ -52,7 +51,6 @@ __all__ = [
     "config_fields",
     "judge",
     "run",
-    "run_record",
     "run_seeds",
     "thesis_config",
 ]
@@ -403,14 +401,6 @@ def run_seeds(config: RunConfig, seeds: Sequence[int], batched: bool = True,
 def run(config: RunConfig) -> RunResult:
     """One run of one seed (``config.seed``)."""
     return run_seeds(config, [config.seed])[0]
-
-
-def run_record(config: Mapping[str, Any]) -> dict[str, Any]:
-    """``run`` for executors: a config dict in, a record dict out (both picklable)."""
-    start = time.perf_counter()
-    record = run(RunConfig.from_dict(config)).record.to_dict()
-    record["seconds_total"] = time.perf_counter() - start
-    return record
 
 
 def summarise(groups: Mapping[str, Sequence[RunRecord]], test: str = "hard") -> list[dict[str, Any]]:

@@ -10,7 +10,7 @@ completion`` as one causal sequence; its ``<sep>`` stands where the decoder read
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from dyckbook import tokenizer
 from dyckbook.blocks import (
     ACTIVATIONS,
     NORMS,
@@ -33,6 +34,7 @@ from dyckbook.blocks import (
     init_models,
 )
 from dyckbook.completion import CompletionSet, open_positions
+from dyckbook.config import Config
 from dyckbook.evaluate import Score
 from dyckbook.model import seed_for
 from dyckbook.vocab import BOS, EOS, N_SPECIAL, SEQ_PAD
@@ -46,7 +48,7 @@ Hooks = Iterable[str] | Callable[[str], bool] | None
 
 
 @dataclass(frozen=True)
-class Seq2SeqConfig:
+class Seq2SeqConfig(Config):
     """Architecture of an :class:`EncoderDecoder` or a :class:`DecoderOnly` model."""
 
     arch: str = "encoder_decoder"  # encoder_decoder (seed 001) | decoder_only (prefix <sep> ...)
@@ -106,17 +108,6 @@ class Seq2SeqConfig:
     @property
     def d_vocab(self) -> int:
         return self.sep + (self.arch == "decoder_only")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, **asdict(self)}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Seq2SeqConfig:
-        data = {k: v for k, v in data.items() if k != "kind"}
-        unknown = sorted(set(data) - {f.name for f in fields(cls)})
-        if unknown:
-            raise ValueError(f"Seq2SeqConfig.from_dict got unknown keys {unknown}")
-        return cls(**data)
 
 
 def _tokens(codes: np.ndarray, lengths: np.ndarray, width: int, first: int | None,
@@ -211,10 +202,7 @@ class _Model(Stacked):
             limit = self.config.n_ctx + (2 if name == "source" else 1)
             if x.shape[2] > limit:
                 raise ValueError(f"{name} has {x.shape[2]} positions, more than {limit}")
-            low, high = (int(v) for v in torch.aminmax(x))
-            if low < 0 or high >= self.config.d_vocab:
-                raise ValueError(f"{name} holds id {low if low < 0 else high}, outside "
-                                 f"[0, {self.config.d_vocab})")
+            tokenizer.check_ids(x, self.config.d_vocab, name)
             out.append(x)
         if len({x.shape[:2] for x in out}) > 1:
             raise ValueError(f"source and target must share (models, batch), got "

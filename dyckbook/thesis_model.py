@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
+from dyckbook import tokenizer
+from dyckbook.config import Config
 from dyckbook.thesis import thesis_split_sizes
 from dyckbook.vocab import N_SPECIAL, PAD
 
@@ -30,7 +32,7 @@ def _check_int(name: str, value: Any, low: int) -> None:
 
 
 @dataclass(frozen=True)
-class ThesisModelConfig:
+class ThesisModelConfig(Config):
     """Architecture of a ``ThesisClassifier`` in the library's terms; defaults: experiment 1."""
 
     k: int  # bracket types; the vocabulary is 3 specials + 2k symbols
@@ -65,17 +67,6 @@ class ThesisModelConfig:
     @property
     def d_vocab(self) -> int:
         return N_SPECIAL + 2 * self.k
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, **asdict(self)}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ThesisModelConfig:
-        data = {key: value for key, value in data.items() if key != "kind"}
-        unknown = sorted(set(data) - {f.name for f in fields(cls)})
-        if unknown:
-            raise ValueError(f"ThesisModelConfig.from_dict got unknown keys {unknown}")
-        return cls(**data)
 
 
 def _position_table(kind: str, n_positions: int, d_model: int) -> torch.Tensor:
@@ -174,10 +165,7 @@ class ThesisClassifier(nn.Module):
         if tokens.dim() != 2 or 0 in tokens.shape or tokens.shape[1] > self.config.n_ctx + 2:
             raise ValueError(f"tokens must be (batch, pos) or (1, batch, pos) with pos <= n_ctx "
                              f"+ 2 = {self.config.n_ctx + 2}, got shape {tuple(tokens.shape)}")
-        low, high = (int(v) for v in torch.aminmax(tokens))
-        if low < 0 or high >= self.config.d_vocab:
-            raise ValueError(f"tokens holds id {low if low < 0 else high}, outside "
-                             f"[0, {self.config.d_vocab})")
+        tokenizer.check_ids(tokens, self.config.d_vocab)
         return tokens
 
     def _mask(self, tokens: torch.Tensor) -> torch.Tensor:

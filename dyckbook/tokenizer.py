@@ -7,7 +7,7 @@ import torch
 
 from dyckbook.vocab import END, N_SPECIAL, PAD, PAD_CODE, START
 
-__all__ = ["decode", "encode", "token_names"]
+__all__ = ["check_ids", "decode", "encode", "token_names"]
 
 
 def encode(codes: np.ndarray, lengths: np.ndarray, width: int | None = None) -> torch.Tensor:
@@ -52,3 +52,10 @@ def decode(tokens: torch.Tensor | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def token_names(symbols: str) -> list[str]:
     """Name of every token id: ``[start]``, ``[pad]``, ``[end]``, then the alphabet's symbols."""
     return ["[start]", "[pad]", "[end]", *symbols]
+
+
+def check_ids(tokens: torch.Tensor, d_vocab: int, name: str = "tokens") -> None:
+    """A ValueError naming ``name`` and the first id outside [0, d_vocab), if there is one."""
+    low, high = (int(v) for v in torch.aminmax(tokens))
+    if low < 0 or high >= d_vocab:
+        raise ValueError(f"{name} holds id {low if low < 0 else high}, outside [0, {d_vocab})")

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import functools
 import math
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
 from torch import nn
 
 from dyckbook import blocks
+from dyckbook.config import Config
 from dyckbook.dataset import Dataset
 from dyckbook.model import seed_for
 
@@ -24,7 +26,7 @@ MATMULS = ("float32", "bfloat16")
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class TrainConfig(Config):
     """How to train. Epoch mode (``max_steps`` None) or step mode (``max_steps`` set)."""
 
     lr: float = 1e-3  # peak learning rate of Adam
@@ -72,18 +74,6 @@ class TrainConfig:
         if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
             raise ValueError(f"TrainConfig.target_accuracy must be in (0, 1], "
                              f"got {self.target_accuracy!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["freeze"] = list(self.freeze)
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
-        unknown = sorted(set(data) - {f.name for f in fields(cls)})
-        if unknown:
-            raise ValueError(f"TrainConfig.from_dict got unknown keys {unknown}")
-        return cls(**data)
 
 
 def _check_int(name: str, value: Any, low: int) -> None:
@@ -164,32 +154,15 @@ def _epoch_order(n: int, g: torch.Generator, lengths: torch.Tensor, config: Trai
     return torch.cat(shuffled)
 
 
-@contextmanager
-def _matmul_precision(matmul: str) -> Iterator[None]:
-    """The blocks' matrix products in ``TrainConfig.matmul``'s precision (this thread only)."""
-    token = blocks.MATMUL.set(matmul)
-    try:
-        yield
-    finally:
-        blocks.MATMUL.reset(token)
-
-
+@functools.cache
 def _reuse_freed_memory() -> None:
     """On glibc, keep freed memory for reuse (malloc's mmap and trim thresholds raised, once
     per process): a step's activations then land in memory the last step freed instead of
     fresh pages, whose faults cost about 5% of a grid step. Elsewhere, nothing."""
-    if _MALLOC["tuned"]:
-        return
-    _MALLOC["tuned"] = True
-    try:
+    with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL("libc.so.6")
         libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD: return memory to the system above 1 GiB
         libc.mallopt(-3, 1 << 28)  # M_MMAP_THRESHOLD: only blocks over 256 MiB get own pages
-    except (OSError, AttributeError):
-        pass
-
-
-_MALLOC = {"tuned": False}
 
 
 def _clip(params: list[nn.Parameter], max_norm: float, n_models: int) -> None:
@@ -299,7 +272,8 @@ def train(model: nn.Module, task: Task, train_sets: Sequence[Dataset],
     model.train()
     orders_now = torch.empty(0, n, dtype=torch.long)  # this epoch's rows of the active models
     step = 0
-    with _matmul_precision(config.matmul):
+    token = blocks.MATMUL.set(config.matmul)  # the precision of the blocks' products, here
+    try:
         while step < total and active:
             if step % per_epoch == 0:
                 orders_now = torch.stack([
@@ -346,6 +320,8 @@ def train(model: nn.Module, task: Task, train_sets: Sequence[Dataset],
                 active = [s for s in active if s not in done]
             record["seconds"] = time.perf_counter() - start
             history.append(record)
+    finally:
+        blocks.MATMUL.reset(token)
     if bar is not None:
         bar.close()
     for s in active:

@@ -12,7 +12,7 @@ import dyckbook
 PACKAGE = Path(dyckbook.__file__).parent
 # ARCHITECTURE.md's floors; a module may import only from its own floor or below
 FLOORS = {
-    1: {"vocab", "languages", "presets"},
+    1: {"vocab", "config", "languages", "presets"},
     2: {"thesis", "negatives", "dataset", "protocol", "completion"},
     3: {"tokenizer", "kernels", "blocks", "model", "thesis_model", "seq2seq", "train", "evaluate",
         "baselines"},
