@@ -191,7 +191,12 @@ def run_grid(cells: Iterable[Cell], spec: GridSpec, seeds: Sequence[int],
     cells = list(cells)
     done = {}
     if records_path is not None:
-        done = {RunConfig.from_dict(r.config).digest(): r for r in results.read_records(records_path)}
+        found = results.read_records(records_path)
+        done = {d: r for r in found if (d := RunConfig.from_dict(r.config).digest())
+                == spec.config(cell_of(r), r.config["seed"]).digest()}
+        if len(done) < len(found):  # records of another recipe: the file keeps this one only
+            results.write_bytes(records_path, b"")
+            results.append_records(records_path, done.values())
     todo = []
     for cell in cells:
         missing = [s for s in seeds if spec.config(cell, s).digest() not in done]

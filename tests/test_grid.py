@@ -121,6 +121,17 @@ def test_run_grid_resumes_without_training(first_run, monkeypatch):
         run_grid(cells_named("smoke")[:1], TINY, [2], records_path=path)
 
 
+def test_a_new_recipe_replaces_the_old_records_in_the_file(first_run, tmp_path):
+    path = tmp_path / "records.jsonl"
+    path.write_bytes(first_run[0].read_bytes())  # 3 smoke cells x 2 seeds at TINY
+    longer = GridSpec(**{**TINY.to_dict(), "max_steps": 9})
+    cells = cells_named("smoke")[:1]
+    records = run_grid(cells, longer, [0], records_path=path)
+    on_file = results.read_records(path)
+    assert len(on_file) == 1 and _numbers(on_file[0]) == _numbers(records[0])
+    assert RunConfig.from_dict(on_file[0].config).train.max_steps == 9
+
+
 def test_executor_results_equal_serial_results(first_run, tmp_path):
     _, records, _ = first_run
     with ThreadPoolExecutor(max_workers=2) as pool:
