@@ -249,6 +249,16 @@ INLINE void scatter(void *out, int64_t stride, const float *x, int64_t n, int64_
 /* Element `at` of a float (bf16 = 0) or bfloat16 (bf16 = 1) array, as a byte address. */
 #define AT(x, at) ((char *)(x) + (at) * (bf16 ? 2 : 4))
 
+/* One row and head of bfloat16 q, k and v (at element offsets qo, ko) as floats. */
+INLINE void gather_qkv(float *qb, float *kb, float *vb, const void *q, const void *k,
+                       const void *v, int64_t qo, int64_t ko, int64_t q_row, int64_t kv_row,
+                       int64_t tq, int64_t tk, int64_t d) {
+    const int bf16 = 1;
+    gather(qb, AT(q, qo), q_row, tq, d);
+    gather(kb, AT(k, ko), kv_row, tk, d);
+    gather(vb, AT(v, ko), kv_row, tk, d);
+}
+
 /* Attention of n rows of h heads. Element (row r, position i, head h, dim e) of q is at
  * q[(r * tq + i) * q_row + h * d_head + e]; k and v likewise with tk and kv_row; z is
  * (n, tq, heads * d_head); q, k, v and z are float, or bfloat16 if bf16 (the arithmetic is in
@@ -269,11 +279,8 @@ int attention_forward(const void *q, int64_t q_row, const void *k, const void *v
         for (int64_t h = 0; h < heads; h++) {
             const int64_t ph = (r * heads + h) * tq * tkp, qo = r * tq * q_row + h * d;
             const int64_t ko = r * tk * kv_row + h * d, zo = r * tq * width + h * d;
-            if (bf16) {  /* this row and head as floats, then as in float */
-                gather(qb, AT(q, qo), q_row, tq, d);
-                gather(kb, AT(k, ko), kv_row, tk, d);
-                gather(vb, AT(v, ko), kv_row, tk, d);
-            }
+            if (bf16) /* this row and head as floats, then as in float */
+                gather_qkv(qb, kb, vb, q, k, v, qo, ko, q_row, kv_row, tq, tk, d);
 #define FORWARD(NC)                                                                           \
     forward_one(bf16 ? qb : (const float *)q + qo, bf16 ? d : q_row,                          \
                 bf16 ? kb : (const float *)k + ko, bf16 ? vb : (const float *)v + ko,         \
@@ -307,9 +314,7 @@ int attention_backward(const void *q, int64_t q_row, const void *k, const void *
             const int64_t qo = r * tq * q_row + h * d, ko = r * tk * kv_row + h * d;
             const int64_t ph = (r * heads + h) * tq * tkp, zo = r * tq * width + h * d;
             if (bf16) {
-                gather(qb, AT(q, qo), q_row, tq, d);
-                gather(kb, AT(k, ko), kv_row, tk, d);
-                gather(vb, AT(v, ko), kv_row, tk, d);
+                gather_qkv(qb, kb, vb, q, k, v, qo, ko, q_row, kv_row, tq, tk, d);
                 gather(dzb, AT(dz, zo), width, tq, d);
             }
 #define BACKWARD(NC)                                                                          \
