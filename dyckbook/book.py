@@ -37,15 +37,11 @@ def setup(results_dir: str | os.PathLike[str], num_threads: int = 0) -> Path:
     return path
 
 
-def _glue(name: str, value: Any, display: bool = False) -> None:
+def glue(name: str, value: Any, display: bool = False) -> None:
+    """Glue a number or short text for ``{glue:text}`name``` (not displayed here by default)."""
     from myst_nb import glue as myst_glue
 
     myst_glue(name, value, display=display)
-
-
-def glue(name: str, value: Any) -> None:
-    """Glue a number or short text for ``{glue:text}`name``` (not displayed here)."""
-    _glue(name, value)
 
 
 def glue_md(name: str, text: str, display: bool = False) -> None:
@@ -53,7 +49,7 @@ def glue_md(name: str, text: str, display: bool = False) -> None:
     so that a cell ending with it shows no echo)."""
     from IPython.display import Markdown
 
-    _glue(name, Markdown(text), display)
+    glue(name, Markdown(text), display)
 
 
 def glue_table(name: str, rows: Sequence[Mapping[str, Any]], display: bool = True,
@@ -70,7 +66,7 @@ def glue_figure(name: str, fig: Any, results_dir: str | os.PathLike[str]) -> Non
 
     path = results.resolve(results_dir) / f"fig_{name}.png"
     fig.savefig(path, dpi=120, bbox_inches="tight")
-    _glue(f"fig_{name}", Image(filename=str(path)))
+    glue(f"fig_{name}", Image(filename=str(path)))
 
 
 def pct(x: float, digits: int = 1) -> str:
@@ -81,6 +77,19 @@ def pct(x: float, digits: int = 1) -> str:
 def span(lo: float, hi: float, digits: int = 1) -> str:
     """A 95% interval as ``[97.1%, 99.0%]``."""
     return f"[{pct(lo, digits)}, {pct(hi, digits)}]"
+
+
+def _accuracy(row: Mapping[str, Any]) -> str:
+    """A summary row's mean accuracy with its 95% interval: ``98.8% [97.1%, 99.0%]``."""
+    return f"{pct(row['accuracy'])} {span(row['low'], row['high'])}"
+
+
+def _mean_interval(values: Sequence[float], percent: bool = True) -> str:
+    """The mean of ``values`` with its 95% bootstrap interval, in percent or to 3 decimals."""
+    from dyckbook.verdicts import bootstrap
+
+    mean, (lo, hi) = sum(values) / len(values) if values else math.nan, bootstrap(values)
+    return f"{pct(mean)} {span(lo, hi)}" if percent else f"{mean:.3f} [{lo:.3f}, {hi:.3f}]"
 
 
 def _cell(value: Any, floatfmt: str) -> str:
@@ -129,14 +138,16 @@ def records_of(runs: Mapping[str, Sequence[Any]]) -> dict[str, list[Any]]:
 
 
 def summary_rows(rows: Sequence[Mapping[str, Any]],
-                 shortcuts: Sequence[str] = ("counts", "bigrams", "local")) -> list[dict[str, Any]]:
-    """Display rows of ``run.summarise``: accuracy with its interval, seeds, the shortcuts."""
+                 shortcuts: Sequence[str] = ("counts", "bigrams", "local"),
+                 name: str = "configuration") -> list[dict[str, Any]]:
+    """Display rows of ``run.summarise``: accuracy with its interval, seeds, the shortcuts
+    (``name`` heads the column of the rows' labels)."""
     out = []
     for row in rows:
         trained = row["seeds"] - row["failed"]
         failed = f" ({row['failed']} failed: {', '.join(row['failures'])})" if row["failed"] else ""
-        out.append({"configuration": row["label"], "seeds": f"{trained}{failed}",
-                    "accuracy": f"{pct(row['accuracy'])} {span(row['low'], row['high'])}",
+        out.append({name: row["label"], "seeds": f"{trained}{failed}",
+                    "accuracy": _accuracy(row),
                     "solved": f"{row['solved']}/{trained}", "strings per seed": row["n_test"],
                     **{b: pct(row["baselines"].get(b, math.nan)) for b in shortcuts}})
     return out
@@ -151,8 +162,7 @@ def versus_shortcuts(row: Mapping[str, Any]) -> str:
     trained = row["seeds"] - row["failed"]
     if trained == 0:
         return f"{row['label']}: no seed trained ({', '.join(row['failures'])})."
-    head = (f"{row['label']} scores {pct(row['accuracy'])} {span(row['low'], row['high'])} "
-            f"over {trained} seed{'s' * (trained != 1)}")
+    head = f"{row['label']} scores {_accuracy(row)} over {trained} seed{'s' * (trained != 1)}"
     if not row["baselines"]:
         return f"{head}."
     name, best = max(row["baselines"].items(), key=lambda kv: kv[1])
@@ -218,17 +228,13 @@ def length_split_rows(groups: Mapping[str, Sequence[Any]], test: str, boundary: 
     """Per configuration: accuracy up to ``boundary`` (the longest, or deepest, training
     string) and beyond it, each the mean over the seeds that trained with a 95% bootstrap
     interval."""
-    from dyckbook.verdicts import bootstrap
-
     out = []
     for label, group in groups.items():
         ok = [r.scores[test] for r in group if r.status == "ok"]
         row: dict[str, Any] = {"configuration": label, "seeds": len(ok)}
         for part, (lo, hi) in (("within", (0, boundary)), ("beyond", (boundary + 1, 10**9))):
             values = [v for v in (s.accuracy_between(lo, hi, by) for s in ok) if math.isfinite(v)]
-            mean = sum(values) / len(values) if values else math.nan
-            row[part] = f"{pct(mean)} {span(*bootstrap(values))}"
-            row[f"_{part}"] = values
+            row[part], row[f"_{part}"] = _mean_interval(values), values
         out.append(row)
     return out
 
@@ -323,8 +329,7 @@ def grid_rows(rows: Sequence[Mapping[str, Any]], top: int = 12) -> list[dict[str
     """The ``top`` cells by seeds solved, then mean accuracy, as display rows."""
     ranked = sorted(rows, key=lambda r: (-r["solved"], -(r["accuracy"] if math.isfinite(
         r["accuracy"]) else -1)))[:top]
-    return [{"cell": r["cell"], **{k: v for k, v in summary_rows([r])[0].items()
-                                   if k != "configuration"}} for r in ranked]
+    return summary_rows(ranked, name="cell")  # a cell's label is its name
 
 
 def grid_sentences(rows: Sequence[Mapping[str, Any]]) -> str:
@@ -355,8 +360,8 @@ def grid_sentences(rows: Sequence[Mapping[str, Any]]) -> str:
 
 def budget_label(budget: str) -> str:
     """``"1000:8000"`` -> ``"1000 steps, 8000 strings"``."""
-    steps, strings = budget_fields(budget)["max_steps"], budget_fields(budget)["n_train"]
-    return f"{steps} steps, {strings} strings"
+    fields = budget_fields(budget)
+    return f"{fields['max_steps']} steps, {fields['n_train']} strings"
 
 
 def budget_fields(budget: str) -> dict[str, int]:
@@ -381,9 +386,8 @@ def budget_groups(records: Mapping[str, Sequence[Any]]) -> dict[str, list[Any]]:
 
 def budget_rows(rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
     """Display rows of every (budget, cell)."""
-    return [{"budget": label, "cell": r["cell"], **{k: v for k, v in summary_rows([r])[0].items()
-                                                     if k != "configuration"}}
-            for label, group in rows.items() for r in group]
+    return [{"budget": label, **r} for label, group in rows.items()
+            for r in summary_rows(group, name="cell")]
 
 
 def budget_sentence(rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
@@ -438,13 +442,12 @@ def read_runs(paths: str, first_only: bool = False) -> list[Any]:
     """Records of the runs whose results folders are listed (comma-separated); with
     ``first_only`` the first folder that holds any records (e.g. the full grid, then the
     reduced one)."""
-    out: list[Any] = []
-    for path in paths.split(","):
-        records = results.read_records(results.resolve(path.strip()) / "records.jsonl")
-        if first_only and records:
-            return records
-        out += records
-    return out
+    return [r for path in ([first_present(paths)] if first_only else paths.split(","))
+            for r in _records(path)]
+
+
+def _records(path: str) -> list[Any]:
+    return results.read_records(results.resolve(path.strip()) / "records.jsonl")
 
 
 def group_by_label(records: Sequence[Any]) -> dict[str, list[Any]]:
@@ -458,10 +461,8 @@ def group_by_label(records: Sequence[Any]) -> dict[str, list[Any]]:
 
 def first_present(paths: str) -> str:
     """The first of comma-separated results folders that holds records (or the first)."""
-    for path in paths.split(","):
-        if (results.resolve(path.strip()) / "records.jsonl").is_file():
-            return path.strip()
-    return paths.split(",")[0].strip()
+    folders = [path.strip() for path in paths.split(",")]
+    return next((path for path in folders if _records(path)), folders[0])
 
 
 def read_evidence(path: str) -> dict[str, list[float]]:
@@ -552,8 +553,6 @@ EXPLAIN_EVIDENCE = ("partner_attention", "preview_auc", "head_reset_drop", "prev
 
 def measure_rows(measures: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
     """Per configuration: every measure of ``explain.model_measures``, mean [95% interval]."""
-    from dyckbook.verdicts import bootstrap
-
     names = ("accuracy", "partner_attention", "uniform_hard", "previous_share", "recent_share",
              "preview_auc", "head_reset_drop", "head_movement")
     out = []
@@ -561,9 +560,7 @@ def measure_rows(measures: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[di
         row = {"model": label, "seeds": len(per_seed)}
         for name in names:
             values = [m[name] for m in per_seed if math.isfinite(m[name])]
-            mean = sum(values) / len(values) if values else math.nan
-            row[name.replace("_", " ")] = f"{mean:.3f} [{bootstrap(values)[0]:.3f}, " \
-                                         f"{bootstrap(values)[1]:.3f}]" if values else "n/a"
+            row[name.replace("_", " ")] = _mean_interval(values, False) if values else "n/a"
         out.append(row)
     return out
 
@@ -576,14 +573,10 @@ def explain_evidence(measures: Mapping[str, Sequence[Mapping[str, Any]]]) -> dic
 
 def explain_sentences(evidence: Mapping[str, Sequence[float]]) -> str:
     """The three measures in words, each with its mean and 95% interval over models."""
-    from dyckbook.verdicts import bootstrap
-
     def said(name: str) -> str:
         values = evidence.get(name, [])
-        if not values:
-            return "not measured"
-        lo, hi = bootstrap(values)
-        return f"{sum(values) / len(values):.3f} [{lo:.3f}, {hi:.3f}] over {len(values)} models"
+        return f"{_mean_interval(values, False)} over {len(values)} models" if values \
+            else "not measured"
 
     return (f"Attention of the best head on the partner where no heuristic finds it: "
             f"{said('partner_attention')}. ROC AUC of the `[end]` self-attention as a "
@@ -662,10 +655,8 @@ def completion_rows(rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[dic
     for ind, ood in zip(rows["in_distribution"], rows["ood"]):
         trained = ind["seeds"] - ind["failed"]
         out.append({"configuration": ind["label"], "seeds": trained,
-                    "exact match, training lengths": f"{pct(ind['accuracy'])} "
-                                                     f"{span(ind['low'], ind['high'])}",
-                    "exact match, longer prefixes": f"{pct(ood['accuracy'])} "
-                                                    f"{span(ood['low'], ood['high'])}",
+                    "exact match, training lengths": _accuracy(ind),
+                    "exact match, longer prefixes": _accuracy(ood),
                     "seeds >= 99%": f"{ind['solved']}/{trained}"})
     return out
 
@@ -677,11 +668,9 @@ def completion_sentence(rows: Sequence[Mapping[str, Any]]) -> str:
         group = [r for r in rows if r["label"].startswith(f"{k},")]
         seed = next((r for r in group if r["label"].endswith("encoder-decoder, none")), None)
         best = max(group, key=lambda r: r["accuracy"] if math.isfinite(r["accuracy"]) else -1)
-        text = f"{k}: best {best['label'].split(', ', 1)[1]}, {pct(best['accuracy'])} " \
-               f"{span(best['low'], best['high'])} exact match"
+        text = f"{k}: best {best['label'].split(', ', 1)[1]}, {_accuracy(best)} exact match"
         if seed is not None:
-            text += f"; the seed's model without positions {pct(seed['accuracy'])} " \
-                    f"{span(seed['low'], seed['high'])}"
+            text += f"; the seed's model without positions {_accuracy(seed)}"
         out.append(f"- {text}.")
     return "\n".join(out)
 
