@@ -59,10 +59,22 @@ def style_context() -> Iterator[None]:
         yield
 
 
-def _figure(nrows: int, ncols: int, size: tuple[float, float], **kw: Any):
-    """A pyplot-free figure with a constrained layout and a 2-D array of axes."""
+def _figure(nrows: int, ncols: int, size: tuple[float, float], title: str | None = None,
+            **kw: Any):
+    """A pyplot-free figure with a constrained layout, a 2-D array of axes and ``title``
+    (if any) above them all."""
     fig = Figure(figsize=size, layout="constrained")
+    if title:
+        fig.suptitle(title)
     return fig, fig.subplots(nrows, ncols, squeeze=False, **kw)
+
+
+def _panel(size: tuple[float, float], title: str | None = None) -> tuple[Figure, Axes]:
+    """A one-panel figure (:func:`_figure`) and its axes, titled ``title`` if given."""
+    fig, axes = _figure(1, 1, size)
+    if title:
+        axes[0, 0].set_title(title)
+    return fig, axes[0, 0]
 
 
 def _as_list(x: Any) -> list:
@@ -129,7 +141,8 @@ def plot_attention_grid(patterns: np.ndarray, string: str, mask: str = "bidirect
     n_layers, n_heads = p.shape[:2]
     panel = float(np.clip(0.28 * n + 1.0, 2.6, 5.2))
     with style_context():
-        fig, axes = _figure(n_layers, n_heads, (panel * n_heads + 1.0, panel * n_layers + 0.6))
+        fig, axes = _figure(n_layers, n_heads, (panel * n_heads + 1.0, panel * n_layers + 0.6),
+                            title)
         for (l, h), ax in np.ndenumerate(axes):
             ax.patch.set(facecolor=HIDDEN, hatch="////", edgecolor="0.65")
             marked = [] if marks is None else np.flatnonzero(np.asarray(marks)[:n] >= 0)
@@ -143,8 +156,6 @@ def plot_attention_grid(patterns: np.ndarray, string: str, mask: str = "bidirect
         for ax in axes[:, 0]:
             ax.set_ylabel("query")
         fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8, label=label)
-        if title:
-            fig.suptitle(title)
     return fig
 
 
@@ -175,7 +186,7 @@ def plot_attention_summary(summary: explain.LongInputSummary, title: str | None 
     positive = s.block_max[s.block_max > 0]
     low = max(float(positive.min()) if positive.size else 1e-6, 1e-6)
     with style_context():
-        fig, axes = _figure(2, 2, (10.5, 8.0))
+        fig, axes = _figure(2, 2, (10.5, 8.0), title or f"One head on a {s.n - 2}-symbol string")
         ax = axes[0, 0]
         image = ax.imshow(s.block_max, cmap="magma", extent=(0, s.n, s.n, 0),
                           norm=mcolors.LogNorm(low, max(float(s.block_max.max()), low * 10)))
@@ -210,7 +221,6 @@ def plot_attention_summary(summary: explain.LongInputSummary, title: str | None 
         ax.set(xlabel="nesting level of the pair (1 = outermost)", yscale="log",
                ylim=(max(floor, 1e-6), 1.5), ylabel="mean attention on the partner",
                title="(d) by nesting level")
-        fig.suptitle(title or f"One head on a {s.n - 2}-symbol string")
     return fig
 
 
@@ -237,7 +247,7 @@ def plot_matching(scores: explain.MatchingScores | Mapping[str, explain.Matching
     n_heads = max(s.partner.size for s in items.values())
     with style_context():
         fig, axes = _figure(1, len(items), (max(3.6, 0.9 * n_heads + 2) * len(items) + 2.4, 4.0),
-                            sharey=True)  # + 2.4 inches for the legend
+                            sharey=True, title=title)  # + 2.4 inches for the legend
         for ax, (label, s) in zip(axes[0], items.items()):
             heads = np.arange(s.partner.size)
             for j, (field, name, color) in enumerate(bars):
@@ -252,8 +262,6 @@ def plot_matching(scores: explain.MatchingScores | Mapping[str, explain.Matching
                          f"{s.previous_share:.0%}, recent opener {s.recent_share:.0%}")
         axes[0, 0].set_ylabel("mean attention of closers")
         axes[0, -1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
-        if title:
-            fig.suptitle(title)
     return fig
 
 
@@ -271,7 +279,7 @@ def plot_preview_roc(scores: Mapping[str, tuple[np.ndarray, np.ndarray]],
     items = {name: np.asarray(s) for name, (s, _) in scores.items()}
     truth = {name: np.asarray(y).astype(bool) for name, (_, y) in scores.items()}
     with style_context():
-        fig, axes = _figure(1, 1 + len(items), (3.9 * (1 + len(items)), 3.8))
+        fig, axes = _figure(1, 1 + len(items), (3.9 * (1 + len(items)), 3.8), title)
         ax = axes[0, 0]
         for name, s in items.items():
             fpr, tpr = explain.roc_curve(s, truth[name])
@@ -288,8 +296,6 @@ def plot_preview_roc(scores: Mapping[str, tuple[np.ndarray, np.ndarray]],
             ax.set(xlabel="[end] self-attention, last layer", ylabel="strings", title=name)
             ax.xaxis.set_major_locator(MaxNLocator(5))
             ax.legend()
-        if title:
-            fig.suptitle(title)
     return fig
 
 
@@ -311,7 +317,7 @@ def plot_training_curves(history: Sequence[Mapping[str, Any]] | Mapping[str, Seq
         raise ValueError(f"history must hold at least one record per run, got {history!r:.80}")
     validated = any("val_accuracy" in h[0] for h in items.values())
     with style_context():
-        fig, axes = _figure(1, 1 + validated, (4.6 * (1 + validated), 3.5))
+        fig, axes = _figure(1, 1 + validated, (4.6 * (1 + validated), 3.5), title)
         for i, (label, h) in enumerate(items.items()):
             step = [r["step"] for r in h]
             color = PALETTE[i % len(PALETTE)]
@@ -328,8 +334,6 @@ def plot_training_curves(history: Sequence[Mapping[str, Any]] | Mapping[str, Seq
                            title="Validation accuracy")
         if len(items) > 1:
             axes[0, -1].legend(loc="lower right" if validated else "upper right")
-        if title:
-            fig.suptitle(title)
     return fig
 
 
@@ -362,8 +366,7 @@ def plot_accuracy_by_length(series: Mapping[str, Score | Mapping[int, Sequence[i
     if by not in ("length", "depth"):
         raise ValueError(f"by must be 'length' or 'depth', got {by!r}")
     with style_context():
-        fig, axes = _figure(1, 1, (7.0, 3.8))
-        ax = axes[0, 0]
+        fig, ax = _panel((7.0, 3.8), title)
         right = 0
         for i, (label, table) in enumerate(series.items()):
             keys, n, correct = _cells(table, by)
@@ -386,8 +389,6 @@ def plot_accuracy_by_length(series: Mapping[str, Score | Mapping[int, Sequence[i
                xlabel="string length" if by == "length" else "maximum nesting depth")
         ax.grid(True)
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
-        if title:
-            ax.set_title(title)
     return fig
 
 
@@ -412,8 +413,7 @@ def plot_kinds(model_scores: Score | Sequence[Score],
     markers = "sD^vP<>X"
     colors = [PALETTE[i] for i in (1, 2, 3, 4, 7)] + ["0.5"]  # never the model's blue
     with style_context():
-        fig, axes = _figure(1, 1, (7.0, 0.45 * len(kinds) + 1.6))
-        ax = axes[0, 0]
+        fig, ax = _panel((7.0, 0.45 * len(kinds) + 1.6), title)
         rows = np.arange(len(kinds))
         for j, (name, scores) in enumerate(baselines.items()):
             acc = [np.nanmean([s.accuracy_of("per_kind", k) for s in scores]) for k in kinds]
@@ -432,8 +432,6 @@ def plot_kinds(model_scores: Score | Sequence[Score],
         ax.set(xlim=(-0.02, 1.02), xlabel="accuracy on the strings of this kind")
         ax.grid(True, axis="x")
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
-        if title:
-            ax.set_title(title)
     return fig
 
 
@@ -455,8 +453,7 @@ def plot_seeds(rows: Sequence[Mapping[str, Any]], value: str = "accuracy",
     ok = [r for r in rows if r.get("status", "ok") == "ok"]
     failed = [r for r in rows if r.get("status", "ok") != "ok"]
     with style_context():
-        fig, axes = _figure(1, 1, (6.5, 0.5 * len(configs) + 1.4))
-        ax = axes[0, 0]
+        fig, ax = _panel((6.5, 0.5 * len(configs) + 1.4), title)
         if ok:
             sns.stripplot(x=[r[value] for r in ok], y=[r["config"] for r in ok], order=configs,
                           orient="h", ax=ax, color=PALETTE[0], alpha=0.6, size=4, jitter=0.15,
@@ -480,8 +477,6 @@ def plot_seeds(rows: Sequence[Mapping[str, Any]], value: str = "accuracy",
         handles, labels = ax.get_legend_handles_labels()
         unique = dict(zip(labels, handles))
         ax.legend(unique.values(), unique.keys(), loc="upper left", bbox_to_anchor=(1.0, 1.0))
-        if title:
-            ax.set_title(title)
     return fig
 
 
@@ -511,7 +506,7 @@ def plot_grid(rows: Sequence[Mapping[str, Any]], value: str = "solved_share",
     with style_context():
         fig, axes = _figure(len(ks), len(layers), (2.2 * len(layers) * max(1, len(readouts)) / 3
                                                    + 2.6, 0.32 * len(lines) * len(ks) + 1.2),
-                            sharex=True, sharey=True)
+                            sharex=True, sharey=True, title=title)
         for (i, k), (j, n_layers) in ((a, b) for a in enumerate(ks) for b in enumerate(layers)):
             grid = np.full((len(lines), len(readouts)), np.nan)
             text = np.full(grid.shape, "", dtype=object)
@@ -535,8 +530,6 @@ def plot_grid(rows: Sequence[Mapping[str, Any]], value: str = "solved_share",
             ax.set(xlabel="readout" if i == len(ks) - 1 else "", ylabel="")
         fig.colorbar(axes[0, 0].collections[0], ax=axes.ravel().tolist(), shrink=0.8,
                      label=value.replace("_", " "))
-        if title:
-            fig.suptitle(title)
     return fig
 
 
@@ -568,7 +561,7 @@ def plot_probes(results: Mapping[str, Mapping[str, ProbeResult]]
     names = {"depth": "depth after the symbol", "balanced": "prefix balanced so far",
              "membership": "membership, at the readout"}
     with style_context():
-        fig, axes = _figure(1, len(targets), (4.0 * len(targets), 3.6))
+        fig, axes = _figure(1, len(targets), (4.0 * len(targets), 3.6), title)
         for ax, target in zip(axes[0], targets):
             hooks = list(next(r[target] for r in runs if target in r))
             x = np.arange(len(hooks))
@@ -585,8 +578,6 @@ def plot_probes(results: Mapping[str, Mapping[str, ProbeResult]]
                    ylabel=units[PROBE_TARGETS[target][1]], title=names[target])
             ax.grid(True, axis="y")
         fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside upper right", ncols=2)
-        if title:
-            fig.suptitle(title)
     return fig
 
 
@@ -641,8 +632,7 @@ def plot_word_counts(counts_by_k: Mapping[int, Mapping[int, int]],
             for k, d in counts_by_k.items()}
     exponent = max(v for d in logs.values() for _, v in d) > 300  # beyond float64
     with style_context():
-        fig, axes = _figure(1, 1, (6.5, 3.8))
-        ax = axes[0, 0]
+        fig, ax = _panel((6.5, 3.8), title)
         for k in sorted(logs):
             n, v = np.array(logs[k]).T
             ax.plot(n, v if exponent else 10.0 ** v, marker="o" if n.size <= 40 else None,
@@ -651,8 +641,6 @@ def plot_word_counts(counts_by_k: Mapping[int, Mapping[int, int]],
                else "number of words (log scale)", yscale="linear" if exponent else "log")
         ax.grid(True)
         ax.legend()
-        if title:
-            ax.set_title(title)
     return fig
 
 
@@ -672,8 +660,9 @@ def plot_depth_profile(string: str, language: Dyck, title: str | None = None) ->
     top, bottom = max(int(height.max()), 1), min(int(height.min()), 0)
     arc = 0.45 * top if (partner >= 0).any() else 0.0
     with style_context():
-        fig, axes = _figure(1, 1, (float(np.clip(0.3 * n + 1.5, 6, 16)), 3.0 + 0.1 * top))
-        ax = axes[0, 0]
+        fig, ax = _panel((float(np.clip(0.3 * n + 1.5, 6, 16)), 3.0 + 0.1 * top),
+                         title or (f"A {n}-symbol member of {language.name}" if one.labels[0]
+                                   else f"A non-member of {language.name}"))
         ax.plot(np.arange(n + 1), height, color="0.2", marker="o", ms=3, zorder=3)
         ax.fill_between(np.arange(n + 1), height, 0, color=PALETTE[5], alpha=0.15, lw=0)
         ax.axhline(0, color="0.4", lw=0.8)
@@ -693,8 +682,6 @@ def plot_depth_profile(string: str, language: Dyck, title: str | None = None) ->
         ax.set(xlim=(-0.3, n + 0.3), ylim=(min(bottom, -arc) - 0.2, top + 0.4), ylabel="height",
                yticks=np.arange(bottom, top + 1, max(1, (top - bottom) // 6)))
         ax.spines["bottom"].set_visible(False)
-        ax.set_title(title or (f"A {n}-symbol member of {language.name}"
-                               if one.labels[0] else f"A non-member of {language.name}"))
     return fig
 
 
@@ -731,7 +718,8 @@ def plot_cross_attention(patterns: np.ndarray, prefix: str, output: str,
     height = float(np.clip(0.22 * n_out + 1.0, 1.6, 5.0))
     step = max(1, math.ceil(n_src / 60))  # at most ~60 source labels
     with style_context():
-        fig, axes = _figure(n_layers, n_heads, (width * n_heads + 1.0, height * n_layers + 0.6))
+        fig, axes = _figure(n_layers, n_heads, (width * n_heads + 1.0, height * n_layers + 0.6),
+                            title)
         for (l, h), ax in np.ndenumerate(axes):
             image = _heat_panel(
                 ax, p[l, h, :n_out, :n_src], src_labels, out_labels, (step, 1),
@@ -742,6 +730,4 @@ def plot_cross_attention(patterns: np.ndarray, prefix: str, output: str,
         fig.supylabel("decoder step (emitted token)")
         fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8,
                      label="cross-attention probability")
-        if title:
-            fig.suptitle(title)
     return fig
