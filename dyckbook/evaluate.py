@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -14,7 +15,7 @@ from torch import nn
 from dyckbook import tokenizer
 from dyckbook.dataset import MEMBER, Dataset
 
-__all__ = ["Score", "binned", "margins", "pool", "predict", "score", "wilson"]
+__all__ = ["Score", "binned", "evaluating", "margins", "pool", "predict", "score", "wilson"]
 
 Z95 = 1.959963984540054
 
@@ -117,23 +118,30 @@ def score(predicted: np.ndarray, dataset: Dataset) -> Score:
                  per_depth=_table(dataset.depths(), ok))
 
 
+@contextlib.contextmanager
+def evaluating(model: nn.Module) -> Iterator[None]:
+    """Within the block the model is in eval mode and autograd is off; its mode is restored."""
+    was = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            yield
+    finally:
+        model.train(was)
+
+
 def margins(model: nn.Module, dataset: Dataset, batch_size: int = 1024) -> np.ndarray:
     """``logit[member] - logit[non-member]`` of every string (eval mode, a single model).
 
     Returns:
         float64 (batch,). Its spread across inputs is 0 when the output ignores the input.
     """
-    was = model.training
-    model.eval()
     out = []
-    try:
-        with torch.inference_mode():
-            for start in range(0, len(dataset), batch_size):
-                part = dataset.subset(np.arange(start, min(start + batch_size, len(dataset))))
-                logits = model(tokenizer.encode(part.codes, part.lengths)).double()
-                out.append((logits[..., 1] - logits[..., 0]).reshape(-1).numpy())
-    finally:
-        model.train(was)
+    with evaluating(model):
+        for start in range(0, len(dataset), batch_size):
+            part = dataset.subset(np.arange(start, min(start + batch_size, len(dataset))))
+            logits = model(tokenizer.encode(part.codes, part.lengths)).double()
+            out.append((logits[..., 1] - logits[..., 0]).reshape(-1).numpy())
     return np.concatenate(out) if out else np.zeros(0)
 
 
@@ -146,9 +154,14 @@ def binned(table: Mapping[int, Sequence[int]], width: int) -> dict[int, list[int
     """``{key: [n, correct]}`` pooled into bins ``[w j, w (j + 1))`` keyed by their start."""
     if isinstance(width, bool) or not isinstance(width, int) or width < 1:
         raise ValueError(f"width must be an int >= 1, got {width!r}")
-    out: dict[int, list[int]] = {}
-    for key, (n, ok) in table.items():
-        cell = out.setdefault(int(key) // width * width, [0, 0])
+    return _summed((int(key) // width * width, cell) for key, cell in table.items())
+
+
+def _summed(cells: Iterable[tuple[Any, Sequence[int]]]) -> dict[Any, list[int]]:
+    """``(key, [n, correct])`` pairs summed per key, sorted by key."""
+    out: dict[Any, list[int]] = {}
+    for key, (n, ok) in cells:
+        cell = out.setdefault(key, [0, 0])
         cell[0] += n
         cell[1] += ok
     return dict(sorted(out.items()))
@@ -156,16 +169,6 @@ def binned(table: Mapping[int, Sequence[int]], width: int) -> dict[int, list[int
 
 def pool(scores: Sequence[Score]) -> Score:
     """One Score summing the counts of several (e.g. the seeds of a configuration)."""
-    def add(tables: list[dict[Any, list[int]]]) -> dict[Any, list[int]]:
-        out: dict[Any, list[int]] = {}
-        for table in tables:
-            for key, (n, ok) in table.items():
-                cell = out.setdefault(key, [0, 0])
-                cell[0] += n
-                cell[1] += ok
-        return dict(sorted(out.items()))
-
     return Score(n=sum(s.n for s in scores), correct=sum(s.correct for s in scores),
-                 per_length=add([s.per_length for s in scores]),
-                 per_kind=add([s.per_kind for s in scores]),
-                 per_depth=add([s.per_depth for s in scores]))
+                 **{table: _summed(cell for s in scores for cell in getattr(s, table).items())
+                    for table in ("per_length", "per_kind", "per_depth")})

@@ -12,7 +12,7 @@ from torch import nn
 
 from dyckbook import tokenizer
 from dyckbook.dataset import Dataset
-from dyckbook.evaluate import predict
+from dyckbook.evaluate import evaluating, predict
 from dyckbook.model import MASKS, Classifier
 from dyckbook.thesis_model import ThesisClassifier
 
@@ -57,22 +57,17 @@ def attention_patterns(model: nn.Module, data: Dataset | torch.Tensor,
         raise ValueError(f"model must be a Classifier or a ThesisClassifier, got "
                          f"{type(model).__name__}")
     device = next(model.parameters()).device
-    was = model.training
-    model.eval()
     out = []
-    try:
-        with torch.inference_mode():
-            for start in range(0, len(tokens), batch_size):
-                part = tokens[start:start + batch_size].to(device)
-                if isinstance(model, Classifier):
-                    _, cache = model.run_with_cache(part, lambda n: n.endswith("hook_pattern"))
-                    layers = [cache[f"blocks.{l}.attn.hook_pattern"]
-                              for l in range(model.config.n_layers)]
-                else:
-                    layers = model.attention_patterns(part)
-                out.append(np.stack([torch.as_tensor(p).float().cpu().numpy() for p in layers]))
-    finally:
-        model.train(was)
+    with evaluating(model):
+        for start in range(0, len(tokens), batch_size):
+            part = tokens[start:start + batch_size].to(device)
+            if isinstance(model, Classifier):
+                _, cache = model.run_with_cache(part, lambda n: n.endswith("hook_pattern"))
+                layers = [cache[f"blocks.{l}.attn.hook_pattern"]
+                          for l in range(model.config.n_layers)]
+            else:
+                layers = model.attention_patterns(part)
+            out.append(np.stack([torch.as_tensor(p).float().cpu().numpy() for p in layers]))
     return np.concatenate(out, axis=1)
 
 

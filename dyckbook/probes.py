@@ -13,7 +13,7 @@ from torch import nn
 
 from dyckbook import tokenizer
 from dyckbook.dataset import Dataset
-from dyckbook.evaluate import predict
+from dyckbook.evaluate import evaluating, predict
 from dyckbook.model import Classifier
 from dyckbook.vocab import PAD
 
@@ -72,19 +72,14 @@ def _forward(model: Classifier, dataset: Dataset, names: Sequence[str],
     tokens = tokenizer.encode(dataset.codes, dataset.lengths, dataset.codes.shape[1])
     device = next(model.parameters()).device
     parts: dict[str, list[torch.Tensor]] = {name: [] for name in names}
-    was = model.training
-    model.eval()
-    try:
-        with torch.inference_mode():
-            for start in range(0, len(tokens), batch_size):
-                _, cache = model.run_with_cache(tokens[start:start + batch_size].to(device),
-                                                set(names))
-                for name in names:
-                    if name not in cache:
-                        raise ValueError(f"hook {name!r} is not recorded by the model")
-                    parts[name].append(cache[name].float().cpu())
-    finally:
-        model.train(was)
+    with evaluating(model):
+        for start in range(0, len(tokens), batch_size):
+            _, cache = model.run_with_cache(tokens[start:start + batch_size].to(device),
+                                            set(names))
+            for name in names:
+                if name not in cache:
+                    raise ValueError(f"hook {name!r} is not recorded by the model")
+                parts[name].append(cache[name].float().cpu())
     return tokens, {name: torch.cat(v) for name, v in parts.items()}
 
 

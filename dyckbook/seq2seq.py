@@ -35,7 +35,7 @@ from dyckbook.blocks import (
 )
 from dyckbook.completion import CompletionSet, open_positions
 from dyckbook.config import Config
-from dyckbook.evaluate import Score
+from dyckbook.evaluate import Score, evaluating
 from dyckbook.model import seed_for
 from dyckbook.vocab import BOS, EOS, N_SPECIAL, SEQ_PAD
 
@@ -357,7 +357,6 @@ def build_seq2seq(config: Seq2SeqConfig, seeds: Sequence[int] = (0,)) -> _Model:
     return (EncoderDecoder if config.arch == "encoder_decoder" else DecoderOnly)(config, seeds)
 
 
-@torch.inference_mode()
 def greedy_decode(model: _Model, source: torch.Tensor, max_new_tokens: int,
                   use_cache: bool = True) -> torch.Tensor:
     """Batched greedy decoding: from ``<bos>``, append the most probable token until ``<eos>``.
@@ -377,18 +376,16 @@ def greedy_decode(model: _Model, source: torch.Tensor, max_new_tokens: int,
             or not 1 <= max_new_tokens <= model.config.n_ctx + 1):
         raise ValueError(f"max_new_tokens must be an int in 1..n_ctx + 1 = "
                          f"{model.config.n_ctx + 1}, got {max_new_tokens!r}")
-    was = model.training
-    model.eval()
-    state = model._begin(source, use_cache)
-    target = torch.full((*source.shape[:2], 1), BOS, dtype=torch.long)
-    done = torch.zeros(source.shape[:2], dtype=torch.bool)
-    for _ in range(max_new_tokens):
-        token = model._next(state, target).argmax(-1).masked_fill(done, SEQ_PAD)  # (S, batch)
-        target = torch.cat([target, token[..., None]], -1)
-        done |= token == EOS
-        if bool(done.all()):
-            break
-    model.train(was)
+    with evaluating(model):
+        state = model._begin(source, use_cache)
+        target = torch.full((*source.shape[:2], 1), BOS, dtype=torch.long)
+        done = torch.zeros(source.shape[:2], dtype=torch.bool)
+        for _ in range(max_new_tokens):
+            token = model._next(state, target).argmax(-1).masked_fill(done, SEQ_PAD)  # (S, batch)
+            target = torch.cat([target, token[..., None]], -1)
+            done |= token == EOS
+            if bool(done.all()):
+                break
     return target[0, :, 1:] if squeeze else target[..., 1:]
 
 
