@@ -41,19 +41,8 @@ from dyckbook.thesis_model import ThesisClassifier, ThesisModelConfig, thesis_pe
 from dyckbook.train import TrainConfig, TrainResult, train
 from dyckbook.verdicts import bootstrap
 
-__all__ = [
-    "FAILURE_RULES",
-    "MODEL_CONFIGS",
-    "RunConfig",
-    "RunRecord",
-    "RunResult",
-    "build_model",
-    "config_fields",
-    "judge",
-    "run",
-    "run_seeds",
-    "thesis_config",
-]
+__all__ = ["FAILURE_RULES", "MODEL_CONFIGS", "RunConfig", "RunRecord", "RunResult", "build_model",
+           "config_fields", "judge", "run", "run_seeds", "thesis_config"]
 
 MODEL_CONFIGS = {"classifier": ModelConfig, "thesis": ThesisModelConfig, "seq2seq": Seq2SeqConfig}
 FAILURE_RULES = {
@@ -311,8 +300,8 @@ def _splits(data: DataConfig | CompletionDataConfig, seed: int) -> Splits | Comp
     return make_splits(data, seed, permutation)
 
 
-def _evaluate(config: RunConfig, model: nn.Module, splits: Splits, result: TrainResult,
-              s: int) -> RunRecord:
+def _evaluate(config: RunConfig, model: nn.Module, splits: Splits) -> dict[str, Any]:
+    """A classifier's measurements: the fields of its RunRecord that only it fills."""
     language = splits.train.language
     sample = splits.train.subset(np.arange(min(len(splits.train), _TRAIN_SAMPLE)))
     train_accuracy = float(((margins(model, sample) > 0) == sample.labels).mean())
@@ -327,41 +316,41 @@ def _evaluate(config: RunConfig, model: nn.Module, splits: Splits, result: Train
     baseline_train = {b: float((f.predict(sample.codes, sample.lengths) == sample.labels).mean())
                       for b, f in fitted.items()}
     majority = float(max(sample.labels.mean(), 1 - sample.labels.mean()))
-    failure = judge(train_accuracy, float(spread), majority)
-    n_params = sum(p.numel() for p in model.parameters())
-    return RunRecord(
-        config=config.to_dict(), status="failed" if failure else "ok", failure=failure,
-        train_accuracy=train_accuracy, margin_std=float(spread), scores=scores,
-        baselines=baselines, baseline_train=baseline_train, data=splits.summary(),
-        steps=result.stopped_at[s] or result.steps, stopped_at=result.stopped_at[s],
-        seconds=result.seconds, n_params=n_params,
-        history=[{**h, "train_loss": h["train_loss"][s],
-                  **({"val_accuracy": h["val_accuracy"][s]} if "val_accuracy" in h else {})}
-                 for h in result.history],
-        versions={"dyckbook": version("dyckbook"), "torch": torch.__version__})
+    return {"failure": judge(train_accuracy, float(spread), majority),
+            "train_accuracy": train_accuracy, "margin_std": float(spread), "scores": scores,
+            "baselines": baselines, "baseline_train": baseline_train}
 
 
-def _evaluate_completion(config: RunConfig, model: nn.Module, splits: CompletionSplits,
-                         result: TrainResult, s: int) -> RunRecord:
-    """A completion run's record: exact match of greedy decoding per test set. Only "constant"
-    marks failure here: a model blind to order that completes what it can is the finding."""
+def _evaluate_completion(config: RunConfig, model: nn.Module,
+                         splits: CompletionSplits) -> dict[str, Any]:
+    """A completion run's measurements: exact match of greedy decoding per test set. Only
+    "constant" marks failure here: a model blind to order that completes what it can is the
+    finding."""
     sample = splits.train.subset(np.arange(min(len(splits.train), _TRAIN_SAMPLE)))
     evaluated = {name: seq2seq.evaluate_completions(model, t) for name, t in splits.tests.items()}
     distinct = [m["distinct_outputs"] for _, m in evaluated.values()]
-    failure = "constant" if max(distinct, default=2) <= 1 else None
+    return {"failure": "constant" if max(distinct, default=2) <= 1 else None,
+            "train_accuracy": seq2seq.evaluate_completions(model, sample)[0].accuracy,
+            "margin_std": float("nan"),
+            "scores": {name: score for name, (score, _) in evaluated.items()},
+            "measures": {name: m for name, (_, m) in evaluated.items()}, "baselines": {},
+            "baseline_train": {}}
+
+
+def _record(config: RunConfig, model: nn.Module, splits: Splits | CompletionSplits,
+            result: TrainResult, s: int) -> RunRecord:
+    """The record of seed ``s`` of a trained group: its measurements and its training."""
+    measured = (_evaluate_completion if isinstance(splits, CompletionSplits) else _evaluate)(
+        config, model, splits)
     return RunRecord(
-        config=config.to_dict(), status="failed" if failure else "ok", failure=failure,
-        train_accuracy=seq2seq.evaluate_completions(model, sample)[0].accuracy,
-        margin_std=float("nan"),
-        scores={name: score for name, (score, _) in evaluated.items()},
-        measures={name: m for name, (_, m) in evaluated.items()}, baselines={},
-        baseline_train={}, data=splits.summary(), steps=result.stopped_at[s] or result.steps,
+        config=config.to_dict(), status="failed" if measured["failure"] else "ok",
+        data=splits.summary(), steps=result.stopped_at[s] or result.steps,
         stopped_at=result.stopped_at[s], seconds=result.seconds,
         n_params=sum(p.numel() for p in model.parameters()),
         history=[{**h, "train_loss": h["train_loss"][s],
                   **({"val_accuracy": h["val_accuracy"][s]} if "val_accuracy" in h else {})}
                  for h in result.history],
-        versions={"dyckbook": version("dyckbook"), "torch": torch.__version__})
+        versions={"dyckbook": version("dyckbook"), "torch": torch.__version__}, **measured)
 
 
 def run_seeds(config: RunConfig, seeds: Sequence[int], batched: bool = True,
@@ -391,10 +380,9 @@ def run_seeds(config: RunConfig, seeds: Sequence[int], batched: bool = True,
                        progress=progress)
         networks = (Classifier, seq2seq.EncoderDecoder, seq2seq.DecoderOnly)
         singles = model.split() if isinstance(model, networks) else [model]
-        evaluate = _evaluate_completion if completion else _evaluate
         for s, (i, single) in enumerate(zip(group, singles)):
-            record = evaluate(configs[i], single, splits[i], result, s)
-            results[i] = RunResult(record, single, splits[i])
+            results[i] = RunResult(_record(configs[i], single, splits[i], result, s), single,
+                                   splits[i])
     return results  # type: ignore[return-value]
 
 
