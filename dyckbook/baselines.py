@@ -19,17 +19,8 @@ import numpy as np
 from dyckbook.languages import Dyck, check_int, window_index
 from dyckbook.vocab import check_codes
 
-__all__ = [
-    "BASELINES",
-    "Baseline",
-    "Bigrams",
-    "Counts",
-    "FirstSymbol",
-    "LocalRecogniser",
-    "Stack",
-    "fit_baselines",
-    "make_baseline",
-]
+__all__ = ["BASELINES", "Baseline", "Bigrams", "Counts", "FirstSymbol", "LocalRecogniser", "Stack",
+           "fit_baselines", "make_baseline"]
 
 BASELINES: tuple[str, ...] = ("first_symbol", "counts", "bigrams", "local", "stack")
 _NEWTON_STEPS = 50  # Newton steps at most; the fit stops earlier once a step is below _TOLERANCE

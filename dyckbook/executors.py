@@ -125,8 +125,6 @@ class _Dask(cf.Executor):
 
 
 # ------------------------------------------------------------------------------ progress
-
-
 class Progress:
     """Progress over ``total`` items, shown where the reader is.
 

@@ -10,16 +10,8 @@ import numpy as np
 
 from dyckbook.vocab import PAD_CODE, Alphabet, check_codes
 
-__all__ = [
-    "Dyck",
-    "check_int",
-    "check_lengths",
-    "check_rng",
-    "local_tables",
-    "locally_valid",
-    "sample_lengths",
-    "window_index",
-]
+__all__ = ["Dyck", "check_int", "check_lengths", "check_rng", "local_tables", "locally_valid",
+           "sample_lengths", "window_index"]
 
 _CELLS = 1 << 22  # cells of a padded matrix that one batch kernel call processes at once
 _MAX_TABLE = 1 << 24  # the largest window table local_tables builds
@@ -94,11 +86,7 @@ def window_index(values: np.ndarray, width: int, base: int) -> np.ndarray:
     return index
 
 
-# ---------------------------------------------------------------------------------------------
-# kernels on padded code matrices (callers validate)
-# ---------------------------------------------------------------------------------------------
-
-
+# ----------------------------------------------- kernels on padded code matrices (callers validate)
 def _valid(lengths: np.ndarray, width: int) -> np.ndarray:
     return np.arange(width) < lengths[:, None]  # (batch, pos)
 
@@ -205,11 +193,7 @@ def _up_table(steps: int, depth: int) -> np.ndarray:
     return table
 
 
-# ---------------------------------------------------------------------------------------------
-# the language
-# ---------------------------------------------------------------------------------------------
-
-
+# ------------------------------------------------------------------------------ the language
 class Dyck:
     """Dyck-k, the well-nested words over k bracket types, or Dyck-(k, D), depth at most D.
 
@@ -408,11 +392,7 @@ class Dyck:
         return f"Dyck(k={self.k}, max_depth={self.max_depth}, pairs={self.pairs!r})"
 
 
-# ---------------------------------------------------------------------------------------------
-# local validity: what a window of w symbols can see
-# ---------------------------------------------------------------------------------------------
-
-
+# ----------------------------------------------- local validity: what a window of w symbols can see
 def _reductions(k: int, n: int) -> tuple[np.ndarray, ...]:
     """Stack reduction of every word of length n over the 2k codes (index: base 2k, big-endian).
 

@@ -107,11 +107,7 @@ def _resolve(kinds: str | Sequence[str]) -> tuple[str, ...]:
     return names
 
 
-# ---------------------------------------------------------------------------------------------
-# constructions: (codes, ok) for a batch of lengths; ok marks rows where the construction applied
-# ---------------------------------------------------------------------------------------------
-
-
+# -- constructions: (codes, ok) for a batch of lengths; ok marks rows where the construction applied
 def _pick(rng: np.random.Generator, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A uniformly chosen True column of each row, and whether the row has one: ``(batch,)``."""
     col = np.argmax(np.where(mask, rng.random(mask.shape), -1.0), axis=1)

@@ -33,28 +33,10 @@ if TYPE_CHECKING:  # torch and the run module load only when records or models a
 
     from dyckbook.run import RunRecord
 
-__all__ = [
-    "RESULTS_DIR",
-    "ROOT_ENV",
-    "RUNS_DIR",
-    "SCRATCH_DIR",
-    "append_records",
-    "load_model",
-    "read_bigbench",
-    "read_dataset",
-    "read_json",
-    "read_records",
-    "repo_root",
-    "resolve",
-    "run_notebook_path",
-    "run_results_dir",
-    "save_model",
-    "write_bigbench",
-    "write_bytes",
-    "write_dataset",
-    "write_json",
-    "write_text",
-]
+__all__ = ["RESULTS_DIR", "ROOT_ENV", "RUNS_DIR", "SCRATCH_DIR", "append_records", "load_model",
+           "read_bigbench", "read_dataset", "read_json", "read_records", "repo_root", "resolve",
+           "run_notebook_path", "run_results_dir", "save_model", "write_bigbench", "write_bytes",
+           "write_dataset", "write_json", "write_text"]
 
 ROOT_ENV = "DYCKBOOK_ROOT"
 RUNS_DIR = Path("book") / "runs"

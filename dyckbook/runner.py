@@ -44,8 +44,6 @@ _SCALARS = (str, int, float, bool, type(None))
 
 
 # ------------------------------------------------------------------------------ manifest
-
-
 @dataclass(frozen=True)
 class Notebook:
     """A notebook (or chapter) of the manifest, and what its ``parameters`` cell declares."""
@@ -266,8 +264,6 @@ def external_runs(manifest: Manifest, profile: str, root: Path) -> list[Run]:
 
 
 # ------------------------------------------------------------------------------ hashes, status
-
-
 def notebook_hash(path: str | os.PathLike[str]) -> str:
     """SHA-256 of a notebook's cell types and sources (outputs and metadata do not count)."""
     cells = json.loads(Path(path).read_text(encoding="utf-8"))["cells"]
@@ -336,8 +332,6 @@ def _digest(obj: Any) -> str:
 
 
 # ------------------------------------------------------------------------------ the worker
-
-
 @dataclass(frozen=True)
 class Task:
     """Everything a worker needs to execute one run; nothing refers to the client's disk."""
@@ -415,8 +409,6 @@ def _kernel_manager(env: dict[str, str], cwd: Path, sockets: Path) -> type:
 
 
 # ------------------------------------------------------------------------------ the client
-
-
 def run(profile: str = "cpu", only: Sequence[str] | None = None, *, force: bool = False,
         jobs: int = 1, scheduler: str | None = None, executor: cf.Executor | None = None,
         manifest: str | os.PathLike[str] | None = None,
