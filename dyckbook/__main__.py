@@ -213,15 +213,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                "run": _cmd_run}[args.command]
     try:
         return command(args)
-    except (ValueError, FileNotFoundError) as error:
-        print(f"dyckbook {args.command}: error: {' '.join(str(error).split())}", file=sys.stderr)
-        return 2
     except BrokenPipeError:  # `dyckbook list | head`: the reader left; not an error
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silences the flush at exit
         return 0
-    except OSError as error:  # a disk that fills up, a folder removed meanwhile: not a bug
+    except (ValueError, OSError) as error:  # bad input (2); a full disk, a vanished folder (1)
         print(f"dyckbook {args.command}: error: {' '.join(str(error).split())}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(error, (ValueError, FileNotFoundError)) else 1
     except KeyboardInterrupt:
         print(f"dyckbook {args.command}: interrupted", file=sys.stderr)
         return 130

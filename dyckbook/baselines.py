@@ -220,9 +220,8 @@ def make_baseline(name: str, language: Dyck, window: int = 4) -> Baseline:
     return classes[name](language)
 
 
-def fit_baselines(
-    language: Dyck, codes: np.ndarray, lengths: np.ndarray, labels: np.ndarray, window: int = 4
-) -> dict[str, Baseline]:
+def fit_baselines(language: Dyck, codes: np.ndarray, lengths: np.ndarray, labels: np.ndarray,
+                  window: int = 4) -> dict[str, Baseline]:
     """Every baseline of :data:`BASELINES`, fitted on the same labelled strings."""
     return {
         name: make_baseline(name, language, window).fit(codes, lengths, labels)

@@ -50,9 +50,8 @@ def check_lengths(lengths: object, even: bool = True) -> np.ndarray:
     return arr
 
 
-def sample_lengths(
-    rng: np.random.Generator, size: int, min_length: int, max_length: int
-) -> np.ndarray:
+def sample_lengths(rng: np.random.Generator, size: int, min_length: int,
+                   max_length: int) -> np.ndarray:
     """Lengths drawn uniformly over the even integers of ``[min_length, max_length]``.
 
     Returns:
@@ -205,9 +204,8 @@ class Dyck:
         name: ``"Dyck-3"`` or ``"Dyck-(3, 4)"``.
     """
 
-    def __init__(
-        self, k: int = 1, max_depth: int | None = None, pairs: Sequence[str] | None = None
-    ) -> None:
+    def __init__(self, k: int = 1, max_depth: int | None = None,
+                 pairs: Sequence[str] | None = None) -> None:
         self.alphabet = Alphabet(k, pairs)
         self.k, self.pairs = self.alphabet.k, self.alphabet.pairs
         self.max_depth = None if max_depth is None else check_int("max_depth", max_depth, 1)
@@ -217,11 +215,8 @@ class Dyck:
         return check_codes(codes, lengths, 2 * self.k)
 
     def _as_codes(self, strings_or_codes: Sequence[str] | Codes) -> Codes:
-        if (
-            isinstance(strings_or_codes, tuple)
-            and len(strings_or_codes) == 2
-            and isinstance(strings_or_codes[0], np.ndarray)
-        ):
+        if (isinstance(strings_or_codes, tuple) and len(strings_or_codes) == 2
+                and isinstance(strings_or_codes[0], np.ndarray)):
             return self._codes(*strings_or_codes)
         return self.alphabet.encode(strings_or_codes)
 
@@ -306,9 +301,8 @@ class Dyck:
         if self.max_depth is not None:
             return math.log(self.count(length))
         m = length // 2
-        return (
-            math.lgamma(2 * m + 1) - math.lgamma(m + 1) - math.lgamma(m + 2) + m * math.log(self.k)
-        )
+        return (math.lgamma(2 * m + 1) - math.lgamma(m + 1) - math.lgamma(m + 2)
+                + m * math.log(self.k))
 
     # -- sampling ----------------------------------------------------------------------------
 
@@ -450,10 +444,8 @@ def local_tables(language: Dyck, width: int) -> tuple[np.ndarray, np.ndarray, np
         raise ValueError(f"language must be a Dyck, got {type(language).__name__}")
     width = check_int("width", width, 2)
     if (2 * language.k) ** width > _MAX_TABLE:
-        raise ValueError(
-            f"k={language.k} and width={width} need (2k)^width = {(2 * language.k) ** width} "
-            f"window cells, more than 2**24"
-        )
+        raise ValueError(f"k={language.k} and width={width} need (2k)^width = "
+                         f"{(2 * language.k) ** width} window cells, more than 2**24")
     return _local_tables(language.k, language.max_depth, width)
 
 

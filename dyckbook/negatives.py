@@ -76,9 +76,8 @@ NEGATIVE_KINDS: dict[str, NegativeKind] = {
         NegativeKind("rotation", "A cyclic rotation of a word, cut inside a pair.", 1, True, 6, 2),
         NegativeKind("swap", "Two symbols of a word are exchanged.", 1, True),
         NegativeKind("crossing", "A pair and its first child exchange closers.", 2, True, 4, 2),
-        NegativeKind(
-            "deep_mismatch", "A deepest parent pair's closer is another type's.", 2, True, 4, 2
-        ),
+        NegativeKind("deep_mismatch", "A deepest parent pair's closer is another type's.", 2,
+                     True, 4, 2),
     )
 }
 HARD_KINDS: tuple[str, ...] = tuple(name for name, kind in NEGATIVE_KINDS.items() if kind.hard)
@@ -100,10 +99,8 @@ def _resolve(kinds: str | Sequence[str]) -> tuple[str, ...]:
     names = (kinds,) if isinstance(kinds, str) else tuple(dict.fromkeys(kinds))
     unknown = [name for name in names if name not in NEGATIVE_KINDS]
     if not names or unknown:
-        raise ValueError(
-            f"kinds must be 'hard', a kind name or a sequence of them {list(NEGATIVE_KINDS)}, "
-            f"got {kinds!r}"
-        )
+        raise ValueError(f"kinds must be 'hard', a kind name or a sequence of them "
+                         f"{list(NEGATIVE_KINDS)}, got {kinds!r}")
     return names
 
 
@@ -202,9 +199,8 @@ _CONSTRUCTIONS = {
 }
 
 
-def _keeps_promises(
-    language: Dyck, name: str, codes: np.ndarray, lengths: np.ndarray, window: int | None
-) -> np.ndarray:
+def _keeps_promises(language: Dyck, name: str, codes: np.ndarray, lengths: np.ndarray,
+                    window: int | None) -> np.ndarray:
     """bool ``(batch,)``: a non-member and, for a hard kind, every hard (and local) promise.
 
     Counts per type need no check: every construction permutes a word or flips a pair. Each
@@ -258,9 +254,8 @@ def _available(language: Dyck, name: str, length: int, window: int | None) -> bo
     return _probe(language, name, length, window)
 
 
-def available_kinds(
-    language: Dyck, length: int, kinds: str | Sequence[str] = "hard", window: int | None = None
-) -> tuple[str, ...]:
+def available_kinds(language: Dyck, length: int, kinds: str | Sequence[str] = "hard",
+                    window: int | None = None) -> tuple[str, ...]:
     """The kinds among ``kinds`` that :func:`sample_negatives` can draw at ``length``.
 
     Args:
@@ -319,19 +314,13 @@ def _sample_kind(language, rng, name, lengths, window) -> np.ndarray:
         reps = np.where(rate > 0, np.ceil(1.2 / np.maximum(rate, 1e-9)), 8 * reps)
         scale = min(1.0, _MAX_CELLS / float((reps * lengths[todo]).sum()))  # bound the memory
         reps = np.clip(reps * scale, 1, 1024).astype(np.int64)
-    raise RuntimeError(
-        f"no {name} negative of length {lengths[todo[0]]} for {language.name} (window={window}) "
-        f"in {_MAX_ROUNDS} rounds"
-    )
+    raise RuntimeError(f"no {name} negative of length {lengths[todo[0]]} for {language.name} "
+                       f"(window={window}) in {_MAX_ROUNDS} rounds")
 
 
-def sample_negatives(
-    language: Dyck,
-    rng: np.random.Generator,
-    lengths: Sequence[int],
-    kinds: str | Sequence[str] = "hard",
-    window: int | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def sample_negatives(language: Dyck, rng: np.random.Generator, lengths: Sequence[int],
+                     kinds: str | Sequence[str] = "hard", window: int | None = None
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One verified non-member of each requested length, labelled with its kind.
 
     Args:
@@ -355,10 +344,8 @@ def sample_negatives(
     for length in np.unique(lengths).tolist():
         avail = [names.index(n) for n in available_kinds(language, length, names, window)]
         if not avail:
-            raise ValueError(
-                f"lengths holds {length}, but no negative of kinds {names} exists at length "
-                f"{length} for {language.name} (window={window})"
-            )
+            raise ValueError(f"lengths holds {length}, but no negative of kinds {names} exists "
+                             f"at length {length} for {language.name} (window={window})")
         rows = np.flatnonzero(lengths == length)
         choice[rows] = np.array(avail)[rng.integers(0, len(avail), size=rows.size)]
     codes = np.full((lengths.size, int(lengths.max(initial=0))), PAD_CODE, dtype=np.uint8)
