@@ -10,7 +10,9 @@ that its results stay within the seed spread). Writes benchmarks/results/grid.js
 table. Tried before and not adopted: ``torch.compile`` of the batched forward (0.73x and 0.80x
 of eager, commit e7852d7); random instead of length-bucketed batches: see bench_recipe.py.
 
-    python benchmarks/bench_grid.py [--seeds 10] [--steps 200] [--cells CELL,CELL]
+Every way runs ``--repeats`` times, interleaved round by round; the table keeps the median.
+
+    python benchmarks/bench_grid.py [--seeds 10] [--steps 200] [--cells CELL,CELL] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -61,28 +64,36 @@ print(json.dumps(out))
 """
 
 
-def old_loop(ref: str, cell: str, steps: int, seeds: list[int]) -> dict | None:
-    """Train seconds per model of the previous release's grid, or None if it cannot run."""
+@contextlib.contextmanager
+def previous_release(ref: str):
+    """A git worktree of ``ref`` for the length of the block (None if it cannot be made)."""
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "old"
         made = subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree),
                                ref], capture_output=True, text=True, check=False)
         if made.returncode:
             print(f"no baseline: {made.stderr.strip()}", file=sys.stderr)
-            return None
+            yield None
+            return
         try:
-            env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1"}
-            run = subprocess.run([sys.executable, "-c", _OLD, cell, str(steps),
-                                  ",".join(map(str, seeds))], capture_output=True, text=True,
-                                 env=env, cwd=tmp, check=False)
-            if run.returncode:
-                print(f"baseline failed: {run.stderr[-500:]}", file=sys.stderr)
-                return None
-            rows = json.loads(run.stdout.strip().splitlines()[-1])
+            yield tree
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
                            capture_output=True, check=False)
-    return {"train_seconds": sum(r["train"] for r in rows), "models": len(rows)}
+
+
+def old_loop(tree: Path | None, cell: str, steps: int, seeds: list[int]) -> float | None:
+    """Train seconds of all ``seeds`` in the previous release's grid (its worktree ``tree``),
+    or None if it cannot run."""
+    if tree is None:
+        return None
+    env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1"}
+    run = subprocess.run([sys.executable, "-c", _OLD, cell, str(steps), ",".join(map(str, seeds))],
+                         capture_output=True, text=True, env=env, cwd=tree.parent, check=False)
+    if run.returncode:
+        print(f"baseline failed: {run.stderr[-500:]}", file=sys.stderr)
+        return None
+    return sum(r["train"] for r in json.loads(run.stdout.strip().splitlines()[-1]))
 
 
 def timed_train(config, seeds: list[int], sets: list, torch_only: bool = False,
@@ -96,26 +107,33 @@ def timed_train(config, seeds: list[int], sets: list, torch_only: bool = False,
         return time.perf_counter() - wall, model.n_params
 
 
-def measure_cell(cell: str, seeds: list[int], steps: int, baseline_ref: str) -> dict:
-    """Models/s of one cell every way, and the batched network's fraction of one core's peak."""
+def measure_cell(cell: str, seeds: list[int], steps: int, tree: Path | None,
+                 repeats: int) -> dict:
+    """Models/s of one cell every way (each the median of ``repeats`` rounds, the ways
+    interleaved within a round so that the machine's load drifts over all of them alike), and
+    the batched network's fraction of one core's peak."""
     spec = GridSpec(max_steps=steps, eval_every=steps, target_accuracy=None)
     config = spec.config(Cell.from_name(cell))
     sets = [make_splits(config.data, s).train for s in seeds]
     timed_train(config, seeds[:1], sets[:1], max_steps=5)  # warm-up: imports, kernels, allocator
-    single = [timed_train(config, [s], [d]) for s, d in zip(seeds, sets)]
-    batched = {name: timed_train(config, seeds, sets, plain, matmul=matmul)[0]
-               for name, (plain, matmul) in BATCHED.items()}
-    old = old_loop(baseline_ref, cell, steps, seeds)
+    rounds: dict[str, list[float]] = {}
+    for _ in range(repeats):
+        walls = {"previous release, per-model loop": old_loop(tree, cell, steps, seeds),
+                 "one model at a time": sum(timed_train(config, [s], [d])[0]
+                                            for s, d in zip(seeds, sets)),
+                 **{name: timed_train(config, seeds, sets, plain, matmul=matmul)[0]
+                    for name, (plain, matmul) in BATCHED.items()}}
+        for name, wall in walls.items():
+            rounds.setdefault(name, []).append(wall)
+    wall = {name: None if None in w else statistics.median(w) for name, w in rounds.items()}
+    n_params = Classifier(config.model, seeds[:1]).n_params
     tokens = steps * spec.batch_size * (sum(sets[0].lengths) / len(sets[0]) + 2)
-    flops = 6 * single[0][1] * tokens * len(seeds)
-    return {"cell": cell, "seeds": len(seeds), "steps": steps, "spec": spec.to_dict(),
-            "kernels": kernels.available(),
-            "models_per_s": {
-                "previous release, per-model loop":
-                    old["models"] / old["train_seconds"] if old else None,
-                "one model at a time": len(seeds) / sum(w for w, _ in single),
-                **{name: len(seeds) / wall for name, wall in batched.items()}},
-            "fraction_of_peak": {name: flops / wall / PEAK for name, wall in batched.items()}}
+    flops = 6 * n_params * tokens * len(seeds)
+    return {"cell": cell, "seeds": len(seeds), "steps": steps, "repeats": repeats,
+            "spec": spec.to_dict(), "kernels": kernels.available(), "wall_seconds": rounds,
+            "models_per_s": {name: None if w is None else len(seeds) / w
+                             for name, w in wall.items()},
+            "fraction_of_peak": {name: flops / wall[name] / PEAK for name in BATCHED}}
 
 
 def cell_rows(m: dict) -> list[dict]:
@@ -145,16 +163,19 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--cells", default="k3-L2-causal-learned-mean,k3-L2-causal-learned-end")
     parser.add_argument("--baseline-ref", default="21b7ebb")
+    parser.add_argument("--repeats", type=int, default=3, help="rounds; the median is kept")
     args = parser.parse_args()
     load = os.getloadavg()
     torch.set_num_threads(1)
     seeds = list(range(args.seeds))
-    measured = [measure_cell(c, seeds, args.steps, args.baseline_ref)
-                for c in args.cells.split(",")]
+    with previous_release(args.baseline_ref) as tree:
+        measured = [measure_cell(c, seeds, args.steps, tree, args.repeats)
+                    for c in args.cells.split(",")]
     rows = [r for m in measured for r in cell_rows(m)]
     table.save("grid", rows, {"cells": measured, "torch": torch.__version__}, load,
                "full" if args.seeds >= 10 else "small")
-    print(f"1 torch thread; load average at the start {load[0]:.2f}")
+    print(f"1 torch thread, median of {args.repeats} interleaved rounds; load average at the "
+          f"start {load[0]:.2f}")
     for r in rows:
         ratio = "" if r["ratio"] is None else f"  x{r['ratio']:.2f}"
         print(f"  {r['benchmark']}: {r['measure']}: {table.number(r['dyckbook'])}{ratio}")
