@@ -114,7 +114,9 @@ class _BFloat16Product(torch.autograd.Function):
         need = ctx.needs_input_grad
         grad_x = torch.bmm(gb, wb.transpose(1, 2)).to(ctx.x_dtype) if need[1] else None
         grad_w = torch.bmm(xb.transpose(1, 2), gb).float() if need[2] else None
-        grad_bias = grad.sum(1, keepdim=True, dtype=torch.float32) if need[0] else None
+        # the bias's gradient: a bfloat16 output (fc_in's, the fused qkv's) summed in float32
+        # and rounded to bfloat16 like the weight's (a float32 copy first costs ~3x the sum)
+        grad_bias = grad.sum(1, keepdim=True).float() if need[0] else None
         return grad_bias, grad_x, grad_w, None
 
 
@@ -457,11 +459,16 @@ class MLP(nn.Module):
         self.relu = act_fn == "relu"
 
     def forward(self, x: torch.Tensor, record: Recorder | None, prefix: str) -> torch.Tensor:
-        hidden = self.fc_in(x)  # (S, batch, pos, d_mlp); its backward needs x, not hidden
+        """(S, batch, pos, d_model) -> same shape."""
+        n, d = x.shape[0], x.shape[-1]
+        # (S, rows, d_mlp); fc_in's backward needs x, not hidden. A bfloat16 product's output
+        # is rounded and fc_out's product rounds its input, so the activation between them
+        # reads and writes bfloat16 (in place, not on a view: autograd would copy it back).
+        hidden = affine(self.fc_in.bias, x.reshape(n, -1, d), self.fc_in.weight, torch.bfloat16)
         hidden = F.relu_(hidden) if self.relu else F.gelu(hidden)
         if record is not None:
-            record(f"{prefix}.hook_post", hidden)
-        return self.fc_out(hidden)
+            record(f"{prefix}.hook_post", hidden.view(*x.shape[:-1], -1).float())
+        return self.fc_out(hidden).view(x.shape)
 
 
 class Block(nn.Module):

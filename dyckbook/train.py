@@ -41,8 +41,9 @@ class TrainConfig(Config):
     target_accuracy: float | None = None  # stop a model once its validation accuracy reaches it
     freeze: tuple[str, ...] = ()  # parameters kept at their initial values (by name)
     bucket: bool = False  # batch strings of similar length together (long inputs: less padding)
-    # float32 | bfloat16: the models' matrix products round their inputs and outputs to bfloat16
-    # and sum in float32 (blocks.MATMUL; about 2x faster products on CPUs with AVX512-BF16)
+    # float32 | bfloat16: the models' matrix products (and their gradients, the biases' too)
+    # round their inputs and outputs to bfloat16 and sum in float32 (blocks.MATMUL; about 2x
+    # faster products on CPUs with AVX512-BF16)
     matmul: str = "float32"
 
     def __post_init__(self) -> None:

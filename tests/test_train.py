@@ -243,6 +243,12 @@ def test_bfloat16_products_round_inputs_and_outputs_and_stay_in_their_thread():
         gx, gw = torch.autograd.grad(blocks.affine(bias, x, w), (x, w), grad)
         assert torch.equal(gx, torch.bmm(grad.bfloat16(), w.bfloat16().transpose(1, 2)).float())
         assert torch.equal(gw, torch.bmm(x.bfloat16().transpose(1, 2), grad.bfloat16()).float())
+        # a bfloat16 output's bias gradient: the bfloat16 gradient summed, rounded like gw
+        b = bias.clone().requires_grad_(True)
+        (gb,) = torch.autograd.grad(blocks.affine(b, x, w, torch.bfloat16), b, grad.bfloat16())
+        assert gb.dtype == torch.float32
+        assert torch.equal(gb, grad.bfloat16().sum(1, keepdim=True).float())
+        assert torch.allclose(gb, grad.bfloat16().float().sum(1, keepdim=True), rtol=2 ** -8)
     finally:
         blocks.MATMUL.reset(token)
     assert torch.equal(seen["other"], exact.detach())
@@ -265,3 +271,33 @@ def test_bfloat16_products_round_inputs_and_outputs_and_stay_in_their_thread():
         blocks.affine = before
     assert during == {"bfloat16"} and set(calls) == {"float32"}
     assert blocks.MATMUL.get() == "float32"
+
+
+@pytest.mark.parametrize("act_fn", ["relu", "gelu"])
+def test_mlp_in_bfloat16_is_the_float32_mlp_with_products_rounded(act_fn):
+    # the hidden layer stays in bfloat16 between the products: the same numbers as a float32
+    # hidden layer rounded on its way into fc_out
+    torch.manual_seed(1)
+    mlp = blocks.MLP(2, 16, 32, act_fn)
+    blocks.init_models(mlp, [3, 4])
+    x = torch.randn(2, 3, 5, 16, requires_grad=True)
+    token = blocks.MATMUL.set("bfloat16")
+    try:
+        out = mlp(x, None, "mlp")
+        grads = torch.autograd.grad(out.square().sum(), (x, *mlp.parameters()))
+    finally:
+        blocks.MATMUL.reset(token)
+
+    def rounded(bias, h, w):  # a bfloat16 product, its output back in float32
+        return torch.baddbmm(bias.bfloat16(), h.bfloat16(), w.bfloat16()).float()
+
+    def by_hand(x):
+        hidden = rounded(mlp.fc_in.bias, x.reshape(2, -1, 16), mlp.fc_in.weight)
+        hidden = torch.relu(hidden) if act_fn == "relu" else torch.nn.functional.gelu(hidden)
+        return rounded(mlp.fc_out.bias, hidden, mlp.fc_out.weight).view(x.shape)
+
+    with torch.no_grad():
+        assert out.shape == x.shape and torch.equal(out, by_hand(x))
+    expected = torch.autograd.grad(by_hand(x).square().sum(), (x, *mlp.parameters()))
+    for got, want in zip(grads, expected):  # the backward's products are rounded as well
+        assert got.dtype == torch.float32 and torch.allclose(got, want, rtol=0.05, atol=0.05)
