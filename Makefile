@@ -31,7 +31,7 @@ help:
 	@echo "make book [PROFILE=cpu|smoke|thesis] [JOBS=2] [SCHEDULER=local|tcp://HOST:PORT]"
 	@echo "                                run the experiments, build the book (_build/html)"
 	@echo "make publish                    make book, then push _build/html to the gh-pages branch"
-	@echo "make book-full                  the full ablation grid (about 41 min on 2 cores), then make book"
+	@echo "make book-full                  the full ablation grid (about 42 min on 2 cores), then make book"
 	@echo "make smoke                      the quick preview (PROFILE=smoke)"
 	@echo "make test                       every test CI runs"
 	@echo "make lab [LAB_ARGS=...]         JupyterLab on the repository (as root too)"
