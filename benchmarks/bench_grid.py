@@ -97,14 +97,14 @@ def old_loop(tree: Path | None, cell: str, steps: int, seeds: list[int]) -> floa
 
 
 def timed_train(config, seeds: list[int], sets: list, torch_only: bool = False,
-                **changes) -> tuple[float, int]:
-    """(wall seconds, parameters per model) of one train() call (``changes``: TrainConfig
-    fields to change; ``torch_only``: without the C kernels)."""
+                **changes) -> float:
+    """Wall seconds of one train() call (``changes``: TrainConfig fields to change;
+    ``torch_only``: without the C kernels)."""
     model = Classifier(config.model, seeds)
     with kernels.torch_only() if torch_only else contextlib.nullcontext():
         wall = time.perf_counter()
         train(model, ClassificationTask(), sets, None, dataclasses.replace(config.train, **changes))
-        return time.perf_counter() - wall, model.n_params
+        return time.perf_counter() - wall
 
 
 def measure_cell(cell: str, seeds: list[int], steps: int, tree: Path | None,
@@ -119,9 +119,9 @@ def measure_cell(cell: str, seeds: list[int], steps: int, tree: Path | None,
     rounds: dict[str, list[float]] = {}
     for _ in range(repeats):
         walls = {"previous release, per-model loop": old_loop(tree, cell, steps, seeds),
-                 "one model at a time": sum(timed_train(config, [s], [d])[0]
+                 "one model at a time": sum(timed_train(config, [s], [d])
                                             for s, d in zip(seeds, sets)),
-                 **{name: timed_train(config, seeds, sets, plain, matmul=matmul)[0]
+                 **{name: timed_train(config, seeds, sets, plain, matmul=matmul)
                     for name, (plain, matmul) in BATCHED.items()}}
         for name, wall in walls.items():
             rounds.setdefault(name, []).append(wall)
