@@ -6,23 +6,48 @@
   its absolute value, the total imbalance, the length): the best a counting rule can do, e.g.
   "every count is zero"; hard negatives have a member's counts.
 - ``bigrams``: logistic regression on bigram frequencies and the first and last symbols.
-- ``local``: the strictly w-local recogniser; it accepts a string iff every window of width <= w
-  of ``⋊ s ⋉`` (with boundary markers) occurred in a member of its training set. Non-local hard
-  negatives (``window=w``) are built to pass it.
+- ``local`` (w from the data config), ``local6``, ``local8``: the strictly w-local recogniser;
+  it accepts a string iff every window of width <= w of ``⋊ s ⋉`` (with boundary markers)
+  occurred in a member of its training set. Non-local hard negatives (``window=w``) pass it.
+- ``ngrams``: logistic regression on the frequencies of every 1- to 4-gram.
+- ``ends``: a lookup on the first three and the last three symbols (the likelier class of that
+  key in training; member when unseen).
+- ``depth``: logistic regression on the height profile (heights at 16 relative positions, their
+  histogram, maximum, minimum, mean, final height, returns to 0, length). Under k = 1 the
+  minimum height is the running count: this rule is then a recogniser, not a shortcut.
+- ``counter``: rejects iff counters without a stack do: the type-blind skeleton or some type's
+  projection is not a Dyck-1 word (``hardness``). Exact, not fitted; under k = 1 it is the
+  language itself.
+- ``skeleton``: the type-blind skeleton check alone (one counter).
+- ``window4``, ``window6``, ``window8``: the exact w-window check (``hardness.window_rejects``),
+  the best any strictly w-local rule can do.
 - ``stack``: the exact stack automaton (the language's own membership test), 1.0 by construction.
+
+Rules that learn are fitted on the training strings the run trains on: the members and the
+negatives of the kinds of the test set they are scored on (``fit_negatives``).
+:func:`attack` fits every rule on one sample and scores it, per length bin, on a fresh one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
+from dyckbook.hardness import profile, window_rejects
 from dyckbook.languages import Dyck, check_int, window_index
 from dyckbook.vocab import check_codes
 
-__all__ = ["BASELINES", "Baseline", "Bigrams", "Counts", "FirstSymbol", "LocalRecogniser", "Stack",
-           "fit_baselines", "make_baseline"]
+__all__ = ["BASELINES", "STACK_FREE", "Baseline", "Bigrams", "Counter", "Counts", "Depth", "Ends",
+           "FirstSymbol", "LocalRecogniser", "NGrams", "Stack", "WindowCheck", "attack",
+           "balanced_accuracy", "fit_baselines", "fit_negatives", "make_baseline", "recognisers"]
 
-BASELINES: tuple[str, ...] = ("first_symbol", "counts", "bigrams", "local", "stack")
+BASELINES: tuple[str, ...] = ("first_symbol", "counts", "bigrams", "local", "local6", "local8",
+                              "ngrams", "ends", "depth", "counter", "skeleton", "window4",
+                              "window6", "window8", "stack")
+# every rule that needs no stack; under k = 1 "counter", "skeleton" and "depth" read the running
+# count, which is the stack there (``recognisers``)
+STACK_FREE: tuple[str, ...] = BASELINES[:-1]
 _NEWTON_STEPS = 50  # Newton steps at most; the fit stops earlier once a step is below _TOLERANCE
 _TOLERANCE = 1e-8
 _L2 = 1.0  # ridge penalty on the (standardised) weights, not on the bias
@@ -106,6 +131,9 @@ class _Logistic(Baseline):
     _w: np.ndarray | None = None  # bias, then one weight per standardised feature
 
     def _fit(self, codes: np.ndarray, lengths: np.ndarray, labels: np.ndarray) -> None:
+        if np.unique(labels).size < 2:
+            raise ValueError(f"{self!r} needs members and non-members to fit, got labels "
+                             f"{np.unique(labels).tolist()} only")
         x = self._features(codes, lengths)  # (batch, features)
         self._mean, self._scale = x.mean(axis=0), x.std(axis=0)
         self._scale[self._scale == 0] = 1.0
@@ -210,20 +238,195 @@ class LocalRecogniser(Baseline):
         return f"LocalRecogniser({self.language.name}, window={self.window})"
 
 
+class NGrams(_Logistic):
+    """Logistic regression on the frequency (count / length) of every 1- to 4-gram."""
+
+    name = "ngrams"
+    max_n = 4
+
+    def _features(self, codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        m = 2 * self.language.k
+        c = np.where(np.arange(codes.shape[1]) < lengths[:, None], codes, 0).astype(np.int64)
+        parts = []
+        for n in range(1, self.max_n + 1):
+            if c.shape[1] < n:
+                parts.append(np.zeros((lengths.size, m**n)))
+                continue
+            grams = window_index(c, n, m)  # (batch, pos - n + 1)
+            inside = np.arange(grams.shape[1]) < lengths[:, None] - n + 1
+            parts.append(_counts(grams, inside, m**n))
+        return np.hstack(parts) / np.maximum(lengths, 1)[:, None]
+
+
+def _heights(codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """int64 ``(batch, pos + 1)``: the running count at every time point, flat after the end."""
+    valid = np.arange(codes.shape[1]) < lengths[:, None]
+    step = np.where(valid, 1 - 2 * (codes.astype(np.int64) & 1), 0)
+    return np.hstack([np.zeros((lengths.size, 1), np.int64), np.cumsum(step, axis=1)])
+
+
+class Depth(_Logistic):
+    """Logistic regression on the height profile: what depth statistics alone can tell."""
+
+    name = "depth"
+    points = 16  # relative positions at which the height is read
+    histogram = 16  # heights 0..15 (higher ones count as 15; negative as their own feature)
+
+    def _features(self, codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        h = _heights(codes, lengths)  # (batch, pos + 1)
+        rows = np.arange(lengths.size)[:, None]
+        at = np.rint(np.linspace(0.0, 1.0, self.points)[None, :] * lengths[:, None]).astype(int)
+        live = np.arange(h.shape[1]) <= lengths[:, None]
+        scale = np.maximum(lengths, 1)[:, None]
+        hist = _counts(np.clip(h, 0, self.histogram - 1), live, self.histogram) / scale
+        below = ((h < 0) & live).sum(axis=1, keepdims=True) / scale
+        masked = np.where(live, h, 0)
+        zero = ((h == 0) & live).sum(axis=1, keepdims=True) / scale
+        return np.hstack([h[rows, at], hist, below, zero,
+                          np.where(live, h, -10**6).max(axis=1, keepdims=True),
+                          np.where(live, h, 10**6).min(axis=1, keepdims=True),
+                          masked.sum(axis=1, keepdims=True) / scale,
+                          h[rows[:, 0], lengths][:, None], lengths[:, None] / 100.0])
+
+
+class Ends(Baseline):
+    """A lookup on the first three and last three symbols: the class whose training strings
+    show that key more often (relative to the class's size); member when the key is unseen."""
+
+    name = "ends"
+    span = 3
+    _member: dict[bytes, bool] | None = None
+
+    def _keys(self, codes: np.ndarray, lengths: np.ndarray) -> list[bytes]:
+        s = self.span
+        out = []
+        for row, n in zip(codes, lengths.tolist()):
+            out.append(bytes(row[: min(s, n)]) + b"|" + bytes(row[max(n - s, 0): n]) + b"#"
+                       + str(min(n, 2 * s)).encode())
+        return out
+
+    def _fit(self, codes: np.ndarray, lengths: np.ndarray, labels: np.ndarray) -> None:
+        counts: dict[bytes, list[int]] = {}
+        for key, label in zip(self._keys(codes, lengths), labels.tolist()):
+            counts.setdefault(key, [0, 0])[label] += 1
+        n_neg, n_pos = max(int((labels == 0).sum()), 1), max(int(labels.sum()), 1)
+        self._member = {key: pos * n_neg >= neg * n_pos for key, (neg, pos) in counts.items()}
+
+    def _predict(self, codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        if self._member is None:
+            raise ValueError(f"{self!r} is not fitted; call fit first")
+        return np.array([self._member.get(key, True) for key in self._keys(codes, lengths)],
+                        dtype=bool)
+
+
+class Counter(Baseline):
+    """Rejects iff counters without a stack do (``hardness``): the type-blind skeleton, or with
+    ``per_type`` also the projection of some type, is not a Dyck-1 word."""
+
+    def __init__(self, language: Dyck, per_type: bool = True) -> None:
+        super().__init__(language)
+        self.per_type = per_type
+        self.name = "counter" if per_type else "skeleton"
+
+    def _predict(self, codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        p = profile(self.language, codes, lengths)
+        return ~(p.counter if self.per_type else p.skeleton)
+
+    def __repr__(self) -> str:
+        return f"Counter({self.language.name}, per_type={self.per_type})"
+
+
+class WindowCheck(Baseline):
+    """The exact w-window check: rejects iff some window of w symbols (or its first or last
+    w - 1 symbols) is a piece of no word. Not fitted: the best any strictly w-local rule can do."""
+
+    def __init__(self, language: Dyck, window: int = 4) -> None:
+        super().__init__(language)
+        self.window = check_int("window", window, 2)
+        self.name = f"window{self.window}"
+
+    def _predict(self, codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        return ~window_rejects(self.language, codes, lengths, self.window)
+
+    def __repr__(self) -> str:
+        return f"WindowCheck({self.language.name}, window={self.window})"
+
+
 def make_baseline(name: str, language: Dyck, window: int = 4) -> Baseline:
-    """A fresh baseline by name (one of :data:`BASELINES`); ``window`` is the local one's w."""
+    """A fresh baseline by name (one of :data:`BASELINES`); ``window`` is ``local``'s w."""
     if name == "local":
         return LocalRecogniser(language, window)
-    classes = {cls.name: cls for cls in (FirstSymbol, Counts, Bigrams, Stack)}
+    if name in ("local6", "local8"):
+        rule = LocalRecogniser(language, int(name[-1]))
+        rule.name = name  # the same rule at a fixed w, beside ``local`` at the data's w
+        return rule
+    if name in ("window4", "window6", "window8"):
+        return WindowCheck(language, int(name[-1]))
+    if name in ("counter", "skeleton"):
+        return Counter(language, per_type=name == "counter")
+    classes = {cls.name: cls for cls in (FirstSymbol, Counts, Bigrams, NGrams, Ends, Depth, Stack)}
     if name not in classes:
         raise ValueError(f"name must be one of {BASELINES}, got {name!r}")
     return classes[name](language)
 
 
+def recognisers(language: Dyck) -> tuple[str, ...]:
+    """The baselines that recognise ``language`` outright: ``stack``, and under k = 1 (where the
+    running count is the stack) also ``counter``, ``skeleton`` and ``depth``."""
+    return ("counter", "skeleton", "depth", "stack") if language.k == 1 else ("stack",)
+
+
+def fit_negatives(train_kinds: np.ndarray, test_kinds: Sequence[str]) -> np.ndarray:
+    """bool ``(batch,)``: the training negatives a rule scored on a test set is fitted on, those
+    of the test set's kinds (all training negatives if the training set has none of them)."""
+    kinds = np.asarray(train_kinds).astype(str)
+    wanted = np.isin(kinds, [k for k in test_kinds if k != "member"])
+    return wanted if wanted.any() else kinds != "member"
+
+
 def fit_baselines(language: Dyck, codes: np.ndarray, lengths: np.ndarray, labels: np.ndarray,
-                  window: int = 4) -> dict[str, Baseline]:
-    """Every baseline of :data:`BASELINES`, fitted on the same labelled strings."""
-    return {
-        name: make_baseline(name, language, window).fit(codes, lengths, labels)
-        for name in BASELINES
-    }
+                  window: int = 4, names: Sequence[str] = BASELINES) -> dict[str, Baseline]:
+    """The baselines ``names`` (default: every one), fitted on the same labelled strings."""
+    return {name: make_baseline(name, language, window).fit(codes, lengths, labels)
+            for name in names}
+
+
+def balanced_accuracy(predicted: np.ndarray, labels: np.ndarray) -> float:
+    """Mean of the accuracy on members and on non-members (NaN if a class is absent)."""
+    predicted, labels = np.asarray(predicted).astype(bool), np.asarray(labels).astype(bool)
+    if labels.all() or not labels.any():
+        return float("nan")
+    return 0.5 * float(predicted[labels].mean() + (~predicted[~labels]).mean())
+
+
+def attack(language: Dyck, train: tuple[np.ndarray, np.ndarray, np.ndarray],
+           test: tuple[np.ndarray, np.ndarray, np.ndarray], names: Sequence[str] = STACK_FREE,
+           bins: Sequence[tuple[int, int]] | None = None,
+           window: int = 4) -> dict[str, dict[str, float]]:
+    """Every rule fitted on ``train`` and scored on the fresh ``test``, per length bin.
+
+    Args:
+        language: The language of both samples.
+        train: ``(codes, lengths, labels)`` to fit on.
+        test: ``(codes, lengths, labels)`` to score, disjoint from ``train``.
+        names: Rules of :data:`BASELINES`.
+        bins: Inclusive ``(low, high)`` length bins; default one bin per length of ``test``.
+        window: ``local``'s w.
+
+    Returns:
+        ``{rule: {"low-high": balanced accuracy}}``, plus ``"all"``: every length pooled.
+    """
+    codes, lengths, labels = test
+    lengths = np.asarray(lengths)
+    if bins is None:
+        bins = [(int(n), int(n)) for n in np.unique(lengths)]
+    fitted = fit_baselines(language, *train, window=window, names=names)
+    out: dict[str, dict[str, float]] = {}
+    for name, rule in fitted.items():
+        predicted = rule.predict(codes, lengths)
+        row = {"all": balanced_accuracy(predicted, labels)}
+        for lo, hi in bins:
+            inside = (lengths >= lo) & (lengths <= hi)
+            row[f"{lo}-{hi}"] = balanced_accuracy(predicted[inside], np.asarray(labels)[inside])
+        out[name] = row
+    return out

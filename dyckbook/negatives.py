@@ -30,6 +30,29 @@ Kinds, what is wrong, and what can reject them:
   Heights are a member's: only type matching rejects it; a window sees it iff it spans one of
   the two pairs, so it is non-local when both enclose at least w - 1 symbols.
 
+What the hard kinds can be rejected by, measured (``baselines.attack``, the book's chapter on
+Dyck languages): at the grid's lengths ``dip`` and ``rotation`` by one running count, ``swap``
+mostly by counters per type, and most of every kind by an exact window of 6 to 8 symbols or by
+its first and last few symbols. They are *local* in the book's sense only up to w = 4.
+
+Long-range kinds, the verdict-bearing sets (``stack`` regime); W = :func:`long_range_window`
+of the length, max(8, length / 4):
+
+- ``stack`` (k >= 2): two nested pairs of different types, the inner one spanning more than W
+  symbols and both at least W symbols from either end, exchange their closers. The heights and
+  every type's projection stay a word's, so no counter rejects it; no window of W symbols (nor
+  the first or last W - 1) holds a mismatched pair. Only matching types over more than W
+  symbols rejects it.
+- ``far`` (k = 1, where the running count is the stack): a word ``A u B u C u D``, u three
+  symbols, rewritten ``A u C u B u D`` so that the count dips below 0, the changed part at
+  least W from both ends. Every 1- to 4-gram count is the word's; no window of W symbols (nor
+  the first or last W - 1) sees the dip.
+
+Their members (:func:`sample_matched_members`) are the words the negatives are made from: a
+uniform word that admits the change (for ``stack``: whose chosen pairs have two types), left
+unchanged. For ``stack`` heights, ends and every window of W symbols are then distributed alike
+in both classes; for ``far`` lengths, ends and every 1- to 4-gram count.
+
 Availability (:func:`available_kinds`): structural rules (even length >= the kind's minimum,
 and >= 6 for Dyck-1, whose only length-4 candidates ``(())`` and ``()()`` are members; k and D
 large enough); in the non-local regime also a deterministic probe: the kind is available iff
@@ -46,10 +69,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dyckbook.languages import Dyck, check_int, check_lengths, check_rng, locally_valid
+from dyckbook.hardness import profile
+from dyckbook.languages import (Dyck, check_int, check_lengths, check_rng, locally_valid,
+                                window_index)
 from dyckbook.vocab import PAD_CODE
 
-__all__ = ["HARD_KINDS", "NEGATIVE_KINDS", "NegativeKind", "available_kinds", "sample_negatives"]
+__all__ = ["HARD_KINDS", "LONG_RANGE_KINDS", "NEGATIVE_KINDS", "NegativeKind", "available_kinds",
+           "long_range_window", "sample_matched_members", "sample_negatives", "stack_kind"]
 
 _MAX_ROUNDS = 64  # rejection rounds before giving up (each round oversamples the rare kinds)
 _MAX_CELLS = 1 << 22  # candidate cells generated per round at most
@@ -66,6 +92,8 @@ class NegativeKind:
     hard: bool  # keeps the hard promises (counts, first opener, last closer, depth)
     min_length: int = 4  # shortest length at which it can exist (Dyck-1: at least 6)
     min_depth: int = 1  # smallest depth bound D for which it exists
+    max_k: int | None = None  # most bracket types for which it is built (None: any)
+    long_range: bool = False  # built non-local at W = long_range_window(length), far from the ends
 
 
 NEGATIVE_KINDS: dict[str, NegativeKind] = {
@@ -78,9 +106,33 @@ NEGATIVE_KINDS: dict[str, NegativeKind] = {
         NegativeKind("crossing", "A pair and its first child exchange closers.", 2, True, 4, 2),
         NegativeKind("deep_mismatch", "A deepest parent pair's closer is another type's.", 2,
                      True, 4, 2),
+        NegativeKind("stack", "Two nested pairs of different types, far apart and far from the "
+                     "ends, exchange closers.", 2, True, 28, 2, long_range=True),
+        NegativeKind("far", "Two blocks after repeats of one 3-gram exchange places far from "
+                     "the ends, so the count dips.", 1, True, 30, max_k=1, long_range=True),
     )
 }
-HARD_KINDS: tuple[str, ...] = tuple(name for name, kind in NEGATIVE_KINDS.items() if kind.hard)
+HARD_KINDS: tuple[str, ...] = tuple(name for name, kind in NEGATIVE_KINDS.items()
+                                    if kind.hard and not kind.long_range)
+LONG_RANGE_KINDS: tuple[str, ...] = tuple(name for name, kind in NEGATIVE_KINDS.items()
+                                          if kind.long_range)
+LONG_RANGE_MIN_WINDOW = 8  # W is never below this
+_REPEAT = 3  # far: the length of the repeated piece u (every n-gram up to n = 4 is kept)
+
+
+def long_range_window(length: int) -> int:
+    """W of the long-range kinds at ``length``: max(8, length // 4)."""
+    return max(LONG_RANGE_MIN_WINDOW, int(length) // 4)
+
+
+def long_range_windows(lengths: np.ndarray) -> np.ndarray:
+    """:func:`long_range_window` of every length: int64 ``(batch,)``."""
+    return np.maximum(LONG_RANGE_MIN_WINDOW, np.asarray(lengths, dtype=np.int64) // 4)
+
+
+def stack_kind(language: Dyck) -> str:
+    """The long-range kind of a language's ``stack`` regime: ``stack``, or ``far`` when k = 1."""
+    return "far" if _check_language(language).k == 1 else "stack"
 
 
 def _check_language(language: object) -> Dyck:
@@ -96,10 +148,12 @@ def _check_window(window: object) -> int | None:
 def _resolve(kinds: str | Sequence[str]) -> tuple[str, ...]:
     if kinds == "hard":
         return HARD_KINDS
+    if kinds == "long_range":
+        return LONG_RANGE_KINDS
     names = (kinds,) if isinstance(kinds, str) else tuple(dict.fromkeys(kinds))
     unknown = [name for name in names if name not in NEGATIVE_KINDS]
     if not names or unknown:
-        raise ValueError(f"kinds must be 'hard', a kind name or a sequence of them "
+        raise ValueError(f"kinds must be 'hard', 'long_range', a kind name or a sequence of them "
                          f"{list(NEGATIVE_KINDS)}, got {kinds!r}")
     return names
 
@@ -189,6 +243,94 @@ def _deep_mismatch(language: Dyck, rng: np.random.Generator, lengths: np.ndarray
     return codes, ok & has_other
 
 
+def _far_from_ends(lengths: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """Whether positions ``first <= last`` lie at least W symbols from both ends of their row."""
+    w = long_range_windows(lengths)[:, None]
+    return (first >= w) & (last <= lengths[:, None] - 1 - w)
+
+
+def _stack(language: Dyck, rng: np.random.Generator, lengths: np.ndarray):
+    """Words whose uniformly chosen eligible pair of nested pairs exchange closers.
+
+    Eligible: an outer pair at least W from both ends enclosing an inner pair that spans more
+    than W symbols; ``ok`` also asks that the two pairs have different types.
+
+    Returns:
+        ``(codes, ok, words)``: the changed rows and the words they were made from.
+    """
+    codes, valid = _word(language, rng, lengths)
+    words = codes.copy()
+    partner = language.matching(codes, lengths)
+    n_pairs = max(codes.shape[1] // 2, 1)
+    opener = valid & (codes % 2 == 0)
+    o = np.argsort(~opener, axis=1, kind="stable")[:, :n_pairs]  # openers in text order
+    real = np.arange(n_pairs) < lengths[:, None] // 2  # (batch, pair)
+    c = np.where(real, np.take_along_axis(partner, o, 1), -1)
+    outer = _far_from_ends(lengths, o, c) & real  # (batch, pair)
+    inner = (c - o >= long_range_windows(lengths)[:, None]) & real
+    nested = (o[:, :, None] < o[:, None, :]) & (c[:, None, :] < c[:, :, None])  # (b, outer, inner)
+    eligible = nested & outer[:, :, None] & inner[:, None, :]
+    pick, ok = _pick(rng, eligible.reshape(lengths.size, -1))
+    p, q = np.divmod(pick, n_pairs)
+    rows = np.arange(lengths.size)
+    ok &= (codes[rows, o[rows, p]] >> 1) != (codes[rows, o[rows, q]] >> 1)
+    _exchange(codes, ok, c[rows, p], c[rows, q])
+    return codes, ok, words
+
+
+def _far(language: Dyck, rng: np.random.Generator, lengths: np.ndarray):
+    """Words ``A u B u C u D`` (u: ``_REPEAT`` symbols) rewritten ``A u C u B u D``, the changed
+    part ``C u B`` at least W from both ends, so that the count dips below 0.
+
+    Every window of ``_REPEAT + 1`` symbols of the result lies in one of ``A u``, ``u B u``,
+    ``u C u``, ``u D``, as in the word: every 1- to 4-gram count is the word's. The three
+    occurrences of u are a uniform choice among those whose exchange makes the count dip.
+
+    Returns:
+        ``(codes, ok, words)``: the changed rows and the words they were made from.
+    """
+    codes, valid = _word(language, rng, lengths)
+    r, width, n = _REPEAT, codes.shape[1], lengths.size
+    ok, words = np.zeros(n, bool), codes.copy()
+    if width < 3 * r:
+        return codes, ok, words
+    key = window_index(np.where(valid, codes, 0), r, 2 * language.k)  # (batch, pos - r + 1)
+    m = key.shape[1]
+    at = np.arange(m)
+    after = language.heights(codes, lengths).astype(np.int64)[:, r - 1 : r - 1 + m]  # H(a + r)
+    w, last = long_range_windows(lengths)[:, None, None], lengths[:, None, None]
+    a_, b_ = at[:, None], at[None, :]
+    # lowest height over the time points [a + r, b + r] for a <= b: (batch, m, m)
+    low = np.minimum.accumulate(np.where(b_ >= a_, after[:, None, :], 1 << 30), axis=2)
+    same = key[:, :, None] == key[:, None, :]
+    jl = same & (b_ >= a_ + r) & (b_ + r <= last - w)  # (batch, j, l): l can follow j
+    # the C u block moved first dips iff H(i + r) - H(j + r) + low[j, l] < 0: best at the
+    # lowest low[j, l]; the B u block after it iff H(l + r) - H(j + r) + low[i, j] < 0
+    best_low = np.where(jl, low, 1 << 30).min(axis=2)  # (batch, j)
+    best_end = np.where(jl, after[:, None, :], 1 << 30).min(axis=2)  # (batch, j)
+    ij = same & (b_ >= a_ + r) & (a_ + r >= w) & jl.any(axis=2)[:, None, :]  # (batch, i, j)
+    dips = (after[:, :, None] - after[:, None, :] + best_low[:, None, :] < 0) | \
+        (best_end[:, None, :] - after[:, None, :] + low < 0)
+    pair, ok = _pick(rng, (ij & dips).reshape(n, -1))
+    i, j = np.divmod(pair, m)
+    rows = np.arange(n)
+    c_first = after[rows, i][:, None] - after[rows, j][:, None] + low[rows, j] < 0
+    b_after = after - after[rows, j][:, None] + low[rows, i, j][:, None] < 0
+    l, has = _pick(rng, jl[rows, j] & (c_first | b_after))
+    ok &= has
+    choice = np.stack([i, j, l], axis=1)
+    i, j, l = choice.T
+    idx = np.broadcast_to(np.arange(width), codes.shape)  # (batch, pos): source column
+    lo, mid, hi = (i + r)[:, None], (j + r)[:, None], (l + r)[:, None]
+    block2 = (idx >= lo) & (idx < lo + hi - mid)  # C u now starts at i + r
+    block1 = (idx >= lo + hi - mid) & (idx < hi)  # then B u
+    src = np.where(block2, idx - lo + mid, np.where(block1, idx - (hi - mid), idx))
+    rows_ok = np.flatnonzero(ok)
+    codes[rows_ok] = np.take_along_axis(codes[rows_ok], src[rows_ok], axis=1)
+    return codes, ok, words
+
+
+_LONG_RANGE = {"stack": _stack, "far": _far}  # (codes, ok, words): the words kept for members
 _CONSTRUCTIONS = {
     "random": _random,
     "dip": _dip,
@@ -207,20 +349,34 @@ def _keeps_promises(language: Dyck, name: str, codes: np.ndarray, lengths: np.nd
     check runs on the rows still standing, the most selective first.
     """
     ok = np.ones(lengths.size, dtype=bool)
-    if NEGATIVE_KINDS[name].hard:
+    kind = NEGATIVE_KINDS[name]
+    if kind.hard:
         ok = (codes[:, 0] % 2 == 0) & (codes[np.arange(lengths.size), lengths - 1] % 2 == 1)
-        if window is not None:
+        if window is not None and not kind.long_range:
             ok[ok] = locally_valid(language, codes[ok], lengths[ok], window)
         if language.max_depth is not None:
             ok[ok] = language.max_depths(codes[ok], lengths[ok]) <= language.max_depth
+    if kind.long_range:  # verified, not assumed: no W-window sees it; no counter (stack)
+        hardness = profile(language, codes[ok], lengths[ok])
+        passed = hardness.w_star > long_range_windows(lengths[ok])
+        if name == "stack":
+            passed &= ~hardness.counter
+        ok[ok] = passed & ~hardness.member
+        return ok
     ok[ok] = ~language.is_member((codes[ok], lengths[ok]))
     return ok
 
 
-def _candidates(language, rng, name, lengths, window) -> tuple[np.ndarray, np.ndarray]:
-    codes, ok = _CONSTRUCTIONS[name](language, rng, lengths)
+def _candidates(language, rng, name, lengths, window,
+                members: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Candidates of a kind and which keep its promises; ``members``: the kind's matched members
+    (the words its construction would have changed, unchanged)."""
+    if name in _LONG_RANGE:
+        codes, ok, words = _LONG_RANGE[name](language, rng, lengths)
+    else:
+        codes, ok = _CONSTRUCTIONS[name](language, rng, lengths)
     ok[ok] = _keeps_promises(language, name, codes[ok], lengths[ok], window)
-    return codes, ok
+    return (words if members else codes), ok
 
 
 @functools.lru_cache(maxsize=4096)
@@ -245,8 +401,12 @@ def _available(language: Dyck, name: str, length: int, window: int | None) -> bo
     shortest = max(kind.min_length, 6 if language.k == 1 else 4)
     if length < shortest or length % 2 or language.k < kind.min_k:
         return False
+    if kind.max_k is not None and language.k > kind.max_k:
+        return False
     if language.max_depth is not None and language.max_depth < kind.min_depth:
         return False
+    if kind.long_range:  # W grows with the length: every length is probed
+        return _probe(language, name, length, 0)
     if window is None:
         return True
     # pass rates grow with the length, so the longest probed length speaks for longer ones
@@ -287,7 +447,7 @@ def _by_length(want: np.ndarray, have: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return w_order[pos[take]], h_order[take]
 
 
-def _sample_kind(language, rng, name, lengths, window) -> np.ndarray:
+def _sample_kind(language, rng, name, lengths, window, members: bool = False) -> np.ndarray:
     """uint8 ``(batch, pos)`` negatives of one kind by vectorised rejection.
 
     Each round draws, for every missing row, as many candidates as its length's pass rate in
@@ -298,7 +458,7 @@ def _sample_kind(language, rng, name, lengths, window) -> np.ndarray:
     todo, reps = np.arange(lengths.size), np.ones(lengths.size, dtype=np.int64)
     for _ in range(_MAX_ROUNDS):
         drawn = np.repeat(lengths[todo], reps)
-        codes, ok = _candidates(language, rng, name, drawn, window)
+        codes, ok = _candidates(language, rng, name, drawn, window, members)
         passed = np.flatnonzero(ok)
         into, src = _by_length(lengths[todo], drawn[passed])
         out[todo[into], : codes.shape[1]] = codes[passed[src]]
@@ -355,3 +515,34 @@ def sample_negatives(language: Dyck, rng: np.random.Generator, lengths: Sequence
             block = _sample_kind(language, rng, name, lengths[rows], window)
             codes[rows, : block.shape[1]] = block
     return codes, lengths, np.array(names)[choice]
+
+
+def sample_matched_members(language: Dyck, rng: np.random.Generator, lengths: Sequence[int],
+                           kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """Members drawn as the long-range ``kind``'s negatives are, without their last change.
+
+    A uniform word of the length that admits the kind's change (for ``stack``: whose uniformly
+    chosen pair of nested pairs has two types), unchanged: the words the negatives are made
+    from, so that the classes differ only by the long-range violation (module docstring).
+
+    Args:
+        language: A :class:`~dyckbook.languages.Dyck`.
+        rng: Source of randomness.
+        lengths: ints ``(batch,)``; the kind must be available at each.
+        kind: One of :data:`LONG_RANGE_KINDS`.
+
+    Returns:
+        ``(codes, lengths)``: uint8 ``(batch, pos)`` padded with ``PAD_CODE``, int64 ``(batch,)``.
+    """
+    _check_language(language)
+    rng = check_rng(rng)
+    lengths = check_lengths(lengths)
+    if kind not in LONG_RANGE_KINDS:
+        raise ValueError(f"kind must be one of {LONG_RANGE_KINDS}, got {kind!r}")
+    for length in np.unique(lengths).tolist():
+        if not available_kinds(language, length, kind):
+            raise ValueError(f"lengths holds {length}, but no {kind} negative (nor its matched "
+                             f"member) exists at length {length} for {language.name}")
+    if lengths.size == 0:
+        return np.zeros((0, 0), np.uint8), lengths
+    return _sample_kind(language, rng, kind, lengths, None, members=True), lengths

@@ -8,9 +8,20 @@ import numpy as np
 import pytest
 from reference_checker import is_dyck, is_locally_valid
 
+from dyckbook import negatives as N
 from dyckbook.baselines import LocalRecogniser
-from dyckbook.languages import Dyck, locally_valid, sample_lengths
-from dyckbook.negatives import HARD_KINDS, NEGATIVE_KINDS, available_kinds, sample_negatives
+from dyckbook.hardness import profile
+from dyckbook.languages import Dyck, locally_valid, sample_lengths, window_index
+from dyckbook.negatives import (
+    HARD_KINDS,
+    LONG_RANGE_KINDS,
+    NEGATIVE_KINDS,
+    available_kinds,
+    long_range_window,
+    sample_matched_members,
+    sample_negatives,
+    stack_kind,
+)
 
 LANGUAGES = [Dyck(1), Dyck(2), Dyck(3), Dyck(2, 1), Dyck(2, 2), Dyck(1, 3), Dyck(3, 3)]
 IDS = [lang.name for lang in LANGUAGES]
@@ -217,11 +228,80 @@ def test_long_lengths(window):
 
 def test_registry():
     assert HARD_KINDS == ("dip", "rotation", "swap", "crossing", "deep_mismatch")
-    assert list(NEGATIVE_KINDS) == ["random", *HARD_KINDS]
+    assert LONG_RANGE_KINDS == ("stack", "far")
+    assert list(NEGATIVE_KINDS) == ["random", *HARD_KINDS, *LONG_RANGE_KINDS]
     for name, kind in NEGATIVE_KINDS.items():
         assert kind.name == name and kind.description.endswith(".")
         assert kind.hard == (name != "random")
-        assert kind.min_k == (2 if name in ("crossing", "deep_mismatch") else 1)
+        assert kind.min_k == (2 if name in ("crossing", "deep_mismatch", "stack") else 1)
+    assert stack_kind(Dyck(1)) == "far" and stack_kind(Dyck(3, 4)) == "stack"
+    assert [long_range_window(n) for n in (4, 32, 36, 48, 100)] == [8, 8, 9, 12, 25]
+
+
+def mismatched_pairs(s: str, pairs) -> list[tuple[int, int]]:
+    """(opener, closer) positions of the type-blind skeleton's pairs whose types differ."""
+    openers = {p[0]: i for i, p in enumerate(pairs)}
+    stack, out = [], []
+    for i, ch in enumerate(s):
+        if ch in openers:
+            stack.append(i)
+        elif stack:
+            j = stack.pop()
+            if openers[s[j]] != [p[1] for p in pairs].index(ch):
+                out.append((j, i))
+    return out
+
+
+@pytest.mark.parametrize("lang", [Dyck(1), Dyck(2), Dyck(3), Dyck(3, 6)], ids=repr)
+def test_long_range_negatives_keep_their_promises(lang):
+    kind = stack_kind(lang)
+    lengths = [n for n in range(20, 66, 2) if kind in available_kinds(lang, n, kind)]
+    assert lengths and lengths[0] <= 36 and lengths[-1] == 64
+    strings, names = draw(lang, 12, lengths * 6, kind)
+    assert set(names) == {kind}
+    for s in strings:
+        check_hard(lang, s, None)
+        w = long_range_window(len(s))
+        height = heights(lang, s)
+        if kind == "far":  # the count dips, only between W and len - W symbols from the start
+            dips = [i for i, h in enumerate(height) if h < 0]
+            assert dips and w <= dips[0] and dips[-1] <= len(s) - 1 - w
+        else:  # a member's heights and projections; every mismatched pair spans more than W
+            assert min(height) >= 0
+            for opener, closer in lang.pairs:
+                proj = [1 if c == opener else -1 for c in s if c in (opener, closer)]
+                assert min(itertools.accumulate(proj)) >= 0
+            bad = mismatched_pairs(s, lang.pairs)
+            assert bad and all(j - i + 1 > w for i, j in bad)
+            assert min(i for i, _ in bad) >= w and max(j for _, j in bad) <= len(s) - 1 - w
+    p = profile(lang, *lang.alphabet.encode(strings))
+    assert (p.w_star > [long_range_window(len(s)) for s in strings]).all()
+    assert (p.end_distance >= [long_range_window(len(s)) for s in strings]).all()
+    members = sample_matched_members(lang, np.random.default_rng(13), lengths * 4, kind)
+    assert lang.is_member(members).all() and members[1].tolist() == lengths * 4
+
+
+def test_far_keeps_every_four_gram_of_its_word():
+    lang = Dyck(1)
+    codes, ok, words = N._far(lang, np.random.default_rng(5), np.full(3000, 40))
+    assert ok.sum() > 100
+    changed = (codes != words).any(axis=1)
+    assert changed[ok].mean() > 0.9 and not changed[~ok].any()  # equal blocks: no change
+    for n in range(1, 5):
+        a, b = window_index(codes[ok], n, 2), window_index(words[ok], n, 2)
+        assert np.array_equal(np.sort(a, axis=1), np.sort(b, axis=1)), n
+    assert not np.array_equal(*(window_index(x[ok], 5, 2) for x in (codes, words)))
+
+
+def test_long_range_availability_and_errors():
+    assert available_kinds(Dyck(3), 28, "stack") == () == available_kinds(Dyck(1), 28, "far")
+    assert available_kinds(Dyck(3), 48, "long_range") == ("stack",)  # far: Dyck-1 only
+    assert available_kinds(Dyck(1), 48, "long_range") == ("far",)
+    assert available_kinds(Dyck(3, 1), 48, "stack") == ()
+    with pytest.raises(ValueError, match="no far negative"):
+        sample_matched_members(Dyck(1), np.random.default_rng(0), [40, 12], "far")
+    with pytest.raises(ValueError, match="kind must be one of"):
+        sample_matched_members(Dyck(1), np.random.default_rng(0), [40], "dip")
 
 
 def test_empty_request():

@@ -13,7 +13,7 @@ PACKAGE = Path(dyckbook.__file__).parent
 # ARCHITECTURE.md's floors; a module may import only from its own floor or below
 FLOORS = {
     1: {"vocab", "config", "languages", "presets"},
-    2: {"thesis", "negatives", "dataset", "protocol", "completion"},
+    2: {"hardness", "thesis", "negatives", "dataset", "protocol", "completion"},
     3: {"tokenizer", "kernels", "blocks", "model", "thesis_model", "seq2seq", "train", "evaluate",
         "baselines"},
     4: {"run", "results", "explain", "probes", "verdicts"},
