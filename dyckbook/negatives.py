@@ -160,9 +160,25 @@ def _resolve(kinds: str | Sequence[str]) -> tuple[str, ...]:
 
 # -- constructions: (codes, ok) for a batch of lengths; ok marks rows where the construction applied
 def _pick(rng: np.random.Generator, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A uniformly chosen True column of each row, and whether the row has one: ``(batch,)``."""
-    col = np.argmax(np.where(mask, rng.random(mask.shape), -1.0), axis=1)
-    return col, mask.any(axis=1)
+    """A uniformly chosen True column of each row, and whether the row has one: ``(batch,)``.
+
+    The r-th True of a row with c of them, r uniform in 0..c - 1 (one draw per row).
+    """
+    seen = np.cumsum(mask, axis=1, dtype=np.int32)  # (batch, col)
+    count = seen[:, -1] if mask.shape[1] else np.zeros(mask.shape[0], np.int32)
+    rank = (rng.random(mask.shape[0]) * count).astype(np.int32)  # (batch,)
+    return np.argmax(seen > rank[:, None], axis=1), count > 0
+
+
+def _pick_pair(rng: np.random.Generator, mask: np.ndarray) -> tuple[np.ndarray, ...]:
+    """A uniformly chosen True cell ``(i, j)`` of each row's matrix ``(batch, m, m)``, and
+    whether it has one: a row i weighted by its count, then a column of it."""
+    counts = mask.sum(axis=2, dtype=np.int32)  # (batch, m)
+    seen = np.cumsum(counts, axis=1)
+    rank = (rng.random(mask.shape[0]) * seen[:, -1]).astype(np.int32)
+    i = np.argmax(seen > rank[:, None], axis=1)
+    j, _ = _pick(rng, mask[np.arange(mask.shape[0]), i])
+    return i, j, seen[:, -1] > 0
 
 
 def _exchange(codes: np.ndarray, ok: np.ndarray, i: np.ndarray, j: np.ndarray) -> None:
@@ -270,8 +286,7 @@ def _stack(language: Dyck, rng: np.random.Generator, lengths: np.ndarray):
     inner = (c - o >= long_range_windows(lengths)[:, None]) & real
     nested = (o[:, :, None] < o[:, None, :]) & (c[:, None, :] < c[:, :, None])  # (b, outer, inner)
     eligible = nested & outer[:, :, None] & inner[:, None, :]
-    pick, ok = _pick(rng, eligible.reshape(lengths.size, -1))
-    p, q = np.divmod(pick, n_pairs)
+    p, q, ok = _pick_pair(rng, eligible)
     rows = np.arange(lengths.size)
     ok &= (codes[rows, o[rows, p]] >> 1) != (codes[rows, o[rows, q]] >> 1)
     _exchange(codes, ok, c[rows, p], c[rows, q])
@@ -283,8 +298,9 @@ def _far(language: Dyck, rng: np.random.Generator, lengths: np.ndarray):
     part ``C u B`` at least W from both ends, so that the count dips below 0.
 
     Every window of ``_REPEAT + 1`` symbols of the result lies in one of ``A u``, ``u B u``,
-    ``u C u``, ``u D``, as in the word: every 1- to 4-gram count is the word's. The three
-    occurrences of u are a uniform choice among those whose exchange makes the count dip.
+    ``u C u``, ``u D``, as in the word: every 1- to 4-gram count is the word's. The first
+    two occurrences of u are a uniform choice among the pairs that some third makes dip, the
+    third a uniform choice among those.
 
     Returns:
         ``(codes, ok, words)``: the changed rows and the words they were made from.
@@ -295,31 +311,36 @@ def _far(language: Dyck, rng: np.random.Generator, lengths: np.ndarray):
     if width < 3 * r:
         return codes, ok, words
     key = window_index(np.where(valid, codes, 0), r, 2 * language.k)  # (batch, pos - r + 1)
-    m = key.shape[1]
-    at = np.arange(m)
-    after = language.heights(codes, lengths).astype(np.int64)[:, r - 1 : r - 1 + m]  # H(a + r)
-    w, last = long_range_windows(lengths)[:, None, None], lengths[:, None, None]
+    w = long_range_windows(lengths)
+    # u can only start in [W - r, length - W - r]: the columns any row can use
+    off, end = max(int(w.min()) - r, 0), min(int((lengths - w).max()) - r + 1, key.shape[1])
+    if end - off < 3 * r:
+        return codes, ok, words
+    key, m = key[:, off:end], end - off
+    at = np.arange(m) + off  # (m,): positions of u
+    big = np.int16(1 << 14)
+    heights = language.heights(codes, lengths).astype(np.int16)
+    after = heights[:, r - 1 + off : r - 1 + end]  # (batch, m): the height after each u, H(a + r)
+    w, last = w[:, None, None], lengths[:, None, None]
     a_, b_ = at[:, None], at[None, :]
     # lowest height over the time points [a + r, b + r] for a <= b: (batch, m, m)
-    low = np.minimum.accumulate(np.where(b_ >= a_, after[:, None, :], 1 << 30), axis=2)
+    low = np.minimum.accumulate(np.where(b_ >= a_, after[:, None, :], big), axis=2)
     same = key[:, :, None] == key[:, None, :]
     jl = same & (b_ >= a_ + r) & (b_ + r <= last - w)  # (batch, j, l): l can follow j
     # the C u block moved first dips iff H(i + r) - H(j + r) + low[j, l] < 0: best at the
     # lowest low[j, l]; the B u block after it iff H(l + r) - H(j + r) + low[i, j] < 0
-    best_low = np.where(jl, low, 1 << 30).min(axis=2)  # (batch, j)
-    best_end = np.where(jl, after[:, None, :], 1 << 30).min(axis=2)  # (batch, j)
+    best_low = np.where(jl, low, big).min(axis=2)  # (batch, j)
+    best_end = np.where(jl, after[:, None, :], big).min(axis=2)  # (batch, j)
     ij = same & (b_ >= a_ + r) & (a_ + r >= w) & jl.any(axis=2)[:, None, :]  # (batch, i, j)
     dips = (after[:, :, None] - after[:, None, :] + best_low[:, None, :] < 0) | \
         (best_end[:, None, :] - after[:, None, :] + low < 0)
-    pair, ok = _pick(rng, (ij & dips).reshape(n, -1))
-    i, j = np.divmod(pair, m)
+    i, j, ok = _pick_pair(rng, ij & dips)  # columns; positions are + off
     rows = np.arange(n)
     c_first = after[rows, i][:, None] - after[rows, j][:, None] + low[rows, j] < 0
     b_after = after - after[rows, j][:, None] + low[rows, i, j][:, None] < 0
     l, has = _pick(rng, jl[rows, j] & (c_first | b_after))
     ok &= has
-    choice = np.stack([i, j, l], axis=1)
-    i, j, l = choice.T
+    i, j, l = i + off, j + off, l + off
     idx = np.broadcast_to(np.arange(width), codes.shape)  # (batch, pos): source column
     lo, mid, hi = (i + r)[:, None], (j + r)[:, None], (l + r)[:, None]
     block2 = (idx >= lo) & (idx < lo + hi - mid)  # C u now starts at i + r

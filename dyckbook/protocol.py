@@ -7,14 +7,19 @@ uniformly within their pool (members exactly uniform for their length, negatives
 configured mixture). Validation and test sets are deduplicated (one copy and one kind per
 string) and balanced per length: at every length they hold as many members as non-members, and
 a length joins only if both classes exist there, so neither length nor class frequency carries
-a signal. Validation uses only the default hard negatives, the regime the book calls "hard"
-(non-local: every window of ``window`` symbols is a piece of some Dyck word).
+a signal. Validation uses the hard negatives (non-local at ``window``), and where the
+training lengths admit them also a ``stack`` set, so that early stopping waits for both.
 
 Test regimes (negative kinds of a test set):
 
-``hard``    the hard kinds of :mod:`dyckbook.negatives` in the non-local regime (the default)
+``hard``    the hard kinds of :mod:`dyckbook.negatives`, no window of ``window`` symbols (4)
+            rejecting them; counters, wider windows and the ends still reject most of them
+            (``baselines.attack``)
 ``local``   the same kinds without the window condition (a local shortcut may reject many)
 ``random``  uniform random non-members of even length (the thesis' intent)
+``stack``   the verdict-bearing set: long-range negatives (``stack`` for k >= 2, ``far`` for
+            k = 1) against their matched members, from length 30; no counter (k >= 2), window
+            of max(8, length / 4) symbols, n-gram count or end symbols separates the classes
 """
 
 from __future__ import annotations
@@ -40,8 +45,9 @@ from dyckbook.thesis import (
 
 __all__ = ["REGIMES", "SOURCES", "TRAIN_NEGATIVES", "DataConfig", "Splits", "make_splits"]
 
-REGIMES = ("hard", "local", "random")
-TRAIN_NEGATIVES = ("mix", "hard", "local", "random")
+REGIMES = ("hard", "local", "random", "stack")
+TRAIN_NEGATIVES = ("mix", "hard", "local", "random", "stack")
+MATCHED = "matched member"  # _sample's regime for the members of a stack set
 SOURCES = ("sound", "thesis")
 THESIS_SPLITS = ("thesis", "80/20")
 _TRAIN, _VAL, _TEST = 0, 1, 2
@@ -61,7 +67,9 @@ class DataConfig(Config):
     test_max_depth: int | None = None  # depth bound of test strings (None: max_depth)
     n_train: int = 8000  # training strings (source "thesis": the thesis dataset's size n)
     positive_fraction: float = 0.5  # share of members in the training set
-    train_negatives: str = "mix"  # mix (a third each of hard, local, random) | hard | local | random
+    train_negatives: str = "mix"  # mix (a quarter each of hard, local, random, stack; where no
+    #                               stack negative exists, a third each of the others) | hard |
+    #                               local | random | stack
     window: int = 4  # w of the hard (non-local) regime
     n_val: int = 1000  # requested validation strings (hard negatives, balanced per length)
     n_test: int = 2000  # requested strings per test set (balanced per length)
@@ -104,6 +112,18 @@ class DataConfig(Config):
         for regime in self.test_sets:
             if regime not in REGIMES:
                 raise ValueError(f"DataConfig.test_sets holds {regime!r}; known: {REGIMES}")
+        if "stack" in self.test_sets or self.train_negatives == "stack":
+            test = "stack" in self.test_sets
+            lo, hi = self.lengths(test)
+            language = self.language(test)
+            kind = N.stack_kind(language)
+            if not any(N.available_kinds(language, L, kind) for L in range(lo + lo % 2, hi + 1, 2)):
+                shortest = next((L for L in range(2, 4098, 2)
+                                 if N.available_kinds(language, L, kind)), None)
+                where = "test_sets" if test else "train_negatives"
+                raise ValueError(f"DataConfig.{where} asks for stack negatives ({kind}), but "
+                                 f"{language.name} has none at lengths {lo}..{hi}; the shortest "
+                                 f"length that has them is {shortest}")
         if self.window < 2:
             raise ValueError(f"DataConfig.window must be >= 2, got {self.window}")
         if not (0.0 < self.positive_fraction < 1.0):
@@ -180,12 +200,13 @@ def make_splits(config: DataConfig, seed: int,
     share = config.held_out / 2
     train = _training_set(config, language, rngs[0], lambda h: in_pool(h, _TRAIN))
     lo, hi = config.lengths()
-    val = _balanced_sets(language, (_val_regime(config),), lo, hi, config.n_val, config.window,
+    regimes = _val_regimes(config)
+    val = _balanced_sets(language, regimes, lo, hi, config.n_val // len(regimes), config.window,
                          rngs[1], lambda h: in_pool(h, _VAL), share)
     tests = _balanced_sets(config.language(test=True), config.test_sets,
                            *config.lengths(test=True), config.n_test, config.window, rngs[2],
                            lambda h: in_pool(h, _TEST), share)
-    return Splits(train, next(iter(val.values())), tests)
+    return Splits(train, Dataset.concat(list(val.values())), tests)
 
 
 def _pool_test(salt: int, held_out: float) -> Callable[[np.ndarray, int], np.ndarray]:
@@ -200,33 +221,43 @@ def _pool_test(salt: int, held_out: float) -> Callable[[np.ndarray, int], np.nda
     return accept
 
 
-def _val_regime(config: DataConfig) -> str:
-    """Hard negatives for validation, unless the training lengths admit none."""
+def _val_regimes(config: DataConfig) -> tuple[str, ...]:
+    """Hard negatives for validation (local where the training lengths admit none), and stack
+    negatives where they admit those."""
     language = config.language()
     lo, hi = config.lengths()
-    if any(N.available_kinds(language, L, "hard", config.window) for L in range(lo, hi + 1, 2)):
-        return "hard"
-    return "local"
+    even = range(lo + lo % 2, hi + 1, 2)
+    first = "hard" if any(_has_negatives(language, L, "hard", config.window) for L in even) \
+        else "local"
+    stack = any(_has_negatives(language, L, "stack", config.window) for L in even)
+    return (first, "stack") if stack else (first,)
 
 
-def _regime_args(regime: str, window: int) -> tuple[str, int | None]:
+def _regime_args(regime: str, window: int, language: Dyck) -> tuple[str, int | None]:
     """``(kinds, window)`` of :func:`negatives.sample_negatives` for a regime."""
+    if regime == "stack":
+        return N.stack_kind(language), None
     return ("random", None) if regime == "random" else ("hard", window if regime == "hard" else None)
 
 
 def _has_negatives(language: Dyck, length: int, regime: str, window: int) -> bool:
-    kinds, w = _regime_args(regime, window)
+    kinds, w = _regime_args(regime, window, language)
     return length > 0 and bool(N.available_kinds(language, length, kinds, w))
 
 
 def _sample(language: Dyck, regime: str, lengths: np.ndarray, window: int,
             rng: np.random.Generator) -> Dataset:
-    """Members (``regime`` "member") or negatives of a regime at the given lengths."""
-    if regime == MEMBER:
-        codes, lengths = language.sample_codes(rng, lengths)
+    """Members (``regime`` "member"; ``MATCHED``: a stack set's matched members) or negatives
+    of a regime at the given lengths."""
+    if regime in (MEMBER, MATCHED):
+        if regime == MEMBER:
+            codes, lengths = language.sample_codes(rng, lengths)
+        else:
+            codes, lengths = N.sample_matched_members(language, rng, lengths,
+                                                      N.stack_kind(language))
         kinds = np.full(lengths.size, MEMBER, dtype=object)
         return Dataset(language, codes, lengths, np.ones(lengths.size, np.int8), kinds)
-    kinds, w = _regime_args(regime, window)
+    kinds, w = _regime_args(regime, window, language)
     codes, lengths, names = N.sample_negatives(language, rng, lengths, kinds, w)
     return Dataset(language, codes, lengths, np.zeros(lengths.size, np.int8),
                    np.asarray(names, dtype=object))
@@ -245,16 +276,18 @@ def _training_set(config: DataConfig, language: Dyck, rng: np.random.Generator,
     n_pos = round(config.n_train * config.positive_fraction)
     member_lengths = _even_lengths(lo, hi)
     neg_lengths = member_lengths[member_lengths > 0]
-    mix = ("hard", "local", "random") if config.train_negatives == "mix" else (config.train_negatives,)
+    mix = REGIMES if config.train_negatives == "mix" else (config.train_negatives,)
     lengths = rng.choice(neg_lengths, config.n_train - n_pos)
-    wanted = np.asarray(mix, dtype=object)[rng.integers(0, len(mix), lengths.size)]
     regime = np.empty(lengths.size, dtype=object)
     for L in np.unique(lengths):
-        rows = lengths == L
-        for want in mix:
+        rows = np.flatnonzero(lengths == L)
+        here = [g for g in mix if g != "stack" or len(mix) == 1
+                or _has_negatives(language, int(L), g, config.window)]
+        wanted = np.asarray(here, dtype=object)[rng.integers(0, len(here), rows.size)]
+        for want in here:
             usable = [g for g in (want, "local", "random")
                       if _has_negatives(language, int(L), g, config.window)]
-            regime[rows & (wanted == want)] = usable[0]
+            regime[rows[wanted == want]] = usable[0]
     parts = [_draw(language, MEMBER, rng.choice(member_lengths, n_pos), config.window, rng,
                    accept)]
     parts += [_draw(language, g, lengths[regime == g], config.window, rng, accept)
@@ -320,11 +353,15 @@ def _balanced_sets(language: Dyck, regimes: Sequence[str], lo: int, hi: int, n: 
     need: dict[int, int] = {}
     for r in regimes:
         for L in usable[r]:
-            need[L] = max(need.get(L, 0), per[r])
-    members = _distinct(language, MEMBER, need, window, rng, accept, share)
+            if r != "stack":  # a stack set has members of its own (MATCHED)
+                need[L] = max(need.get(L, 0), per[r])
+    shared = _distinct(language, MEMBER, need, window, rng, accept, share)
     out = {}
     for r in regimes:
-        others = _distinct(language, r, {L: per[r] for L in usable[r]}, window, rng, accept, share)
+        own = {L: per[r] for L in usable[r]}
+        members = _distinct(language, MATCHED, own, window, rng, accept, share) \
+            if r == "stack" else shared
+        others = _distinct(language, r, own, window, rng, accept, share)
         rows_m, rows_o = [], []
         for L in usable[r]:
             m = np.flatnonzero(members.lengths == L)

@@ -318,3 +318,47 @@ def test_a_strictly_local_recogniser_is_at_chance_on_the_hard_test_set(default_s
     # the window condition: it catches some kind, so the bound above is not vacuous
     per_kind, _ = _local_scores(default_splits[k], "local")
     assert max(per_kind.values()) > 0.6, per_kind
+
+
+@pytest.fixture(scope="module")
+def long_splits():
+    """Splits with a stack test set, at lengths where long-range negatives exist."""
+    out = {}
+    for k in (1, 3):
+        config = DataConfig(k=k, min_length=4, max_length=40, n_train=2000, n_val=300,
+                            n_test=600, test_sets=("hard", "stack"))
+        out[k] = (config, make_splits(config, 4))
+    return out
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_stack_sets_pair_long_range_negatives_with_matched_members(long_splits, k):
+    config, splits = long_splits[k]
+    ds = splits.tests["stack"]
+    kind = N.stack_kind(ds.language)
+    assert set(ds.kinds.astype(str)) == {MEMBER, kind}
+    assert ds.lengths.min() >= 30 and len(ds) >= 500
+    for L in np.unique(ds.lengths):  # per-length balanced
+        at = ds.lengths == L
+        assert ds.labels[at].sum() * 2 == at.sum()
+    strings = ds.strings()
+    assert [is_member(ds.language, s) for s in strings] == ds.labels.astype(bool).tolist()
+    assert len(set(strings)) == len(strings)
+    assert not set(strings) & set(splits.train.strings())  # the test pool is its own
+    # the members are not the hard set's members: they are drawn like the negatives' words
+    assert not set(strings) & set(splits.tests["hard"].strings())
+    # training and validation both hold stack negatives; validation also hard ones
+    assert (splits.train.kinds == kind).sum() > 0.05 * (splits.train.labels == 0).sum()
+    val_kinds = set(splits.val.kinds.astype(str))
+    assert kind in val_kinds and len(val_kinds - {MEMBER, kind}) >= 2
+
+
+def test_stack_regime_needs_long_enough_strings():
+    with pytest.raises(ValueError, match="shortest length that has them is 30"):
+        DataConfig(k=3, max_length=16, test_sets=("hard", "stack"))
+    with pytest.raises(ValueError, match="train_negatives asks for stack negatives"):
+        DataConfig(k=1, max_length=20, train_negatives="stack")
+    short = make_splits(_small(3), 0)  # no stack lengths: the mix is a third each, as before
+    kinds = set(short.train.kinds.astype(str))
+    assert "stack" not in kinds and "random" in kinds
+    assert set(short.val.kinds.astype(str)) - {MEMBER} <= set(N.HARD_KINDS)
