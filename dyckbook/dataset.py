@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dyckbook.hardness import Hardness, profile
 from dyckbook.languages import Dyck
 from dyckbook.vocab import PAD_CODE
 
@@ -129,6 +130,15 @@ class Dataset:
     def without(self, other: Dataset) -> Dataset:
         """The rows whose string does not occur in ``other``."""
         return self.subset(~np.isin(self.hashes(), other.hashes()))
+
+    def hardness(self) -> Hardness:
+        """The hardness profile of every string (``dyckbook.hardness``): what short of a stack
+        rejects each non-member."""
+        return profile(self.language, self.codes, self.lengths)
+
+    def hardness_bins(self) -> np.ndarray:
+        """str ``(batch,)``: each string's hardness bin (``"member"`` for members)."""
+        return self.hardness().bins()
 
     def depths(self) -> np.ndarray:
         """(batch,) maximum nesting depth of every string (its highest prefix height)."""

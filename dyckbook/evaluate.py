@@ -1,11 +1,12 @@
-"""Scores of a classifier on a dataset: accuracy with a Wilson interval, per length, kind and depth."""
+"""Scores of a classifier on a dataset: accuracy with a Wilson interval, per length, kind, depth and
+hardness bin, and balanced accuracies of a kind or bin against members of the same lengths."""
 
 from __future__ import annotations
 
 import contextlib
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -14,8 +15,9 @@ from torch import nn
 
 from dyckbook import tokenizer
 from dyckbook.dataset import MEMBER, Dataset
+from dyckbook.hardness import BINS, MEMBER_BIN
 
-__all__ = ["Score", "binned", "evaluating", "margins", "pool", "predict", "score", "wilson"]
+__all__ = ["MEMBER_BIN", "Score", "binned", "evaluating", "margins", "pool", "predict", "score", "wilson"]
 
 Z95 = 1.959963984540054
 
@@ -52,8 +54,11 @@ class Score:
     Attributes:
         n: strings scored.
         correct: strings classified correctly.
-        per_length / per_kind / per_depth: ``{key: [n, correct]}`` (depth: the string's maximum
-            prefix height).
+        per_length / per_kind / per_depth / per_bin: ``{key: [n, correct]}`` (depth: the
+            string's maximum prefix height; bin: the hardness bin, ``hardness.BINS``, members
+            under ``"member"``).
+        cells: ``{"kind|bin|length": [n, correct]}`` (a model's scores; empty for baselines'),
+            so that a kind or bin is compared with the members of its own lengths.
     """
 
     n: int
@@ -61,6 +66,8 @@ class Score:
     per_length: dict[int, list[int]]
     per_kind: dict[str, list[int]]
     per_depth: dict[int, list[int]]
+    per_bin: dict[str, list[int]] = field(default_factory=dict)
+    cells: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def accuracy(self) -> float:
@@ -79,6 +86,50 @@ class Score:
         if not members[0] or not others[0]:
             return math.nan
         return 0.5 * (members[1] / members[0] + others[1] / others[0])
+
+    def balanced(self, kind: str | None = None, bin: str | None = None) -> float:
+        """Balanced accuracy of the negatives of one kind and/or hardness bin (all negatives if
+        neither) against the members: the mean of their accuracy and the members' accuracy at
+        the negatives' lengths, weighted like the negatives (with ``cells``; otherwise the
+        members' pooled accuracy). NaN when either side is empty."""
+        if not self.cells:
+            if kind is not None and bin is not None:
+                raise ValueError("a score without cells has no table of kind and bin together")
+            table, key = ("per_kind", kind) if bin is None else ("per_bin", bin)
+            members = self.per_kind.get(MEMBER, [0, 0])
+            if key is None:
+                cells = [v for k, v in self.per_kind.items() if k != MEMBER]
+            else:
+                cells = [getattr(self, table).get(key, [0, 0])]
+            n, ok = sum(c[0] for c in cells), sum(c[1] for c in cells)
+            if not n or not members[0]:
+                return math.nan
+            return 0.5 * (ok / n + members[1] / members[0])
+        neg: dict[int, list[int]] = {}
+        mem: dict[int, list[int]] = {}
+        for key, (n, ok) in self.cells.items():
+            k, b, length = key.split("|")
+            if k == MEMBER:
+                mem[int(length)] = [n, ok]
+            elif (kind is None or k == kind) and (bin is None or b == bin):
+                cell = neg.setdefault(int(length), [0, 0])
+                cell[0] += n
+                cell[1] += ok
+        neg = {L: c for L, c in neg.items() if L in mem and mem[L][0]}
+        total = sum(c[0] for c in neg.values())
+        if not total:
+            return math.nan
+        negatives = sum(c[1] for c in neg.values()) / total
+        members = sum(c[0] / total * mem[L][1] / mem[L][0] for L, c in neg.items())
+        return 0.5 * (negatives + members)
+
+    def bin_table(self) -> dict[str, float]:
+        """``{bin: balanced accuracy}`` for the hardness bins present, in ``BINS`` order."""
+        return {b: self.balanced(bin=b) for b in BINS if self.per_bin.get(b, [0])[0]}
+
+    def kind_table(self) -> dict[str, float]:
+        """``{kind: balanced accuracy}`` for the negative kinds present, sorted."""
+        return {k: self.balanced(kind=k) for k in sorted(self.per_kind) if k != MEMBER}
 
     def accuracy_of(self, table: str, key: Any) -> float:
         """Accuracy within one cell, e.g. ``accuracy_of("per_kind", "swap")`` (NaN if empty)."""
@@ -104,18 +155,31 @@ class Score:
         return cls(n=int(data["n"]), correct=int(data["correct"]),
                    per_length={int(k): list(v) for k, v in data["per_length"].items()},
                    per_kind={str(k): list(v) for k, v in data["per_kind"].items()},
-                   per_depth={int(k): list(v) for k, v in data["per_depth"].items()})
+                   per_depth={int(k): list(v) for k, v in data["per_depth"].items()},
+                   per_bin={str(k): list(v) for k, v in data.get("per_bin", {}).items()},
+                   cells={str(k): list(v) for k, v in data.get("cells", {}).items()})
 
 
-def score(predicted: np.ndarray, dataset: Dataset) -> Score:
-    """Score predicted labels (batch,) against a dataset's labels."""
+def score(predicted: np.ndarray, dataset: Dataset, cells: bool = True) -> Score:
+    """Score predicted labels (batch,) against a dataset's labels.
+
+    ``cells``: also keep the kind x bin x length table (``Score.cells``), which a length-matched
+    balanced accuracy needs (a model's scores); baselines' scores leave it out.
+    """
     predicted = np.asarray(predicted)
     if predicted.shape != (len(dataset),):
         raise ValueError(f"predicted must have shape ({len(dataset)},), got {predicted.shape}")
     ok = predicted.astype(np.int64) == dataset.labels
+    bins = dataset.hardness_bins()
+    kinds = dataset.kinds.astype(str)
+    table = {}
+    if cells and len(dataset):
+        keys = np.char.add(np.char.add(np.char.add(kinds, "|"), np.char.add(bins.astype(str), "|")),
+                           dataset.lengths.astype(str))
+        table = _table(keys, ok)
     return Score(n=len(dataset), correct=int(ok.sum()), per_length=_table(dataset.lengths, ok),
-                 per_kind=_table(dataset.kinds.astype(str), ok),
-                 per_depth=_table(dataset.depths(), ok))
+                 per_kind=_table(kinds, ok), per_depth=_table(dataset.depths(), ok),
+                 per_bin=_table(bins.astype(str), ok), cells=table)
 
 
 @contextlib.contextmanager
@@ -169,6 +233,7 @@ def _summed(cells: Iterable[tuple[Any, Sequence[int]]]) -> dict[Any, list[int]]:
 
 def pool(scores: Sequence[Score]) -> Score:
     """One Score summing the counts of several (e.g. the seeds of a configuration)."""
+    tables = ("per_length", "per_kind", "per_depth", "per_bin", "cells")
     return Score(n=sum(s.n for s in scores), correct=sum(s.correct for s in scores),
                  **{table: _summed(cell for s in scores for cell in getattr(s, table).items())
-                    for table in ("per_length", "per_kind", "per_depth")})
+                    for table in tables})

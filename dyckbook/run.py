@@ -33,6 +33,7 @@ from dyckbook import baselines as B
 from dyckbook import seq2seq
 from dyckbook.completion import CompletionDataConfig, CompletionSplits, make_completion_splits
 from dyckbook.evaluate import Score, margins, score
+from dyckbook.hardness import BINS
 from dyckbook.model import ClassificationTask, Classifier, ModelConfig
 from dyckbook.presets import thesis_experiment
 from dyckbook.protocol import DataConfig, Splits, make_splits
@@ -52,7 +53,8 @@ FAILURE_RULES = {
     "below_baseline": "training accuracy less than 5 points above the training set's majority "
                       "class",
 }
-DEFAULT_BASELINES = ("first_symbol", "counts", "bigrams", "local")
+DEFAULT_BASELINES = B.STACK_FREE  # every stack-free rule (those that recognise a language are
+#                                  left out of its runs: B.recognisers)
 _TRAIN_SAMPLE = 4000
 
 
@@ -164,8 +166,9 @@ class RunRecord:
         train_accuracy: accuracy on (up to 4,000 of) the training strings, eval mode.
         margin_std: spread of the output margin over the test strings.
         scores: ``{test set: Score}`` of the model.
-        baselines: ``{test set: {baseline: Score}}``, fitted on the same training set.
-        baseline_train: ``{baseline: accuracy on the training sample}``.
+        baselines: ``{test set: {baseline: Score}}``, each fitted on the same training set's
+            members and its negatives of that test set's kinds (``baselines.fit_negatives``).
+        baseline_train: ``{baseline: accuracy on the training sample}`` (fitted on all of it).
         data: realised sizes of every set (``Splits.summary()``).
         steps / stopped_at / seconds / history: from training.
     """
@@ -300,6 +303,25 @@ def _splits(data: DataConfig | CompletionDataConfig, seed: int) -> Splits | Comp
     return make_splits(data, seed, permutation)
 
 
+def _fit_rows(kinds: np.ndarray, test_kinds: Sequence[str], limit: int) -> np.ndarray:
+    """Training rows a baseline for a test set is fitted on: up to ``limit / 2`` negatives of the
+    test set's kinds and as many members (the first of each, the set being shuffled)."""
+    negatives = np.flatnonzero(B.fit_negatives(kinds, test_kinds))[: limit // 2]
+    members = np.flatnonzero(kinds.astype(str) == "member")[: max(negatives.size, 1)]
+    return np.sort(np.concatenate([members, negatives]))
+
+
+@lru_cache(maxsize=32)
+def _fitted(data: DataConfig, seed: int, test_kinds: tuple[str, ...],
+            names: tuple[str, ...]) -> dict[str, B.Baseline]:
+    """The baselines of a data config and seed for one test set's kinds, cached: the cells of
+    a grid that share a k share them."""
+    train = _splits(data, seed).train
+    rows = _fit_rows(train.kinds, test_kinds, _TRAIN_SAMPLE)
+    return B.fit_baselines(train.language, train.codes[rows], train.lengths[rows],
+                           train.labels[rows], data.window, names)
+
+
 def _evaluate(config: RunConfig, model: nn.Module, splits: Splits) -> dict[str, Any]:
     """A classifier's measurements: the fields of its RunRecord that only it fills."""
     language = splits.train.language
@@ -309,12 +331,18 @@ def _evaluate(config: RunConfig, model: nn.Module, splits: Splits) -> dict[str, 
     spread = np.concatenate(list(test_margins.values()) or [np.zeros(1)]).std()
     scores = {name: score((m > 0).astype(np.int8), splits.tests[name])
               for name, m in test_margins.items()}
-    fitted = {b: B.make_baseline(b, language, config.data.window).fit(
-        sample.codes, sample.lengths, sample.labels) for b in config.baselines}
-    baselines = {name: {b: score(f.predict(ds.codes, ds.lengths), ds) for b, f in fitted.items()}
-                 for name, ds in splits.tests.items()}
-    baseline_train = {b: float((f.predict(sample.codes, sample.lengths) == sample.labels).mean())
-                      for b, f in fitted.items()}
+    names = tuple(b for b in config.baselines if b not in B.recognisers(language))
+    baselines, baseline_train = {}, {}
+    if names:
+        for name, ds in splits.tests.items():
+            kinds = tuple(sorted(set(ds.kinds.astype(str))))
+            fitted = _fitted(config.data, config.seed, kinds, names)
+            baselines[name] = {b: score(f.predict(ds.codes, ds.lengths), ds, cells=False)
+                               for b, f in fitted.items()}
+        everything = B.fit_baselines(language, sample.codes, sample.lengths, sample.labels,
+                                     config.data.window, names)
+        baseline_train = {b: float((f.predict(sample.codes, sample.lengths) == sample.labels)
+                                   .mean()) for b, f in everything.items()}
     majority = float(max(sample.labels.mean(), 1 - sample.labels.mean()))
     return {"failure": judge(train_accuracy, float(spread), majority),
             "train_accuracy": train_accuracy, "margin_std": float(spread), "scores": scores,
@@ -391,29 +419,43 @@ def run(config: RunConfig) -> RunResult:
     return run_seeds(config, [config.seed])[0]
 
 
+def _nanmean(values: Sequence[float]) -> float:
+    """Mean of the values that are not NaN (NaN if none)."""
+    kept = [v for v in values if not np.isnan(v)]
+    return float(np.mean(kept)) if kept else float("nan")
+
+
 def summarise(groups: Mapping[str, Sequence[RunRecord]], test: str = "hard") -> list[dict[str, Any]]:
     """One row per group of records (e.g. the seeds of one configuration) on one test set.
 
     Row: ``label``, ``seeds``, ``failed`` (and the rules broken), ``accuracy`` (mean over the
     seeds that trained) with its 95% bootstrap interval over seeds (``low``, ``high``),
-    ``solved`` (seeds at >= 0.99), ``n_test`` (strings per seed), ``per_kind`` (mean accuracy
-    per negative kind) and ``baselines`` (mean accuracy of every shortcut on the same sets).
+    ``solved`` (seeds at >= 0.99), ``n_test`` (strings per seed), ``members`` (mean accuracy on
+    the members), ``per_kind`` and ``per_bin`` (mean balanced accuracy of each negative kind and
+    hardness bin against the members of its lengths), ``baselines`` (mean accuracy of every
+    shortcut on the same sets) and ``strongest`` (the best of them: ``(name, accuracy)``).
     """
     rows = []
     for label, group in groups.items():
         ok = [r for r in group if r.status == "ok" and test in r.scores]
         acc = [r.accuracy(test) for r in ok]
         lo, hi = bootstrap(acc)
-        kinds = sorted({k for r in ok for k in r.scores[test].per_kind})
+        kinds = sorted({k for r in ok for k in r.scores[test].per_kind if k != "member"})
+        bins = [b for b in BINS if any(r.scores[test].per_bin.get(b, [0])[0] for r in ok)]
+        shortcuts = {b: float(np.mean([r.baselines[test][b].accuracy for r in group]))
+                     for b in (group[0].baselines.get(test, {}) if group else {})}
         rows.append({
             "label": label, "seeds": len(group), "failed": len(group) - len(ok),
             "failures": sorted({r.failure for r in group if r.failure}),
             "accuracy": float(np.mean(acc)) if acc else float("nan"), "low": lo, "high": hi,
             "solved": sum(a >= 0.99 for a in acc),
             "n_test": int(np.mean([r.scores[test].n for r in group if test in r.scores] or [0])),
-            "per_kind": {k: float(np.nanmean([r.scores[test].accuracy_of("per_kind", k)
-                                               for r in ok])) for k in kinds},
-            "baselines": {b: float(np.mean([r.baselines[test][b].accuracy for r in group]))
-                          for b in (group[0].baselines.get(test, {}) if group else {})},
+            "members": float(np.nanmean([r.scores[test].accuracy_of("per_kind", "member")
+                                         for r in ok])) if ok else float("nan"),
+            "per_kind": {k: _nanmean([r.scores[test].balanced(kind=k) for r in ok])
+                         for k in kinds},
+            "per_bin": {b: _nanmean([r.scores[test].balanced(bin=b) for r in ok]) for b in bins},
+            "baselines": shortcuts,
+            "strongest": max(shortcuts.items(), key=lambda kv: kv[1]) if shortcuts else None,
         })
     return rows

@@ -1,5 +1,6 @@
 """Tests for dyckbook.evaluate: Wilson intervals, score tables, pooling, binning, predictions."""
 
+import json
 import math
 
 import numpy as np
@@ -123,3 +124,24 @@ def test_margins_and_predict_agree_with_the_model():
                                                  atol=1e-6)
     assert (predict(model, ds) == (m > 0)).all()
     assert margins(model, Dataset.empty(LANG)).shape == (0,)
+
+
+def test_balanced_accuracy_compares_a_kind_with_the_members_of_its_lengths():
+    lang = Dyck(3)
+    strings = ["()" * 5, "([]){}" + "()" * 2, "(" * 10 + ")" * 10, "[" * 10 + "]" * 10,
+               "([)]" + "()" * 3, "([" + "{}" * 8 + ")]"]
+    ds = Dataset.from_strings(lang, strings, ["member", "member", "member", "member", "a", "b"])
+    # right on the members of length 10 and on both negatives; wrong on the members of length 20
+    s = score(np.array([1, 1, 0, 0, 0, 0]), ds)
+    assert s.balanced(kind="a") == 1.0  # its members (length 10) are right
+    assert s.balanced(kind="b") == 0.5  # its members (length 20) are wrong
+    assert s.per_bin == {"member": [4, 2], "w<=4": [1, 1], "w>8": [1, 1]}
+    assert s.bin_table() == {"w<=4": 1.0, "w>8": 0.5}
+    assert s.kind_table() == {"a": 1.0, "b": 0.5}
+    assert s.balanced() == 0.75 and math.isnan(s.balanced(kind="dip"))
+    back = Score.from_dict(json.loads(json.dumps(s.to_dict())))
+    assert back == s and pool([s, s]).cells == {k: [2 * n, 2 * c] for k, (n, c) in s.cells.items()}
+    bare = score(np.array([1, 1, 0, 0, 0, 0]), ds, cells=False)
+    assert bare.cells == {} and bare.balanced(kind="b") == 0.75  # pooled members: 2 of 4
+    with pytest.raises(ValueError, match="kind and bin"):
+        bare.balanced(kind="a", bin="w<=4")

@@ -220,8 +220,9 @@ def test_summarise_synthetic_records():
     assert a["accuracy"] == pytest.approx(np.mean([0.9, 0.95, 1.0, 0.99]))  # failed seeds out
     assert 0.9 <= a["low"] <= a["accuracy"] <= a["high"] <= 1.0
     assert a["solved"] == 2 and a["n_test"] == 100
-    assert a["per_kind"]["member"] == 1.0
-    assert a["per_kind"]["dip"] == pytest.approx(np.mean([0.8, 0.9, 1.0, 0.98]))
-    assert a["baselines"] == {"counts": 0.5}
+    assert a["members"] == 1.0 and "member" not in a["per_kind"]
+    # balanced against the members (all right): (1 + true-negative rate) / 2
+    assert a["per_kind"]["dip"] == pytest.approx(np.mean([0.9, 0.95, 1.0, 0.99]))
+    assert a["baselines"] == {"counts": 0.5} and a["strongest"] == ("counts", 0.5)
     assert b["failed"] == 2 and math.isnan(b["accuracy"]) and b["solved"] == 0
     assert math.isnan(b["low"]) and math.isnan(b["high"])
