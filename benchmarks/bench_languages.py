@@ -82,7 +82,7 @@ def bench_length(lang: Dyck, length: int, n: int, repeats: int, seed: int) -> di
                          lambda: [thesis_balanced(K, length, rng=r) for _ in range(m)],
                          n, m, repeats),
         "negatives_local": measure(
-            lambda: lang.alphabet.decode(*sample_negatives(lang, rng, lengths)[:2]),
+            lambda: lang.alphabet.decode(*sample_negatives(lang, rng, lengths, window=None)[:2]),
             unbalanced, n, m, repeats),
         "negatives_window_4": measure(
             lambda: lang.alphabet.decode(*sample_negatives(lang, rng, lengths, window=4)[:2]),
@@ -90,7 +90,7 @@ def bench_length(lang: Dyck, length: int, n: int, repeats: int, seed: int) -> di
     }
     half = n // 2
     words = lang.sample(rng, lengths[:half])
-    mixed = words + lang.alphabet.decode(*sample_negatives(lang, rng, lengths[half:])[:2])
+    mixed = words + lang.alphabet.decode(*sample_negatives(lang, rng, lengths[half:], window=None)[:2])
     few = mixed[:m // 2] + mixed[-(m - m // 2):]
     out["membership"] = measure(lambda: lang.is_member(mixed),
                                 lambda: [thesis_is_dyck_word(s, K) for s in few], n, m, repeats)

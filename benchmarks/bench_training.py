@@ -58,7 +58,8 @@ def labelled(k: int, n: int, max_length: int, seed: int) -> Dataset:
     rng, lang = np.random.default_rng(seed), Dyck(k)
     members = Dataset.from_codes(lang, *lang.sample_codes(
         rng, sample_lengths(rng, n // 2, 0, max_length)))
-    negatives = sample_negatives(lang, rng, sample_lengths(rng, n - n // 2, 6, max_length))
+    negatives = sample_negatives(lang, rng, sample_lengths(rng, n - n // 2, 6, max_length),
+                                 window=None)
     return Dataset.concat([members, Dataset.from_codes(lang, *negatives)])
 
 

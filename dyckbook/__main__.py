@@ -15,7 +15,8 @@ MAX_N = 1_000_000  # strings per dataset
 MAX_LENGTH = 10_000  # symbols per string
 MAX_SYMBOLS = 20_000_000  # n x max_length: about 20 s of hard negatives on one core
 MAX_JOBS = 512
-REGIMES = {"hard": ("hard", True), "local": ("hard", False), "random": ("random", False)}
+REGIMES = ("hard", "local", "random", "stack")  # protocol.REGIMES (not imported: no numpy yet)
+log = logging.getLogger("dyckbook")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -58,7 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--min-length", type=_int("--min-length", 0, MAX_LENGTH), default=0)
     gen.add_argument("--max-length", type=_int("--max-length", 0, MAX_LENGTH), required=True)
     gen.add_argument("--negatives", choices=REGIMES, default="hard",
-                     help="hard (non-local, the default), local, or random non-members")
+                     help="hard (no window of --window symbols rejects them; the default), "
+                          "local, random, or stack (long-range, from length 30) non-members")
     gen.add_argument("--window", type=_int("--window", 2), default=None,
                      help="w of the hard regime (default 4)")
     gen.add_argument("--seed", type=_int("--seed", 0, 2**63 - 1), default=0)
@@ -110,47 +112,59 @@ def _out_path(text: str) -> Path:
 def _cmd_generate(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from dyckbook.dataset import MEMBER, Dataset
     from dyckbook.languages import Dyck, local_tables
-    from dyckbook.negatives import available_kinds, sample_negatives
+    from dyckbook.protocol import balanced_sample, regime_lengths
 
     lo, hi = args.min_length, args.max_length
     if args.n * hi > MAX_SYMBOLS:
         raise ValueError(f"--n {args.n} x --max-length {hi} = {args.n * hi:,} symbols exceeds "
                          f"the limit of {MAX_SYMBOLS:,}")
+    if args.n % 2:
+        raise ValueError(f"--n must be even (a member and a non-member at every length drawn), "
+                         f"got {args.n}")
     if lo > hi or (lo + 1) // 2 > hi // 2:
         raise ValueError(f"--min-length {lo} .. --max-length {hi} holds no even length "
                          "(Dyck words have even length)")
-    kinds, windowed = REGIMES[args.negatives]
-    if args.window is not None and not windowed:
+    if args.window is not None and args.negatives != "hard":
         raise ValueError(f"--window applies to --negatives hard only, not {args.negatives!r}")
-    language, window = Dyck(args.k), (args.window or 4) if windowed else None
-    if window is not None:
-        try:
-            local_tables(language, window)
-        except ValueError as error:
-            raise ValueError(f"--window {window}: {error}") from None
+    language, window = Dyck(args.k), args.window or 4
+    try:
+        local_tables(language, window)
+    except ValueError as error:
+        raise ValueError(f"--window {window}: {error}") from None
     out = _out_path(args.out)
-    even = np.arange(lo + lo % 2, hi + 1, 2)
-    usable = [int(L) for L in even if L and available_kinds(language, int(L), kinds, window)]
+    usable = regime_lengths(language, args.negatives, lo, hi, window)
     if not usable:
+        shortest = next((L for L in range(hi + 1, 257) if regime_lengths(
+            language, args.negatives, L, L, window)), None)
+        where = (f"; the shortest length that has them is {shortest}" if shortest is not None
+                 else " (nor at any length up to 256)")
         raise ValueError(f"--negatives {args.negatives}: {language.name} has no such non-member "
-                         f"at lengths {lo}..{hi}" + (f" with --window {window}" if window else ""))
+                         f"at lengths {lo}..{hi}"
+                         + (f" with --window {window}" if args.negatives == "hard" else "")
+                         + where)
+    skipped = [L for L in range(lo + lo % 2, hi + 1, 2) if L not in usable]
+    if skipped:
+        log.info("lengths %s have no %s negatives for %s: left out (every length written holds "
+                 "as many members as non-members)", _ranges(skipped), args.negatives,
+                 language.name)
     rng = np.random.default_rng(args.seed)
-    n_members = args.n // 2
-    codes, lengths = language.sample_codes(rng, rng.choice(even, n_members))
-    members = Dataset(language, codes, lengths, np.ones(n_members, np.int8),
-                      np.full(n_members, MEMBER, dtype=object))
-    codes, lengths, names = sample_negatives(language, rng, rng.choice(usable, args.n - n_members),
-                                             kinds, window)
-    negatives = Dataset(language, codes, lengths, np.zeros(len(lengths), np.int8),
-                        names.astype(object))
-    data = Dataset.concat([members, negatives])
+    data = balanced_sample(language, args.negatives, rng.choice(usable, args.n // 2), window, rng)
     from dyckbook.results import write_dataset  # torch comes with it: only once input is valid
 
     write_dataset(out, data.subset(rng.permutation(len(data))))
-    print(f"wrote {len(data)} strings ({n_members} members) to {out}")
+    print(f"wrote {len(data)} strings ({len(data) // 2} members) to {out}")
     return 0
+
+
+def _ranges(values: list[int]) -> str:
+    """Even lengths as ranges: [2, 4, 6, 10] -> '2..6, 10'."""
+    parts, start = [], values[0]
+    for a, b in zip(values, values[1:] + [None]):
+        if b != a + 2:
+            parts.append(str(start) if start == a else f"{start}..{a}")
+            start = b
+    return ", ".join(parts)
 
 
 def _cmd_check(args: argparse.Namespace) -> int:

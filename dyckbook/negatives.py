@@ -116,6 +116,7 @@ HARD_KINDS: tuple[str, ...] = tuple(name for name, kind in NEGATIVE_KINDS.items(
                                     if kind.hard and not kind.long_range)
 LONG_RANGE_KINDS: tuple[str, ...] = tuple(name for name, kind in NEGATIVE_KINDS.items()
                                           if kind.long_range)
+DEFAULT_WINDOW = 4  # w of the non-local regime unless asked otherwise (DataConfig.window too)
 LONG_RANGE_MIN_WINDOW = 8  # W is never below this
 _REPEAT = 3  # far: the length of the repeated piece u (every n-gram up to n = 4 is kept)
 
@@ -436,14 +437,15 @@ def _available(language: Dyck, name: str, length: int, window: int | None) -> bo
 
 
 def available_kinds(language: Dyck, length: int, kinds: str | Sequence[str] = "hard",
-                    window: int | None = None) -> tuple[str, ...]:
+                    window: int | None = DEFAULT_WINDOW) -> tuple[str, ...]:
     """The kinds among ``kinds`` that :func:`sample_negatives` can draw at ``length``.
 
     Args:
         language: A :class:`~dyckbook.languages.Dyck`.
         length: String length (>= 0).
         kinds: ``"hard"``, a kind name, or a sequence of kind names.
-        window: None (the local regime) or the width w >= 2 of the non-local regime.
+        window: The width w >= 2 of the non-local regime (default 4, as ``DataConfig``), or
+            None (the local regime). Long-range kinds have their own W.
 
     Returns:
         The available kind names, in the order of ``kinds``.
@@ -500,8 +502,8 @@ def _sample_kind(language, rng, name, lengths, window, members: bool = False) ->
 
 
 def sample_negatives(language: Dyck, rng: np.random.Generator, lengths: Sequence[int],
-                     kinds: str | Sequence[str] = "hard", window: int | None = None
-                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                     kinds: str | Sequence[str] = "hard",
+                     window: int | None = DEFAULT_WINDOW) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One verified non-member of each requested length, labelled with its kind.
 
     Args:
@@ -510,8 +512,8 @@ def sample_negatives(language: Dyck, rng: np.random.Generator, lengths: Sequence
         lengths: ints ``(batch,)``; every length must have an available kind.
         kinds: ``"hard"`` (a uniform mixture of the hard kinds available at each length), a kind
             name, or a sequence of names (a uniform mixture of those available).
-        window: None, or w >= 2: hard negatives are also locally valid at width w (``random``
-            ones ignore it).
+        window: w >= 2 (default 4, as ``DataConfig``): hard negatives are also locally valid at
+            width w; None: the local regime (``random`` and long-range kinds ignore it).
 
     Returns:
         ``(codes, lengths, kinds)``: uint8 ``(batch, pos)`` padded with ``PAD_CODE``, int64

@@ -43,7 +43,8 @@ from dyckbook.thesis import (
     thesis_split_sizes,
 )
 
-__all__ = ["REGIMES", "SOURCES", "TRAIN_NEGATIVES", "DataConfig", "Splits", "make_splits"]
+__all__ = ["REGIMES", "SOURCES", "TRAIN_NEGATIVES", "DataConfig", "Splits", "balanced_sample",
+           "make_splits", "regime_lengths"]
 
 REGIMES = ("hard", "local", "random", "stack")
 TRAIN_NEGATIVES = ("mix", "hard", "local", "random", "stack")
@@ -261,6 +262,24 @@ def _sample(language: Dyck, regime: str, lengths: np.ndarray, window: int,
     codes, lengths, names = N.sample_negatives(language, rng, lengths, kinds, w)
     return Dataset(language, codes, lengths, np.zeros(lengths.size, np.int8),
                    np.asarray(names, dtype=object))
+
+
+def regime_lengths(language: Dyck, regime: str, lo: int, hi: int,
+                   window: int = N.DEFAULT_WINDOW) -> list[int]:
+    """The even lengths in ``[lo, hi]`` at which ``regime`` has negatives for ``language``."""
+    if regime not in REGIMES:
+        raise ValueError(f"regime must be one of {REGIMES}, got {regime!r}")
+    return [int(L) for L in _even_lengths(lo, hi) if _has_negatives(language, int(L), regime,
+                                                                    window)]
+
+
+def balanced_sample(language: Dyck, regime: str, lengths: np.ndarray, window: int,
+                    rng: np.random.Generator) -> Dataset:
+    """A member and a ``regime`` negative at each of ``lengths`` (a ``stack`` set's members
+    are its matched members), members first."""
+    member = MATCHED if regime == "stack" else MEMBER
+    return Dataset.concat([_sample(language, member, lengths, window, rng),
+                           _sample(language, regime, lengths, window, rng)])
 
 
 def _even_lengths(lo: int, hi: int) -> np.ndarray:

@@ -182,13 +182,21 @@ def read_records(path: str | os.PathLike[str]) -> list[RunRecord]:
 
 # ------------------------------------------------------------------------------ datasets
 def write_dataset(path: str | os.PathLike[str], dataset: Dataset) -> Path:
-    """JSONL: a header line (format, language), then ``{"s", "member", "kind"}`` per string."""
+    """JSONL: a header line (format, language), then per string ``{"s", "member", "kind"}`` and
+    its hardness profile (``dyckbook.hardness``): ``bin``, ``w_star``, ``counter`` and
+    ``end_distance`` (the last three null for members)."""
     lang = dataset.language
     header = {"format": _DATASET_FORMAT, "k": lang.k, "max_depth": lang.max_depth,
               "pairs": list(lang.pairs), "n": len(dataset)}
     lines = [json.dumps(header, ensure_ascii=False)]
-    lines += [json.dumps({"s": s, "member": bool(m), "kind": str(k)}, ensure_ascii=False)
-              for s, m, k in zip(dataset.strings(), dataset.labels, dataset.kinds)]
+    h = dataset.hardness()
+    bins = h.bins()
+    for i, (s, m, k) in enumerate(zip(dataset.strings(), dataset.labels, dataset.kinds)):
+        row = {"s": s, "member": bool(m), "kind": str(k), "bin": str(bins[i])}
+        if not h.member[i]:
+            row.update(w_star=int(h.w_star[i]), counter=bool(h.counter[i]),
+                       end_distance=int(h.end_distance[i]))
+        lines.append(json.dumps(row, ensure_ascii=False))
     return write_text(path, "\n".join(lines) + "\n")
 
 

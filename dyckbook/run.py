@@ -168,7 +168,8 @@ class RunRecord:
         scores: ``{test set: Score}`` of the model.
         baselines: ``{test set: {baseline: Score}}``, each fitted on the same training set's
             members and its negatives of that test set's kinds (``baselines.fit_negatives``).
-        baseline_train: ``{baseline: accuracy on the training sample}`` (fitted on all of it).
+        baseline_train: ``{baseline: accuracy on the training sample}``, fitted for the first
+            test set.
         data: realised sizes of every set (``Splits.summary()``).
         steps / stopped_at / seconds / history: from training.
     """
@@ -339,10 +340,11 @@ def _evaluate(config: RunConfig, model: nn.Module, splits: Splits) -> dict[str, 
             fitted = _fitted(config.data, config.seed, kinds, names)
             baselines[name] = {b: score(f.predict(ds.codes, ds.lengths), ds, cells=False)
                                for b, f in fitted.items()}
-        everything = B.fit_baselines(language, sample.codes, sample.lengths, sample.labels,
-                                     config.data.window, names)
+        first = _fitted(config.data, config.seed,
+                        tuple(sorted(set(next(iter(splits.tests.values())).kinds.astype(str)))),
+                        names) if splits.tests else {}
         baseline_train = {b: float((f.predict(sample.codes, sample.lengths) == sample.labels)
-                                   .mean()) for b, f in everything.items()}
+                                   .mean()) for b, f in first.items()}
     majority = float(max(sample.labels.mean(), 1 - sample.labels.mean()))
     return {"failure": judge(train_accuracy, float(spread), majority),
             "train_accuracy": train_accuracy, "margin_std": float(spread), "scores": scores,

@@ -43,7 +43,7 @@ def stack(*blocks):
 def members_and(lang, rng, n, kinds, lo=4, hi=16):
     """n members and n negatives of ``kinds`` at uniform even lengths, with labels."""
     members = lang.sample_codes(rng, sample_lengths(rng, n, lo, hi))
-    negatives = sample_negatives(lang, rng, sample_lengths(rng, n, lo, hi), kinds)[:2]
+    negatives = sample_negatives(lang, rng, sample_lengths(rng, n, lo, hi), kinds, None)[:2]
     return (*stack(members, negatives), np.repeat([1, 0], n))
 
 
@@ -66,7 +66,7 @@ def test_first_symbol():
     codes, lengths = lang.alphabet.encode(["", "()", ")(", "][", "[)", "]"])
     assert model.predict(codes, lengths).tolist() == [1, 1, 0, 0, 1, 0]
     assert model.predict(*lang.alphabet.encode([])).shape == (0,)
-    hard, hard_lengths, _ = sample_negatives(lang, np.random.default_rng(0), [12] * 200)
+    hard, hard_lengths, _ = sample_negatives(lang, np.random.default_rng(0), [12] * 200, window=None)
     assert model.predict(hard, hard_lengths).dtype == np.int8
     assert (model.predict(hard, hard_lengths) == 1).all()  # every hard negative opens first
 
@@ -80,7 +80,7 @@ def test_counts_learns_balanced_counts():
     balanced = np.array([(c[0::2] == c[1::2]).all() for c in per_symbol])
     assert 0.3 < balanced.mean() < 0.7  # members, plus a few balanced random strings
     assert (model.predict(codes, lengths) == balanced).mean() > 0.99
-    hard, hard_lengths, _ = sample_negatives(lang, rng, [12] * 300, ["swap", "crossing"])
+    hard, hard_lengths, _ = sample_negatives(lang, rng, [12] * 300, ["swap", "crossing"], None)
     assert model.predict(hard, hard_lengths).all()  # a member's counts: taken for members
 
 

@@ -40,23 +40,29 @@ def test_generate_writes_a_verified_balanced_dataset(tmp_path: Path, capsys) -> 
     out = tmp_path / "d.jsonl"
     old = os.umask(0o022)
     try:
-        code, stdout, err = call(["generate", "--k", "3", "--n", "301", "--min-length", "2",
+        code, stdout, err = call(["generate", "--k", "3", "--n", "300", "--min-length", "2",
                                   "--max-length", "16", "--seed", "5", "--out", str(out)], capsys)
     finally:
         os.umask(old)
     assert code == 0, err
-    assert stdout.strip() == f"wrote 301 strings (150 members) to {out}"
+    assert stdout.strip() == f"wrote 300 strings (150 members) to {out}"
+    assert "lengths 2..6 have no hard negatives for Dyck-3: left out" in err
     assert stat.S_IMODE(out.stat().st_mode) == 0o644
     rows = [json.loads(line) for line in out.read_text().splitlines()[1:]]
     pairs = json.loads(out.read_text().splitlines()[0])["pairs"]
-    assert len(rows) == 301 and sum(r["member"] for r in rows) == 150
+    assert len(rows) == 300 and sum(r["member"] for r in rows) == 150
     assert all(is_dyck(r["s"], pairs) == r["member"] for r in rows)  # an independent checker
-    assert all(2 <= len(r["s"]) <= 16 and len(r["s"]) % 2 == 0 for r in rows)
+    assert all(8 <= len(r["s"]) <= 16 and len(r["s"]) % 2 == 0 for r in rows)
+    for length in {len(r["s"]) for r in rows}:  # as many members as non-members per length
+        assert sum(r["member"] for r in rows if len(r["s"]) == length) * 2 == sum(
+            len(r["s"]) == length for r in rows)
     assert {r["kind"] for r in rows if not r["member"]} <= {
         "dip", "rotation", "swap", "crossing", "deep_mismatch"}
-    assert len(read_dataset(out)) == 301  # the package's reader agrees with the labels
+    assert all(r["w_star"] > 4 and r["bin"] != "w<=4" for r in rows if not r["member"])
+    assert all(r["bin"] == "member" and "w_star" not in r for r in rows if r["member"])
+    assert len(read_dataset(out)) == 300  # the package's reader agrees with the labels
     first = out.read_bytes()
-    assert call(["generate", "--k", "3", "--n", "301", "--min-length", "2", "--max-length", "16",
+    assert call(["generate", "--k", "3", "--n", "300", "--min-length", "2", "--max-length", "16",
                  "--seed", "5", "--out", str(out)], capsys)[0] == 0
     assert out.read_bytes() == first  # same seed, same bytes
     assert _tree(tmp_path) == {"d.jsonl"}  # no temporary file left
@@ -70,6 +76,20 @@ def test_generate_random_negatives_and_the_module_entry_point(tmp_path: Path) ->
     assert proc.returncode == 0, proc.stderr
     kinds = {json.loads(line)["kind"] for line in out.read_text().splitlines()[1:]}
     assert kinds == {"member", "random"}
+
+
+def test_generate_stack_sets(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "s.jsonl"
+    code, _, err = call(["generate", "--k", "2", "--n", "200", "--min-length", "30",
+                         "--max-length", "40", "--negatives", "stack", "--out", str(out)], capsys)
+    assert code == 0, err
+    rows = [json.loads(line) for line in out.read_text().splitlines()[1:]]
+    assert {r["kind"] for r in rows} == {"member", "stack"}
+    assert all(r["w_star"] > max(8, len(r["s"]) // 4) and not r["counter"]
+               for r in rows if not r["member"])
+    assert call(["generate", "--n", "20", "--max-length", "20", "--negatives", "stack",
+                 "--out", str(out)], capsys)[2].strip().endswith(
+        "Dyck-1 has no such non-member at lengths 0..20; the shortest length that has them is 30")
 
 
 def test_check_prints_a_verdict_per_string(capsys) -> None:
@@ -127,7 +147,9 @@ CATALOGUE = [
     (["generate", "--n", "10000", "--max-length", "4000", "--out", "x"],
      "exceeds the limit of 20,000,000"),
     ([*GEN, "--negatives", "nope", "--out", "x"], "invalid choice: 'nope'"),
-    ([*GEN[:4], "4", "--out", "x"], "Dyck-1 has no such non-member at lengths 0..4"),
+    ([*GEN[:4], "4", "--out", "x"], "Dyck-1 has no such non-member at lengths 0..4 with "
+     "--window 4; the shortest length that has them is 10"),
+    (["generate", "--n", "11", "--max-length", "12", "--out", "x"], "--n must be even"),
     ([*GEN, "--window", "1", "--out", "x"], "--window must be >= 2, got 1"),
     ([*GEN, "--k", "3", "--window", "16", "--out", "x"], "--window 16: k=3 and width=16"),
     ([*GEN, "--window", "4", "--negatives", "random", "--out", "x"], "applies to --negatives hard"),

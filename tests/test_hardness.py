@@ -26,7 +26,7 @@ def test_w_star_is_the_smallest_width_whose_window_check_rejects(lang):
     rng = np.random.default_rng(lang.k + 7 * (lang.max_depth or 0))
     sets = [random_strings(lang, rng)]
     if lang.max_depth != 1:
-        sets.append(sample_negatives(lang, rng, [12] * 300 + [20] * 300, "hard")[:2])
+        sets.append(sample_negatives(lang, rng, [12] * 300 + [20] * 300, "hard", None)[:2])
     for codes, lengths in sets:
         p = profile(lang, codes, lengths)
         assert np.array_equal(p.member, lang.is_member((codes, lengths)))

@@ -135,13 +135,15 @@ def test_random_kind():
 
 
 def test_structural_availability():
-    assert available_kinds(Dyck(1), 4) == ()
-    assert available_kinds(Dyck(1), 6) == ("dip", "rotation", "swap")
-    assert available_kinds(Dyck(2), 4) == ("swap", "crossing", "deep_mismatch")
-    assert available_kinds(Dyck(2), 6) == HARD_KINDS
-    assert available_kinds(Dyck(2, 1), 6) == ("dip", "swap")
+    local = {"window": None}
+    assert available_kinds(Dyck(1), 4, **local) == ()
+    assert available_kinds(Dyck(1), 6, **local) == ("dip", "rotation", "swap")
+    assert available_kinds(Dyck(2), 4, **local) == ("swap", "crossing", "deep_mismatch")
+    assert available_kinds(Dyck(2), 6, **local) == HARD_KINDS
+    assert available_kinds(Dyck(2, 1), 6, **local) == ("dip", "swap")
     assert available_kinds(Dyck(3), 7) == () and available_kinds(Dyck(3), 2) == ()
     assert available_kinds(Dyck(3), 3, ["random", "dip"]) == ("random",)
+    assert available_kinds(Dyck(1), 8) == ()  # the default window is 4, as DataConfig's
     assert available_kinds(Dyck(3), 10**6, window=4) == HARD_KINDS  # beyond the probes
 
 
@@ -305,7 +307,7 @@ def test_long_range_availability_and_errors():
 
 
 def test_empty_request():
-    codes, lengths, names = sample_negatives(Dyck(2), np.random.default_rng(0), [])
+    codes, lengths, names = sample_negatives(Dyck(2), np.random.default_rng(0), [], window=None)
     assert codes.shape == (0, 0) and lengths.shape == names.shape == (0,)
 
 

@@ -190,7 +190,7 @@ def test_train_negatives_regimes():
                 assert set(neg.kinds[at]) == {"random"}
             elif regime == "hard" and N.available_kinds(lang, length, "hard", window):
                 assert hard[at].all() and valid[at].all(), length
-            elif regime in ("hard", "local") and N.available_kinds(lang, length, "hard"):
+            elif regime in ("hard", "local") and N.available_kinds(lang, length, "hard", None):
                 assert hard[at].all(), (regime, length)  # local: the hard kinds, no window
             elif regime in ("hard", "local"):
                 assert set(neg.kinds[at]) == {"random"}, (regime, length)  # the fallback
