@@ -40,7 +40,8 @@ from dyckbook.vocab import check_codes
 
 __all__ = ["BASELINES", "STACK_FREE", "Baseline", "Bigrams", "Counter", "Counts", "Depth", "Ends",
            "FirstSymbol", "LocalRecogniser", "NGrams", "Stack", "WindowCheck", "attack",
-           "balanced_accuracy", "fit_baselines", "fit_negatives", "make_baseline", "recognisers"]
+           "attack_regime", "balanced_accuracy", "fit_baselines", "fit_negatives", "make_baseline",
+           "recognisers"]
 
 BASELINES: tuple[str, ...] = ("first_symbol", "counts", "bigrams", "local", "local6", "local8",
                               "ngrams", "ends", "depth", "counter", "skeleton", "window4",
@@ -434,3 +435,27 @@ def attack(language: Dyck, train: tuple[np.ndarray, np.ndarray, np.ndarray],
             row[f"{lo}-{hi}"] = balanced_accuracy(predicted[inside], np.asarray(labels)[inside])
         out[name] = row
     return out
+
+
+def attack_regime(language: Dyck, regime: str, lengths: Sequence[int], n: int, seed: int = 0,
+                  bins: Sequence[tuple[int, int]] | None = None, window: int = 4,
+                  names: Sequence[str] = STACK_FREE) -> dict[str, dict[str, float]]:
+    """:func:`attack` on a test regime of ``dyckbook.protocol``: every rule fitted on ``n``
+    members and ``n`` negatives of the regime (a member and a negative at each length drawn
+    uniformly from ``lengths``), scored on a fresh sample of the same size.
+
+    Rules that recognise the language outright (:func:`recognisers`) are left out.
+    """
+    from dyckbook.protocol import balanced_sample  # floor 2: the data of a regime
+
+    n = check_int("n", n, 1)
+    rng = np.random.default_rng(check_int("seed", seed, 0))
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if lengths.size == 0:
+        raise ValueError(f"lengths must hold at least one length with {regime} negatives")
+    samples = []
+    for _ in range(2):
+        data = balanced_sample(language, regime, rng.choice(lengths, n), window, rng)
+        samples.append((data.codes, data.lengths, data.labels))
+    kept = [name for name in names if name not in recognisers(language)]
+    return attack(language, samples[0], samples[1], kept, bins, window)

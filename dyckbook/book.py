@@ -137,20 +137,44 @@ def records_of(runs: Mapping[str, Sequence[Any]]) -> dict[str, list[Any]]:
     return {label: [r.record for r in group] for label, group in runs.items()}
 
 
-def summary_rows(rows: Sequence[Mapping[str, Any]],
-                 shortcuts: Sequence[str] = ("counts", "bigrams", "local"),
+def summary_rows(rows: Sequence[Mapping[str, Any]], shortcuts: Sequence[str] = (),
                  name: str = "configuration") -> list[dict[str, Any]]:
-    """Display rows of ``run.summarise``: accuracy with its interval, seeds, the shortcuts
-    (``name`` heads the column of the rows' labels)."""
+    """Display rows of ``run.summarise``: accuracy with its interval, seeds, the balanced
+    accuracy of every hardness bin present (``hardness.BINS``) against the members of its
+    lengths, the strongest shortcut and any ``shortcuts`` named (``name`` heads the column of
+    the rows' labels)."""
+    from dyckbook.hardness import BINS
+
+    bins = [b for b in BINS if any(b in row.get("per_bin", {}) for row in rows)]
     out = []
     for row in rows:
         trained = row["seeds"] - row["failed"]
         failed = f" ({row['failed']} failed: {', '.join(row['failures'])})" if row["failed"] else ""
+        strongest = row.get("strongest")
         out.append({name: row["label"], "seeds": f"{trained}{failed}",
                     "accuracy": _accuracy(row),
                     "solved": f"{row['solved']}/{trained}", "strings per seed": row["n_test"],
+                    **{f"bin {b}": pct(row["per_bin"].get(b, math.nan)) for b in bins},
+                    "strongest shortcut": f"{strongest[0]} {pct(strongest[1])}" if strongest
+                    else "",
                     **{b: pct(row["baselines"].get(b, math.nan)) for b in shortcuts}})
     return out
+
+
+def bin_sentence(rows: Sequence[Mapping[str, Any]], test: str = "hard") -> str:
+    """What the hardness bins of a test set say: the share of its negatives that counters,
+    and windows of up to 8 symbols, reject (the rest needs a stack), and where the best
+    configuration's accuracy comes from."""
+    if not rows or not rows[0].get("bin_shares"):
+        return ""
+    shares = rows[0]["bin_shares"]
+    parts = [f"{pct(v, 0)} {k}" for k, v in shares.items() if v > 0]
+    best = max(rows, key=lambda r: r["accuracy"] if math.isfinite(r["accuracy"]) else -1)
+    bins = ", ".join(f"{b}: {pct(v)}" for b, v in best["per_bin"].items())
+    return (f"The {test} test set's negatives by hardness bin: {', '.join(parts)} (counter: "
+            f"rejected by counts without a stack; w<=n: by an exact window of n symbols). "
+            f"{best['label']} by bin, balanced against the members of the same lengths: "
+            f"{bins}.")
 
 
 def versus_shortcuts(row: Mapping[str, Any]) -> str:
@@ -190,19 +214,22 @@ def best_label(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def standard_figures(groups: Mapping[str, Sequence[Any]], out: str | os.PathLike[str],
-                     train_max_length: int, test: str = "hard",
-                     shortcuts: Sequence[str] = ("counts", "bigrams", "local")) -> str:
+                     train_max_length: int, test: str = "hard", shortcuts: int = 3) -> str:
     """Glue the figures every experiment page shows; returns the best configuration's label.
 
-    ``fig_seeds`` (accuracy per seed and configuration), ``fig_kinds`` (accuracy per kind of
-    the best configuration beside the shortcuts), ``fig_length`` (accuracy by length, seeds
-    pooled, the training lengths marked).
+    ``fig_seeds`` (accuracy per seed and configuration), ``fig_kinds`` (balanced accuracy per
+    kind and per hardness bin of the best configuration beside its ``shortcuts`` strongest
+    shortcuts), ``fig_length`` (accuracy by length, seeds pooled, the training lengths marked).
     """
     from dyckbook import plotting
     from dyckbook.evaluate import pool
     from dyckbook.run import summarise
 
-    best = best_label(summarise(groups, test))
+    rows = summarise(groups, test)
+    best = best_label(rows)
+    ranked = sorted(next(r for r in rows if r["label"] == best)["baselines"].items(),
+                    key=lambda kv: -kv[1])
+    shortcuts = [name for name, _ in ranked[:shortcuts]]
     glue_figure("seeds", plotting.plot_seeds(seed_rows(groups, test), title=f"{test} test set, "
                                              "per seed"), out)
     glue_figure("kinds", plotting.plot_kinds(

@@ -27,6 +27,7 @@ from dyckbook import explain
 from dyckbook.blocks import POS_ENCODINGS
 from dyckbook.dataset import MEMBER, Dataset
 from dyckbook.evaluate import Score, wilson
+from dyckbook.hardness import BINS
 from dyckbook.languages import Dyck
 from dyckbook.model import MASKS, READOUTS
 from dyckbook.probes import PROBE_TARGETS, ProbeResult, prefix_targets
@@ -395,31 +396,41 @@ def plot_accuracy_by_length(series: Mapping[str, Score | Mapping[int, Sequence[i
 def plot_kinds(model_scores: Score | Sequence[Score],
                baseline_scores: Mapping[str, Score | Sequence[Score]],
                title: str | None = None) -> Figure:
-    """Accuracy per kind of string: the model's seeds beside every baseline.
+    """Balanced accuracy per negative kind and per hardness bin: the model's seeds beside
+    baselines.
 
-    A baseline (a local pattern matcher, a counter) that reaches the model's accuracy on a
-    kind shows that the kind needs no more than that baseline's view of the string.
+    Each kind and each bin (``hardness.BINS``: rejected by counters, by an exact window of at
+    most 4, 6, 8 symbols, or by none of these) is scored against the members of the same
+    lengths, so 0.5 is chance; the members' own accuracy is the first row. A baseline that
+    reaches the model on a row shows that those strings need no more than its view of them.
 
     Args:
         model_scores: the model's Score of every seed on one test set.
         baseline_scores: ``{baseline: Score or one Score per seed}`` on the same set.
 
     Returns:
-        A Figure with one panel: a row per kind, members first.
+        A Figure with one panel: members, then a row per kind, then a row per bin present.
     """
     model_scores = _as_list(model_scores)
     baselines = {name: _as_list(s) for name, s in baseline_scores.items()}
-    kinds = sorted({k for s in model_scores for k in s.per_kind}, key=lambda k: (k != MEMBER, k))
+    kinds = sorted({k for s in model_scores for k in s.per_kind if k != MEMBER})
+    bins = [b for b in BINS if any(s.per_bin.get(b, [0])[0] for s in model_scores)]
+    labels = ["members"] + [k.replace("_", " ") for k in kinds] + [f"bin {b}" for b in bins]
+
+    def values(s: Score) -> list[float]:
+        return ([s.accuracy_of("per_kind", MEMBER)] + [s.balanced(kind=k) for k in kinds]
+                + [s.balanced(bin=b) for b in bins])
+
     markers = "sD^vP<>X"
     colors = [PALETTE[i] for i in (1, 2, 3, 4, 7)] + ["0.5"]  # never the model's blue
     with style_context():
-        fig, ax = _panel((7.0, 0.45 * len(kinds) + 1.6), title)
-        rows = np.arange(len(kinds))
+        fig, ax = _panel((7.0, 0.42 * len(labels) + 1.6), title)
+        rows = np.arange(len(labels))
         for j, (name, scores) in enumerate(baselines.items()):
-            acc = [np.nanmean([s.accuracy_of("per_kind", k) for s in scores]) for k in kinds]
+            acc = np.nanmean([values(s) for s in scores], axis=0)
             ax.scatter(acc, rows, marker=markers[j % len(markers)], s=42, facecolor="none",
                        edgecolor=colors[j % len(colors)], lw=1.4, label=name, zorder=3)
-        acc = np.array([[s.accuracy_of("per_kind", k) for k in kinds] for s in model_scores])
+        acc = np.array([values(s) for s in model_scores])
         jitter = np.linspace(-0.15, 0.15, len(model_scores)) if len(model_scores) > 1 else [0.0]
         for seed_acc, dy in zip(acc, jitter):
             ax.scatter(seed_acc, rows + dy, s=14, color=PALETTE[0], alpha=0.7, zorder=4,
@@ -427,9 +438,12 @@ def plot_kinds(model_scores: Score | Sequence[Score],
         ax.scatter(np.nanmean(acc, 0), rows, marker="|", s=260, lw=2.2, color=PALETTE[0],
                    label="model, mean of seeds", zorder=5)
         ax.axvline(0.5, color="0.6", lw=0.8, ls=":")
-        ax.set_yticks(rows, [k.replace("_", " ") for k in kinds])
+        for edge in (0.5, 0.5 + len(kinds)):
+            ax.axhline(edge, color="0.8", lw=0.8)
+        ax.set_yticks(rows, labels)
         ax.invert_yaxis()
-        ax.set(xlim=(-0.02, 1.02), xlabel="accuracy on the strings of this kind")
+        ax.set(xlim=(-0.02, 1.02),
+               xlabel="accuracy of the members; balanced accuracy of a kind or bin")
         ax.grid(True, axis="x")
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return fig

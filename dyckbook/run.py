@@ -421,6 +421,13 @@ def run(config: RunConfig) -> RunResult:
     return run_seeds(config, [config.seed])[0]
 
 
+def _bin_shares(scores: Sequence[Score]) -> dict[str, float]:
+    """Share of the negatives in every hardness bin, over the scores pooled."""
+    counts = {b: sum(s.per_bin.get(b, [0])[0] for s in scores) for b in BINS}
+    total = sum(counts.values())
+    return {b: c / total for b, c in counts.items()} if total else {}
+
+
 def _nanmean(values: Sequence[float]) -> float:
     """Mean of the values that are not NaN (NaN if none)."""
     kept = [v for v in values if not np.isnan(v)]
@@ -434,7 +441,8 @@ def summarise(groups: Mapping[str, Sequence[RunRecord]], test: str = "hard") -> 
     seeds that trained) with its 95% bootstrap interval over seeds (``low``, ``high``),
     ``solved`` (seeds at >= 0.99), ``n_test`` (strings per seed), ``members`` (mean accuracy on
     the members), ``per_kind`` and ``per_bin`` (mean balanced accuracy of each negative kind and
-    hardness bin against the members of its lengths), ``baselines`` (mean accuracy of every
+    hardness bin against the members of its lengths), ``bin_shares`` (the share of the test
+    set's negatives in each bin), ``baselines`` (mean accuracy of every
     shortcut on the same sets) and ``strongest`` (the best of them: ``(name, accuracy)``).
     """
     rows = []
@@ -457,6 +465,7 @@ def summarise(groups: Mapping[str, Sequence[RunRecord]], test: str = "hard") -> 
             "per_kind": {k: _nanmean([r.scores[test].balanced(kind=k) for r in ok])
                          for k in kinds},
             "per_bin": {b: _nanmean([r.scores[test].balanced(bin=b) for r in ok]) for b in bins},
+            "bin_shares": _bin_shares([r.scores[test] for r in group if test in r.scores]),
             "baselines": shortcuts,
             "strongest": max(shortcuts.items(), key=lambda kv: kv[1]) if shortcuts else None,
         })

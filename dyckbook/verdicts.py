@@ -231,14 +231,14 @@ def _cell(record: Any) -> tuple[int, int, str, str, str]:
 
 
 def _best(name: str, records: Sequence[Any], keep: Callable[[tuple], bool],
-          value: Callable[[Any], float]) -> Evidence | None:
+          value: Callable[[Any], float], test: str = "hard") -> Evidence | None:
     """Held-out best configuration among the records whose cell passes ``keep``."""
     table: dict[str, dict[int, float]] = {}
     for r in records:
         if keep(_cell(r)):
             table.setdefault("-".join(map(str, _cell(r))), {})[int(r.config["seed"])] = value(r)
     values, _ = held_out_best(table)
-    n = [r.scores["hard"].n for r in records if keep(_cell(r))]
+    n = [r.scores[test].n for r in records if keep(_cell(r))]
     return Evidence(name, tuple(values), int(np.mean(n)) if n else 0) if values else None
 
 
@@ -262,9 +262,14 @@ def _length_pair(k: int, group: Sequence[Any]) -> tuple[Evidence, Evidence] | No
 
 
 def gather(experiments: Sequence[Any] = (), grid: Sequence[Any] = (),
-           lengths: Sequence[Any] = (), explain: Mapping[str, Sequence[float]] | None = None
-           ) -> dict[str, Evidence]:
+           lengths: Sequence[Any] = (), explain: Mapping[str, Sequence[float]] | None = None,
+           test: str = "hard") -> dict[str, Evidence]:
     """The evidence of every rule, from the records of the runs that measured it.
+
+    ``test`` names the grid's test set the grid's evidence reads (``causal_best`` and the
+    layers): ``stack``, the verdict-bearing set, or ``hard`` (the sets a window of four symbols
+    cannot reject, which counters and wider windows mostly can). The thesis' experiments and
+    the length study have no ``stack`` set within their lengths and always read ``hard``.
 
     Args:
         experiments: records of the sound reruns of the thesis' experiments (labels
@@ -283,13 +288,16 @@ def gather(experiments: Sequence[Any] = (), grid: Sequence[Any] = (),
         hard(r) for r in experiments if r.label.startswith(f"exp. {e}: bidirectional")
         and r.status == "ok")) for k, e in ((1, 1), (3, 3))]
     out["bidirectional"] = _lower(*bidirectional)
+    grid = [r for r in grid if test in r.scores]
+    chosen = lambda r: r.accuracy(test)  # noqa: E731
     ks = sorted({_cell(r)[0] for r in grid})
     out["causal_best"] = _lower(*(_best(f"causal_best k{k}", grid, lambda c, k=k: c[0] == k
-                                        and c[2] == "causal" and c[4] != "start", hard)
+                                        and c[2] == "causal" and c[4] != "start", chosen, test)
                                   for k in ks))
     for k in ks:
         for layers, name in ((1, f"one_layer_k{k}"), (2, f"two_layers_k{k}")):
-            out[name] = _best(name, grid, lambda c, k=k, n=layers: c[0] == k and c[1] == n, hard)
+            out[name] = _best(name, grid, lambda c, k=k, n=layers: c[0] == k and c[1] == n,
+                              chosen, test)
     pairs = [_length_pair(k, [r for r in lengths if r.label.startswith(f"Dyck-{k} ")])
              for k in sorted({int(r.config["data"]["k"]) for r in lengths})]
     pairs = [p for p in pairs if p is not None]

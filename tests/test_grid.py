@@ -13,8 +13,9 @@ from dyckbook.grid import Cell, GridSpec, cell_of, cells_named, run_grid, summar
 from dyckbook.model import MASKS, READOUTS
 from dyckbook.run import RunConfig, RunRecord
 
-TINY = GridSpec(d_model=8, n_heads=1, d_mlp=16, max_length_k1=12, n_train=128, n_val=32,
-                n_test=64, batch_size=32, warmup_steps=2, max_steps=8, eval_every=4)
+TINY = GridSpec(d_model=8, n_heads=1, d_mlp=16, max_length=12, max_length_k1=12, n_train=128,
+                n_val=32, n_test=64, batch_size=32, warmup_steps=2, max_steps=8, eval_every=4,
+                test_sets=("hard", "local", "random"))
 
 
 def test_cell_names_round_trip():
@@ -66,7 +67,8 @@ def test_spec_gives_valid_run_configs():
         m, d = config.model, config.data
         assert (d.k, m.k, m.n_layers, m.mask, m.pos_encoding, m.readout) == (
             cell.k, cell.k, cell.n_layers, cell.mask, cell.pos_encoding, cell.readout)
-        assert d.max_length == m.n_ctx == (20 if cell.k == 1 else 16) and d.min_length == 4
+        assert d.max_length == m.n_ctx == (40 if cell.k == 1 else 48) and d.min_length == 4
+        assert d.test_sets[0] == "stack"  # the verdict-bearing set
         assert config.train.max_steps == 1000 and config.train.target_accuracy == 0.995
     assert GridSpec.from_dict(spec.to_dict()) == spec
     assert GridSpec.from_flat({"d_model": 8, "n_heads": 1, "run_name": "x"}) == GridSpec(
@@ -156,7 +158,7 @@ def test_summarise_solved_share_and_interval():
     records = ([_record(a, s, acc) for s, acc in enumerate([0.995, 1.0, 0.9, 0.5])]
                + [_record(a, 9, 0.3, "failed")]
                + [_record(b, s, 1.0) for s in range(3)])
-    rows = summarise(records)
+    rows = summarise(records, "hard")
     assert [r["cell"] for r in rows] == [b.name, a.name]  # cells in sorted order
     rb, ra = rows
     assert (ra["seeds"], ra["failed"], ra["solved"]) == (5, 1, 2)

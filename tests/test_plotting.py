@@ -11,6 +11,7 @@ from matplotlib.patches import Arc, Rectangle
 
 from dyckbook import explain as E
 from dyckbook import plotting as P
+from dyckbook.hardness import BINS
 from dyckbook.dataset import Dataset
 from dyckbook.evaluate import score
 from dyckbook.languages import Dyck
@@ -156,17 +157,21 @@ def test_accuracy_by_length_bands_and_boundary(test_set: Dataset) -> None:
         P.plot_accuracy_by_length({"model": s}, by="width")
 
 
-def test_kinds_puts_members_first_and_every_baseline_beside_the_seeds(test_set: Dataset) -> None:
+def test_kinds_puts_members_first_then_kinds_and_bins_balanced(test_set: Dataset) -> None:
     seeds = [scores_of(i, test_set, 0.1 * i) for i in range(3)]
     baselines = {"local": scores_of(9, test_set, 0.5), "counts": seeds[:2]}
     fig = drawn(P.plot_kinds(seeds, baselines, title="t"), 1)
     ax = fig.axes[0]
-    assert [t.get_text() for t in ax.get_yticklabels()] == ["member", "crossing", "mirror"]
+    bins = [f"bin {b}" for b in BINS if seeds[0].per_bin.get(b)]
+    assert bins and [t.get_text() for t in ax.get_yticklabels()] == [
+        "members", "crossing", "mirror", *bins]
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert labels[:2] == ["local", "counts"] and len(labels) == 4
     mean = ax.collections[-1].get_offsets()[:, 0]
     np.testing.assert_allclose(mean[0], np.mean([s.accuracy_of("per_kind", "member")
                                                  for s in seeds]))
+    np.testing.assert_allclose(mean[1], np.mean([s.balanced(kind="crossing") for s in seeds]))
+    np.testing.assert_allclose(mean[3], np.mean([s.balanced(bin=bins[0][4:]) for s in seeds]))
 
 
 def test_seeds_strip_with_bootstrap_interval_and_failed_seeds() -> None:
