@@ -167,12 +167,14 @@ def bin_sentence(rows: Sequence[Mapping[str, Any]], test: str = "hard") -> str:
     configuration's accuracy comes from."""
     if not rows or not rows[0].get("bin_shares"):
         return ""
-    shares = rows[0]["bin_shares"]
-    parts = [f"{pct(v, 0)} {k}" for k, v in shares.items() if v > 0]
+    shares = {k: v for k, v in rows[0]["bin_shares"].items() if v > 0}
+    parts = [f"{pct(v, 0)} {k}" for k, v in shares.items()]
     best = max(rows, key=lambda r: r["accuracy"] if math.isfinite(r["accuracy"]) else -1)
     bins = ", ".join(f"{b}: {pct(v)}" for b, v in best["per_bin"].items())
-    return (f"The {test} test set's negatives by hardness bin: {', '.join(parts)} (counter: "
-            f"rejected by counts without a stack; w<=n: by an exact window of n symbols). "
+    why = "w<=n: rejected by an exact window of n symbols"
+    if "counter" in shares:
+        why = "counter: rejected by counts without a stack; " + why
+    return (f"The {test} test set's negatives by hardness bin: {', '.join(parts)} ({why}). "
             f"{best['label']} by bin, balanced against the members of the same lengths: "
             f"{bins}.")
 
@@ -244,10 +246,11 @@ def standard_figures(groups: Mapping[str, Sequence[Any]], out: str | os.PathLike
 
 
 def kind_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """A row per configuration, a column per kind of string: mean accuracy over seeds."""
-    kinds = sorted({k for r in rows for k in r["per_kind"]}, key=lambda k: (k != "member", k))
-    return [{"configuration": r["label"], **{k: pct(r["per_kind"].get(k, math.nan))
-                                             for k in kinds}} for r in rows]
+    """A row per configuration: the members' mean accuracy, then per negative kind the mean
+    balanced accuracy against the members of its lengths."""
+    kinds = sorted({k for r in rows for k in r["per_kind"]})
+    return [{"configuration": r["label"], "members": pct(r.get("members", math.nan)),
+             **{k: pct(r["per_kind"].get(k, math.nan)) for k in kinds}} for r in rows]
 
 
 def length_split_rows(groups: Mapping[str, Sequence[Any]], test: str, boundary: int,
@@ -347,9 +350,11 @@ def grid_scope(rows: Sequence[Mapping[str, Any]], spec: Any) -> str:
             f"{sum(r['seeds'] for r in rows)} trained models: d_model {spec.d_model}, "
             f"{spec.n_heads} heads, at most {spec.max_steps} steps of {spec.batch_size} strings "
             f"({'of similar length' if spec.bucket else 'drawn at random'}) "
-            f"from {spec.n_train} training strings, matrix products in {spec.matmul}, stopped "
-            f"early once a model's hard validation accuracy reaches "
-            f"{pct(spec.target_accuracy)}.")
+            f"from {spec.n_train} training strings of length {spec.min_length} to "
+            f"{spec.max_length} (Dyck-1: {spec.max_length_k1}), matrix products in "
+            f"{spec.matmul}, stopped early once a model's validation accuracy (hard and stack "
+            f"negatives) reaches {pct(spec.target_accuracy)}; test sets: "
+            f"{', '.join(spec.test_sets)}.")
 
 
 def grid_rows(rows: Sequence[Mapping[str, Any]], top: int = 12) -> list[dict[str, Any]]:
@@ -519,6 +524,17 @@ def verdict_rows(judged: Sequence[Any]) -> list[dict[str, str]]:
                                                                for e in v.evidence),
              "rule": f"reproduced if {v.rule.reproduced_if}; refuted if {v.rule.refuted_if}"}
             for v in judged]
+
+
+def moved_sentence(judged: Sequence[Any], local: Sequence[Any]) -> str:
+    """Which verdicts differ between the stack sets and the local (hard) sets."""
+    before = {v.rule.claim: v.label for v in local}
+    moved = [f"`{v.rule.claim}` ({before[v.rule.claim]} on the local sets, {v.label} on the "
+             f"stack sets)" for v in judged if v.rule.claim in before
+             and before[v.rule.claim] != v.label]
+    if not moved:
+        return "Every verdict is the same on the local sets as on the stack sets."
+    return f"Verdicts that move with the test set: {'; '.join(moved)}."
 
 
 def evidence_rows(judged: Sequence[Any]) -> list[dict[str, Any]]:

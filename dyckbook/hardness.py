@@ -20,7 +20,9 @@ window whose heights span more than D. ``tests/test_hardness.py`` checks it agai
 :func:`dyckbook.languages.locally_valid`, which enumerates the windows.
 
 Bins (:data:`BINS`), for tables: ``counter`` (skeleton or per-type counters reject it), else by
-``w_star``: ``w<=4``, ``w<=6``, ``w<=8``, ``w>8``.
+``w_star``: ``w<=4``, ``w<=6``, ``w<=8``, ``w>8``. Under k = 1 the running count *is* the stack
+(every Dyck-1 non-member is counter-detectable), so Dyck-1 strings are binned by ``w_star``
+alone.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class Hardness:
     skeleton: np.ndarray  # bool
     per_type: np.ndarray  # bool
     end_distance: np.ndarray  # int64; -1 for members
+    counter_bin: bool = True  # bin counter-detectable strings apart (False under k = 1)
 
     @property
     def counter(self) -> np.ndarray:
@@ -58,7 +61,8 @@ class Hardness:
         out = np.full(self.w_star.shape, BINS[-1], dtype=object)
         for edge, name in reversed(_EDGES):
             out[self.w_star <= edge] = name
-        out[self.counter] = "counter"
+        if self.counter_bin:
+            out[self.counter] = "counter"
         out[self.member] = MEMBER_BIN
         return out
 
@@ -158,7 +162,8 @@ def profile(language: Dyck, codes: np.ndarray, lengths: np.ndarray) -> Hardness:
     w_star = np.where(member, 0, w_star)
     return Hardness(member=member, w_star=w_star.astype(np.int64), skeleton=skeleton & ~member,
                     per_type=per_type & ~member,
-                    end_distance=np.where(member, -1, distance).astype(np.int64))
+                    end_distance=np.where(member, -1, distance).astype(np.int64),
+                    counter_bin=language.k > 1)
 
 
 def window_rejects(language: Dyck, codes: np.ndarray, lengths: np.ndarray,

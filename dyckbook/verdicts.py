@@ -146,14 +146,14 @@ RULES: tuple[Rule, ...] = (
          lambda e: _bars(e["bidirectional"], lambda lo, hi: lo >= 0.99, lambda lo, hi: hi < 0.9)),
     Rule("causal", "Causal masking cannot be trained: about 50% (experiments 2, 4, 5).",
          ("causal_best",),
-         "`causal_best`: held-out hard-test accuracy of the best causal configuration of the "
-         "grid with an [end] or mean readout; the lower of Dyck-1 and Dyck-3.",
+         "`causal_best`: held-out accuracy, on the grid's stack test set, of the best causal "
+         "configuration with an [end] or mean readout; the lower of Dyck-1 and Dyck-3.",
          "interval below 0.60", "interval within [0.95, 1]",
          lambda e: _bars(e["causal_best"], lambda lo, hi: hi < 0.6, lambda lo, hi: lo >= 0.95)),
     Rule("layers_k1", "Two layers are needed (Dyck-1).",
          ("one_layer_k1", "two_layers_k1"),
-         "`one_layer_k1`, `two_layers_k1`: held-out hard-test accuracy of the best 1-layer and "
-         "best 2-layer configuration of the grid.",
+         "`one_layer_k1`, `two_layers_k1`: held-out accuracy, on the grid's stack test set, of "
+         "the best 1-layer and best 2-layer configuration of the grid.",
          "1 layer's interval below 0.99 and 2 layers' within [0.99, 1]",
          "1 layer's interval within [0.99, 1]", lambda e: _layers(e, 1)),
     Rule("layers_k3", "Two layers are needed (Dyck-3).",

@@ -108,6 +108,9 @@ def test_bins_and_examples():
                                  "w>8"]
     assert p.end_distance.tolist()[2:5] == [0, 1, 1]
     assert set(p.bins()) <= {MEMBER_BIN, *BINS}
+    one = profile(Dyck(1), *Dyck(1).alphabet.encode([")(", "(()())" + ")(" + "(())()", "()"]))
+    assert one.counter.tolist() == [True, True, False]  # under k = 1 the count is the stack
+    assert one.bins().tolist() == ["w<=4", "w<=8", MEMBER_BIN]  # binned by w* alone
 
 
 def test_bad_arguments():

@@ -174,3 +174,30 @@ def test_verdicts_skip_rules_whose_evidence_is_missing():
                   _evidence(case["qualified"]).items()}
     assert [v.rule.claim for v in verdicts(everything)] == [r.claim for r in RULES]
     assert verdicts({}) == []
+
+
+def _grid_record(k, layers, seed, hard, stack):
+    from dyckbook.evaluate import Score
+    from dyckbook.grid import Cell, GridSpec
+    from dyckbook.run import RunRecord
+
+    config = GridSpec().config(Cell(k, layers, "causal", "learned", "end"), seed).to_dict()
+    scores = {name: Score(100, round(100 * acc), {}, {}, {})
+              for name, acc in (("hard", hard), ("stack", stack))}
+    return RunRecord(config=config, status="ok", failure=None, train_accuracy=1.0,
+                     margin_std=1.0, scores=scores, baselines={}, baseline_train={}, data={},
+                     steps=1, stopped_at=None, seconds=0.0, n_params=1, history=[])
+
+
+def test_gather_reads_the_grid_on_the_named_test_set():
+    from dyckbook.verdicts import gather
+
+    grid = [_grid_record(k, layers, s, hard=1.0, stack=0.6 + 0.01 * s)
+            for k in (1, 3) for layers in (1, 2) for s in range(3)]
+    on_stack, on_hard = gather(grid=grid, test="stack"), gather(grid=grid)
+    assert on_hard["causal_best"].values == (1.0, 1.0, 1.0)
+    assert on_stack["causal_best"].values == (0.6, 0.61, 0.62)
+    assert on_stack["two_layers_k3"].n_strings == 100
+    assert [v.label for v in verdicts(on_hard) if v.rule.claim == "causal"] == ["refuted"]
+    assert [v.label for v in verdicts(on_stack) if v.rule.claim == "causal"] == ["qualified"]
+    assert gather(grid=grid, test="random") == {}  # no record has that set: no evidence
