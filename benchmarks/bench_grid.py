@@ -112,7 +112,10 @@ def measure_cell(cell: str, seeds: list[int], steps: int, tree: Path | None,
     """Models/s of one cell every way (each the median of ``repeats`` rounds, the ways
     interleaved within a round so that the machine's load drifts over all of them alike), and
     the batched network's fraction of one core's peak."""
-    spec = GridSpec(max_steps=steps, eval_every=steps, target_accuracy=None)
+    # the shape every earlier release was measured at (the grid then trained on lengths 4..16,
+    # Dyck-1 4..20): like with like against the previous release's loop and the JSON on record
+    spec = GridSpec(max_steps=steps, eval_every=steps, target_accuracy=None, max_length=16,
+                    max_length_k1=20, test_sets=("hard", "local", "random"))
     config = spec.config(Cell.from_name(cell))
     sets = [make_splits(config.data, s).train for s in seeds]
     timed_train(config, seeds[:1], sets[:1], max_steps=5)  # warm-up: imports, kernels, allocator

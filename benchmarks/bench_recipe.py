@@ -65,7 +65,7 @@ def compare(change: str, cells: list[grid.Cell], seeds: range) -> None:
     for a, b in zip(off["rows"], on["rows"]):
         rows.append(table.row(
             f"{a['cell']}, {len(seeds)} seeds",
-            f"hard accuracy {on_name} [{b['low']:.3f}, {b['high']:.3f}] vs {off_name} "
+            f"stack accuracy {on_name} [{b['low']:.3f}, {b['high']:.3f}] vs {off_name} "
             f"[{a['low']:.3f}, {a['high']:.3f}]; solved {b['solved']} vs {a['solved']}",
             b["accuracy"], a["accuracy"]))
     table.save(f"recipe_{change}", rows, {off_name: off, on_name: on, "torch": torch.__version__},

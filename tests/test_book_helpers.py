@@ -164,3 +164,31 @@ def test_grid_scope_states_the_budget_and_the_batching():
                     "99.5%; test sets: stack, hard, local, random.")
     text = book.grid_scope(rows, GridSpec(bucket=False, matmul="float32"))
     assert "(drawn at random)" in text and "matrix products in float32" in text
+
+
+def test_summary_rows_show_hardness_bins_and_the_strongest_shortcut():
+    row = {**_row(0.9, 0.85, 0.95), "solved": 2, "n_test": 100,
+           "per_bin": {"counter": 0.99, "w>8": 0.51}, "strongest": ("bigrams", 0.8),
+           "bin_shares": {"counter": 0.5, "w<=4": 0.0, "w>8": 0.5}}
+    shown = book.summary_rows([row], shortcuts=("counts",))[0]
+    assert shown["bin counter"] == "99.0%" and shown["bin w>8"] == "51.0%"
+    assert "bin w<=4" not in shown  # bins no string of the set is in
+    assert shown["strongest shortcut"] == "bigrams 80.0%" and shown["counts"] == "70.0%"
+    text = book.bin_sentence([row], "hard")
+    assert text.startswith("The hard test set's negatives by hardness bin: 50% counter, 50% w>8 "
+                           "(counter: rejected by counts without a stack; w<=n:")
+    assert text.endswith("causal-learned-end by bin, balanced against the members of the same "
+                         "lengths: counter: 99.0%, w>8: 51.0%.")
+    assert book.bin_sentence([{**row, "bin_shares": {}}]) == ""
+
+
+def test_moved_sentence_names_the_verdicts_that_change():
+    rule = lambda claim: SimpleNamespace(claim=claim)  # noqa: E731
+    stack = [SimpleNamespace(rule=rule("causal"), label="qualified"),
+             SimpleNamespace(rule=rule("layers_k1"), label="refuted")]
+    local = [SimpleNamespace(rule=rule("causal"), label="refuted"),
+             SimpleNamespace(rule=rule("layers_k1"), label="refuted")]
+    assert book.moved_sentence(stack, local) == (
+        "Verdicts that move with the test set: `causal` (refuted on the local sets, qualified on "
+        "the stack sets).")
+    assert book.moved_sentence(local, local).startswith("Every verdict is the same")
