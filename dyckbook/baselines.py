@@ -38,7 +38,7 @@ from dyckbook.hardness import profile, window_rejects
 from dyckbook.languages import Dyck, check_int, window_index
 from dyckbook.vocab import check_codes
 
-__all__ = ["BASELINES", "STACK_FREE", "Baseline", "Bigrams", "Counter", "Counts", "Depth", "Ends",
+__all__ = ["BASELINES", "ORACLE_BAR", "ORACLE_NGRAM_BAR", "STACK_FREE", "Baseline", "Bigrams", "Counter", "Counts", "Depth", "Ends",
            "FirstSymbol", "LocalRecogniser", "NGrams", "Stack", "WindowCheck", "attack",
            "attack_regime", "balanced_accuracy", "fit_baselines", "fit_negatives", "make_baseline",
            "recognisers"]
@@ -49,6 +49,9 @@ BASELINES: tuple[str, ...] = ("first_symbol", "counts", "bigrams", "local", "loc
 # every rule that needs no stack; under k = 1 "counter", "skeleton" and "depth" read the running
 # count, which is the stack there (``recognisers``)
 STACK_FREE: tuple[str, ...] = BASELINES[:-1]
+# the bars of the long-range (stack) sets: no stack-free rule above ORACLE_BAR balanced accuracy
+# at any length bin, n-grams above ORACLE_NGRAM_BAR (tests/test_baselines.py, the Dyck chapter)
+ORACLE_BAR, ORACLE_NGRAM_BAR = 0.55, 0.58
 _NEWTON_STEPS = 30  # Newton steps at most; the fit stops earlier once a step is below _TOLERANCE
 _TOLERANCE = 1e-6
 _L2 = 1.0  # ridge penalty on the (standardised) weights, not on the bias
