@@ -74,15 +74,16 @@ def main() -> None:
         seen = ours <= WIDTHS[-1]
         if not np.array_equal(ours[seen], theirs[seen]) or (theirs[~seen] != 0).any():
             raise RuntimeError(f"w* disagrees with the window tables at length {length}")
-        a = cpu(lambda: hardness.profile(lang3, codes, lengths), args.repeats)
-        b = cpu(lambda: w_star_by_tables(lang3, codes, lengths), args.repeats)
+        a = cpu(lambda c=codes, n=lengths: hardness.profile(lang3, c, n), args.repeats)
+        b = cpu(lambda c=codes, n=lengths: w_star_by_tables(lang3, c, n), args.repeats)
         raw[f"profile_{length}"] = {"n": n, "seconds": a, "tables_seconds": b}
         rows.append(table.row(f"hardness, L = {length}", "profiles/s (Dyck-3 hard negatives) vs "
                               "trying w = 2..9 with window tables", n / a, n / b))
     m = max(100, int(4_000 * args.scale))
     for lang, kind, length in ((lang3, "stack", 48), (lang1, "far", 40)):
-        neg = cpu(lambda: N.sample_negatives(lang, rng, [length] * m, kind), args.repeats)
-        mem = cpu(lambda: N.sample_matched_members(lang, rng, [length] * m, kind), args.repeats)
+        draw = [lang, rng, [length] * m, kind]
+        neg = cpu(lambda a=draw: N.sample_negatives(*a), args.repeats)
+        mem = cpu(lambda a=draw: N.sample_matched_members(*a), args.repeats)
         raw[kind] = {"n": m, "length": length, "negatives_seconds": neg, "members_seconds": mem}
         rows.append(table.row(f"long-range, {lang.name}, L = {length}",
                               f"{kind} negatives/s", m / neg))

@@ -70,8 +70,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from dyckbook.hardness import profile
-from dyckbook.languages import (Dyck, check_int, check_lengths, check_rng, locally_valid,
-                                window_index)
+from dyckbook.languages import (
+    Dyck,
+    check_int,
+    check_lengths,
+    check_rng,
+    locally_valid,
+    window_index,
+)
 from dyckbook.vocab import PAD_CODE
 
 __all__ = ["HARD_KINDS", "LONG_RANGE_KINDS", "NEGATIVE_KINDS", "NegativeKind", "available_kinds",

@@ -289,7 +289,10 @@ def gather(experiments: Sequence[Any] = (), grid: Sequence[Any] = (),
         and r.status == "ok")) for k, e in ((1, 1), (3, 3))]
     out["bidirectional"] = _lower(*bidirectional)
     grid = [r for r in grid if test in r.scores]
-    chosen = lambda r: r.accuracy(test)  # noqa: E731
+
+    def chosen(r: Any) -> float:
+        return r.accuracy(test)
+
     ks = sorted({_cell(r)[0] for r in grid})
     out["causal_best"] = _lower(*(_best(f"causal_best k{k}", grid, lambda c, k=k: c[0] == k
                                         and c[2] == "causal" and c[4] != "start", chosen, test)

@@ -183,7 +183,9 @@ def test_summary_rows_show_hardness_bins_and_the_strongest_shortcut():
 
 
 def test_moved_sentence_names_the_verdicts_that_change():
-    rule = lambda claim: SimpleNamespace(claim=claim)  # noqa: E731
+    def rule(claim):
+        return SimpleNamespace(claim=claim)
+
     stack = [SimpleNamespace(rule=rule("causal"), label="qualified"),
              SimpleNamespace(rule=rule("layers_k1"), label="refuted")]
     local = [SimpleNamespace(rule=rule("causal"), label="refuted"),

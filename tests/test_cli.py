@@ -147,8 +147,8 @@ CATALOGUE = [
     (["generate", "--n", "10000", "--max-length", "4000", "--out", "x"],
      "exceeds the limit of 20,000,000"),
     ([*GEN, "--negatives", "nope", "--out", "x"], "invalid choice: 'nope'"),
-    ([*GEN[:4], "4", "--out", "x"], "Dyck-1 has no such non-member at lengths 0..4 with "
-     "--window 4; the shortest length that has them is 10"),
+    ([*GEN[:4], "4", "--out", "x"], ("Dyck-1 has no such non-member at lengths 0..4 with "
+                                     "--window 4; the shortest length that has them is 10")),
     (["generate", "--n", "11", "--max-length", "12", "--out", "x"], "--n must be even"),
     ([*GEN, "--window", "1", "--out", "x"], "--window must be >= 2, got 1"),
     ([*GEN, "--k", "3", "--window", "16", "--out", "x"], "--window 16: k=3 and width=16"),

@@ -11,9 +11,9 @@ from matplotlib.patches import Arc, Rectangle
 
 from dyckbook import explain as E
 from dyckbook import plotting as P
-from dyckbook.hardness import BINS
 from dyckbook.dataset import Dataset
 from dyckbook.evaluate import score
+from dyckbook.hardness import BINS
 from dyckbook.languages import Dyck
 from dyckbook.probes import ProbeResult
 

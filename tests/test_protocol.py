@@ -333,7 +333,7 @@ def long_splits():
 
 @pytest.mark.parametrize("k", [1, 3])
 def test_stack_sets_pair_long_range_negatives_with_matched_members(long_splits, k):
-    config, splits = long_splits[k]
+    _, splits = long_splits[k]
     ds = splits.tests["stack"]
     kind = N.stack_kind(ds.language)
     assert set(ds.kinds.astype(str)) == {MEMBER, kind}
