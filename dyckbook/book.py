@@ -465,8 +465,22 @@ def table52_rows(literal: Sequence[Any], sound: Sequence[Any]) -> list[dict[str,
                                                   if r.label.startswith(f"exp. {n}:")]),
             "sound: read at [end]": _seeds_text([r for r in sound
                                                  if r.label.startswith(f"exp. {n} read")]),
+            "strongest shortcut, same strings": _strongest_text(
+                [r for r in sound if r.label.startswith((f"exp. {n}:", f"exp. {n} read"))]),
         })
     return rows
+
+
+def _strongest_text(records: Sequence[Any], test: str = "hard") -> str:
+    """The stack-free shortcut with the best mean accuracy over the records' test sets."""
+    means: dict[str, list[float]] = {}
+    for r in records:
+        for name, s in r.baselines.get(test, {}).items():
+            means.setdefault(name, []).append(s.accuracy)
+    if not means:
+        return "not run"
+    name, values = max(means.items(), key=lambda kv: sum(kv[1]) / len(kv[1]))
+    return f"{name} {pct(sum(values) / len(values))}"
 
 
 # ------------------------------------------------------------------------------ verdicts

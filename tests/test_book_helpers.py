@@ -194,3 +194,20 @@ def test_moved_sentence_names_the_verdicts_that_change():
         "Verdicts that move with the test set: `causal` (refuted on the local sets, qualified on "
         "the stack sets).")
     assert book.moved_sentence(local, local).startswith("Every verdict is the same")
+
+
+def test_table52_rows_put_the_strongest_shortcut_beside_the_sound_reruns():
+    def sound(label, accuracy, shortcuts):
+        record = _record(None, _score(50, 50, 50, round(100 * accuracy) - 50))
+        record.label, record.scores = label, {"hard": record.scores["thesis"]}
+        record.baselines = {"hard": {name: _score(50, 50, 50, round(100 * a) - 50)
+                                     for name, a in shortcuts.items()}}
+        return record
+
+    records = [sound("exp. 1: bidirectional, [start]", 0.6, {"ngrams": 0.7, "window8": 0.9}),
+               sound("exp. 2 read at [end]", 0.8, {"ngrams": 0.8, "window8": 0.96})]
+    rows = {r["exp."]: r for r in book.table52_rows([], records)}
+    assert rows[1]["sound: thesis' model"] == "60.0%"
+    assert rows[1]["strongest shortcut, same strings"] == "window8 90.0%"
+    assert rows[2]["strongest shortcut, same strings"] == "window8 96.0%"
+    assert rows[3]["strongest shortcut, same strings"] == "not run"
