@@ -364,6 +364,34 @@ def grid_rows(rows: Sequence[Mapping[str, Any]], top: int = 12) -> list[dict[str
     return summary_rows(ranked, name="cell")  # a cell's label is its name
 
 
+def stack_beside_hard(stack: Sequence[Mapping[str, Any]], hard: Sequence[Mapping[str, Any]],
+                      k: int, top: int = 10) -> list[dict[str, Any]]:
+    """The ``top`` cells of one k by stack accuracy, each with its stack accuracy beside its hard
+    (local) accuracy, the hard set's bins and the strongest shortcut on each set."""
+    from dyckbook.hardness import BINS
+
+    by_cell = {r["cell"]: r for r in hard}
+    ranked = sorted((r for r in stack if r["k"] == k and math.isfinite(r["accuracy"])),
+                    key=lambda r: -r["accuracy"])[:top]
+    bins = [b for b in BINS if any(b in by_cell.get(r["cell"], {}).get("per_bin", {})
+                                   for r in ranked)]
+    out = []
+    for r in ranked:
+        h = by_cell.get(r["cell"], {})
+        out.append({"cell": r["cell"], "stack": _accuracy(r),
+                    "stack: strongest shortcut": _strongest(r),
+                    "hard": _accuracy(h) if h else "n/a",
+                    **{f"hard, bin {b}": pct(h.get("per_bin", {}).get(b, math.nan))
+                       for b in bins},
+                    "hard: strongest shortcut": _strongest(h)})
+    return out
+
+
+def _strongest(row: Mapping[str, Any]) -> str:
+    best = row.get("strongest")
+    return f"{best[0]} {pct(best[1])}" if best else ""
+
+
 def grid_sentences(rows: Sequence[Mapping[str, Any]]) -> str:
     """Per k and depth: how many cells at least half their seeds solve, the best cell; and
     what the cells that cannot see order score."""

@@ -211,3 +211,19 @@ def test_table52_rows_put_the_strongest_shortcut_beside_the_sound_reruns():
     assert rows[1]["strongest shortcut, same strings"] == "window8 90.0%"
     assert rows[2]["strongest shortcut, same strings"] == "window8 96.0%"
     assert rows[3]["strongest shortcut, same strings"] == "not run"
+
+
+def test_stack_beside_hard_ranks_one_k_by_stack_accuracy():
+    def row(cell, k, accuracy, bins=None, strongest=("ngrams", 0.5)):
+        return {"cell": cell, "k": k, "accuracy": accuracy, "low": accuracy - 0.01,
+                "high": accuracy + 0.01, "per_bin": bins or {}, "strongest": strongest}
+
+    stack = [row("a", 3, 0.6), row("b", 3, 0.8), row("c", 1, 0.99), row("d", 3, math.nan)]
+    hard = [row("a", 3, 0.9, {"counter": 0.95, "w>8": 0.6}, ("window8", 0.97)),
+            row("b", 3, 0.95, {"counter": 0.99})]
+    shown = book.stack_beside_hard(stack, hard, 3)
+    assert [r["cell"] for r in shown] == ["b", "a"]  # by stack accuracy; NaN (no seed) left out
+    assert shown[0]["stack"] == "80.0% [79.0%, 81.0%]" and shown[0]["hard, bin w>8"] == "n/a"
+    assert shown[1]["hard, bin w>8"] == "60.0%" and shown[1]["hard: strongest shortcut"] == (
+        "window8 97.0%")
+    assert book.stack_beside_hard(stack, hard, 2) == []
