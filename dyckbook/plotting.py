@@ -449,6 +449,38 @@ def plot_kinds(model_scores: Score | Sequence[Score],
     return fig
 
 
+def plot_oracle(tables: Mapping[str, Mapping[str, Mapping[str, float]]], bar: float,
+                title: str | None = None) -> Figure:
+    """The oracle (``baselines.attack``): every stack-free rule's balanced accuracy on a fresh
+    sample of each test set, a bar per set rising from one half, the bar the long-range sets
+    must stay under dotted.
+
+    Args:
+        tables: ``{set: {rule: {"all": balanced accuracy, ...}}}``; a rule a set lacks (a
+            recogniser of that language) leaves a gap.
+        bar: the long-range sets' bar (``baselines.ORACLE_BAR``).
+
+    Returns:
+        A Figure with one panel, the rules along the x axis.
+    """
+    rules = list(dict.fromkeys(rule for table in tables.values() for rule in table))
+    colours = [PALETTE[i] for i in (3, 1, 5, 0, 2, 4, 7)]
+    with style_context():
+        fig, ax = _panel((10.0, 3.8), title)
+        x, width = np.arange(len(rules)), 0.8 / max(len(tables), 1)
+        for i, (label, table) in enumerate(tables.items()):
+            acc = np.array([table[r]["all"] if r in table else np.nan for r in rules])
+            ax.bar(x + (i - (len(tables) - 1) / 2) * width, acc - 0.5, width, bottom=0.5,
+                   label=label, color=colours[i % len(colours)])
+        ax.axhline(0.5, color="0.2", lw=1)
+        ax.axhline(bar, color="0.4", lw=1, ls=":",
+                   label=f"bar of the long-range sets ({100 * bar:.0f}%)")
+        ax.set_xticks(x, rules, rotation=35, ha="right")
+        ax.set(ylabel="balanced accuracy (fresh sample)", ylim=(0.4, 1.02))
+        ax.legend(ncols=3, fontsize=8, loc="upper left")
+    return fig
+
+
 def plot_seeds(rows: Sequence[Mapping[str, Any]], value: str = "accuracy",
                title: str | None = None) -> Figure:
     """Per-seed results of several configurations: a dot per seed, the mean with its 95%

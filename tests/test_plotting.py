@@ -255,3 +255,17 @@ def test_word_counts_and_depth_profiles() -> None:
     assert not any(isinstance(p, Arc) for p in bad.patches)
     cross = [line for line in bad.lines if line.get_marker() == "x"]
     assert len(cross) == 1 and cross[0].get_xdata()[0] == 1.5  # the first wrong symbol
+
+
+def test_oracle_bars_rise_from_one_half_and_leave_gaps_for_missing_rules() -> None:
+    tables = {"Dyck-1 hard": {"ngrams": {"all": 0.75}, "window8": {"all": 0.98}},
+              "Dyck-3 stack": {"ngrams": {"all": 0.5}, "window8": {"all": 0.5},
+                               "counter": {"all": 0.5}}}
+    fig = drawn(P.plot_oracle(tables, 0.55, title="t"), 1)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["ngrams", "window8", "counter"]
+    heights = [p.get_height() for p in ax.patches]
+    np.testing.assert_allclose(heights[:2], [0.25, 0.48])  # bars start at 0.5
+    assert np.isnan(heights[2])  # Dyck-1 has no counter bar (a recogniser there)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["bar of the long-range sets (55%)", "Dyck-1 hard", "Dyck-3 stack"]
