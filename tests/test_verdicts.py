@@ -201,3 +201,15 @@ def test_gather_reads_the_grid_on_the_named_test_set():
     assert [v.label for v in verdicts(on_hard) if v.rule.claim == "causal"] == ["refuted"]
     assert [v.label for v in verdicts(on_stack) if v.rule.claim == "causal"] == ["qualified"]
     assert gather(grid=grid, test="random") == {}  # no record has that set: no evidence
+
+
+def test_universal_claims_read_the_language_that_speaks_against_them():
+    """"Causal masking cannot be trained" is refuted by one language where a causal model
+    trains; a language no mask learns is no support for it (the higher of Dyck-1 and Dyck-3)."""
+    from dyckbook.verdicts import gather
+
+    grid = [_grid_record(k, layers, s, hard=1.0, stack=0.997 if k == 1 else 0.5)
+            for k in (1, 3) for layers in (1, 2) for s in range(3)]
+    evidence = gather(grid=grid, test="stack")
+    assert evidence["causal_best"].name == "causal_best k1"
+    assert [v.label for v in verdicts(evidence) if v.rule.claim == "causal"] == ["refuted"]
