@@ -268,13 +268,6 @@ class NGrams(_Logistic):
         return np.hstack(parts) / np.maximum(lengths, 1)[:, None]
 
 
-def _heights(codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """int64 ``(batch, pos + 1)``: the running count at every time point, flat after the end."""
-    valid = np.arange(codes.shape[1]) < lengths[:, None]
-    step = np.where(valid, 1 - 2 * (codes.astype(np.int64) & 1), 0)
-    return np.hstack([np.zeros((lengths.size, 1), np.int64), np.cumsum(step, axis=1)])
-
-
 class Depth(_Logistic):
     """Logistic regression on the height profile: what depth statistics alone can tell."""
 
@@ -283,7 +276,8 @@ class Depth(_Logistic):
     histogram = 16  # heights 0..15 (higher ones count as 15; negative as their own feature)
 
     def _features(self, codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-        h = _heights(codes, lengths)  # (batch, pos + 1)
+        h = np.hstack([np.zeros((lengths.size, 1), np.int64),  # heights at every time point
+                       self.language.heights(codes, lengths).astype(np.int64)])  # (batch, pos + 1)
         rows = np.arange(lengths.size)[:, None]
         at = np.rint(np.linspace(0.0, 1.0, self.points)[None, :] * lengths[:, None]).astype(int)
         live = np.arange(h.shape[1]) <= lengths[:, None]
