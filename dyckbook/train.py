@@ -39,6 +39,9 @@ class TrainConfig(Config):
     weight_decay: float = 0.0  # Adam's L2 weight decay
     eval_every: int = 0  # validate every this many steps (0: at the end of every epoch)
     target_accuracy: float | None = None  # stop a model once its validation accuracy reaches it
+    # ... averaged over its last this many validations: one lucky pass over a few hundred
+    # strings (where one error is 0.2-0.5 points) does not stop a model
+    target_window: int = 3
     freeze: tuple[str, ...] = ()  # parameters kept at their initial values (by name)
     bucket: bool = False  # batch strings of similar length together (long inputs: less padding)
     # float32 | bfloat16: the models' matrix products (and their gradients, the biases' too)
@@ -59,6 +62,7 @@ class TrainConfig(Config):
             _check_int(name, getattr(self, name), 1)
         for name in ("warmup_steps", "eval_every"):
             _check_int(name, getattr(self, name), 0)
+        _check_int("target_window", self.target_window, 1)
         if self.max_steps is not None:
             _check_int("max_steps", self.max_steps, 1)
         if self.schedule not in SCHEDULES:
@@ -108,8 +112,9 @@ class TrainResult:
             ``train_loss`` (per model: mean over the steps since the last validation),
             ``val_accuracy`` (per model), ``seconds`` (since the start); a model that has
             stopped has None in the lists.
-        stopped_at: per model, the step at which it reached ``target_accuracy`` (its weights
-            are those of that step), or None.
+        stopped_at: per model, the step at which the mean of its last ``target_window``
+            validation accuracies reached ``target_accuracy`` (its weights are those of that
+            step), or None.
         steps: optimiser steps taken (by the models that trained longest).
         seconds: wall time.
     """
@@ -260,6 +265,7 @@ def train(model: nn.Module, task: Task, train_sets: Sequence[Dataset],
     seeds, streams = list(model.seeds), list(getattr(model, "streams", []))
     active = list(range(n_models))  # models still training, in the network's order
     stopped: list[int | None] = [None] * n_models
+    recent: dict[int, list[float]] = {s: [] for s in range(n_models)}  # last validations
     final: dict[int, dict[str, torch.Tensor]] = {}  # weights of the models that stopped
     history: list[dict[str, Any]] = []
     losses = torch.zeros(n_models)
@@ -309,8 +315,11 @@ def train(model: nn.Module, task: Task, train_sets: Sequence[Dataset],
                 accuracy = _accuracy(model, task, val, val_rows, active)
                 record["val_accuracy"] = [accuracy[active.index(s)] if s in active else None
                                           for s in range(n_models)]
-                done = [s for s, acc in zip(active, accuracy)
-                        if config.target_accuracy is not None and acc >= config.target_accuracy]
+                for s, acc in zip(active, accuracy):
+                    recent[s] = (recent[s] + [acc])[-config.target_window:]
+                done = [s for s in active if config.target_accuracy is not None
+                        and len(recent[s]) == config.target_window
+                        and sum(recent[s]) / config.target_window >= config.target_accuracy]
                 for s in done:
                     stopped[s] = step
                     final[s] = _weights(model, active.index(s))

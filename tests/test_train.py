@@ -53,6 +53,10 @@ def test_a_tiny_model_overfits_a_tiny_set():
     assert (predict(model, data) == data.labels).all()
     assert result.history[-1]["val_accuracy"] == [1.0]
     assert result.history[-1]["train_loss"][0] < result.history[0]["train_loss"][0]
+    # it stops on the mean of its last target_window validations, never on one lucky pass
+    accs = [h["val_accuracy"][0] for h in result.history]
+    assert len(accs) >= 3 and sum(accs[-3:]) / 3 >= 1.0
+    assert all(sum(accs[i - 2:i + 1]) / 3 < 1.0 for i in range(2, len(accs) - 1))
 
 
 @pytest.mark.parametrize("settings, steps, evals", [
@@ -185,6 +189,7 @@ def test_a_stopped_model_reports_none_while_the_others_train_on():
     ({"schedule": "step"}, "TrainConfig.schedule must be one of .*'step'"),
     ({"grad_clip": 0.0}, "TrainConfig.grad_clip must be > 0 or None, got 0.0"),
     ({"weight_decay": -0.1}, "TrainConfig.weight_decay must be >= 0, got -0.1"),
+    ({"target_window": 0}, "TrainConfig.target_window must be an int >= 1, got 0"),
     ({"target_accuracy": 1.5}, "TrainConfig.target_accuracy must be in \\(0, 1\\], got 1.5"),
     ({"bucket": "yes"}, "TrainConfig.bucket must be True or False, got 'yes'"),
     ({"matmul": "float16"}, "TrainConfig.matmul must be one of .*'float16'"),
