@@ -12,11 +12,11 @@ import dyckbook
 PACKAGE = Path(dyckbook.__file__).parent
 # ARCHITECTURE.md's floors; a module may import only from its own floor or below
 FLOORS = {
-    1: {"vocab", "config", "languages", "presets"},
+    1: {"vocab", "config", "languages", "presets", "intervals"},
     2: {"hardness", "thesis", "negatives", "dataset", "protocol", "completion"},
     3: {"tokenizer", "kernels", "blocks", "model", "thesis_model", "seq2seq", "train", "evaluate",
         "baselines"},
-    4: {"run", "results", "explain", "probes", "verdicts"},
+    4: {"run", "results", "explain", "probes", "verdicts", "registry"},
     5: {"grid", "plotting", "book"},
     6: {"executors", "runner", "__main__"},
 }
