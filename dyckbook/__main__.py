@@ -77,6 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
         cmd = sub.add_parser(name, parents=[common], help=text)
         cmd.add_argument("--profile", default="cpu")
         cmd.add_argument("--manifest", default=None, help="default: notebooks/experiments.yml")
+    reg = sub.add_parser("register", parents=[common],
+                         help="register the recipes of a profile's verdict-bearing runs")
+    reg.add_argument("--profile", default="cpu")
+    reg.add_argument("--manifest", default=None, help="default: notebooks/experiments.yml")
+    reg.add_argument("--note", required=True, help="why (printed in the book's history table)")
     run = sub.choices["run"]
     run.add_argument("--only", nargs="+", default=None, metavar="RUN",
                      help="run names, notebook keys or glob patterns")
@@ -197,6 +202,18 @@ def _cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_register(args: argparse.Namespace) -> int:
+    from dyckbook import registry, runner
+
+    runs = runner.resolve_profile(runner.load_manifest(args.manifest), args.profile)
+    new = registry.register(args.profile, {r.name: r.params for r in runs}, args.note)
+    for r in new:
+        print(f"registration {r.id}: {r.profile} {r.run} {r.digest} ({', '.join(r.claims)})")
+    if not new:
+        print(f"profile {args.profile}: every verdict-bearing recipe is already registered")
+    return 0
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from dyckbook import runner
 
@@ -224,7 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logger.setLevel(logging.DEBUG if args.verbose else logging.WARNING if args.quiet else
                     logging.INFO)
     command = {"generate": _cmd_generate, "check": _cmd_check, "list": _cmd_list,
-               "run": _cmd_run}[args.command]
+               "register": _cmd_register, "run": _cmd_run}[args.command]
     try:
         return command(args)
     except BrokenPipeError:  # `dyckbook list | head`: the reader left; not an error

@@ -38,10 +38,31 @@ from dyckbook.hardness import profile, window_rejects
 from dyckbook.languages import Dyck, check_int, window_index
 from dyckbook.vocab import check_codes
 
-__all__ = ["BASELINES", "ORACLE_BAR", "ORACLE_NGRAM_BAR", "STACK_FREE", "Baseline", "Bigrams", "Counter", "Counts", "Depth", "Ends",
-           "FirstSymbol", "LocalRecogniser", "NGrams", "Stack", "WindowCheck", "attack",
-           "attack_regime", "balanced_accuracy", "fit_baselines", "fit_negatives", "make_baseline",
-           "recognisers"]
+__all__ = [
+    "BASELINES",
+    "ORACLE_BAR",
+    "ORACLE_NGRAM_BAR",
+    "STACK_FREE",
+    "Baseline",
+    "Bigrams",
+    "Counter",
+    "Counts",
+    "Depth",
+    "Ends",
+    "FirstSymbol",
+    "LocalRecogniser",
+    "NGrams",
+    "Stack",
+    "WindowCheck",
+    "attack",
+    "attack_regime",
+    "balanced_accuracy",
+    "fit_baselines",
+    "fit_negatives",
+    "make_baseline",
+    "order_blind_ceiling",
+    "recognisers",
+]
 
 BASELINES: tuple[str, ...] = ("first_symbol", "counts", "bigrams", "local", "local6", "local8",
                               "ngrams", "ends", "depth", "counter", "skeleton", "window4",
@@ -393,6 +414,24 @@ def fit_baselines(language: Dyck, codes: np.ndarray, lengths: np.ndarray, labels
     """The baselines ``names`` (default: every one), fitted on the same labelled strings."""
     return {name: make_baseline(name, language, window).fit(codes, lengths, labels)
             for name in names}
+
+
+def order_blind_ceiling(codes: np.ndarray, lengths: np.ndarray, labels: np.ndarray) -> float:
+    """The best accuracy any order-blind classifier (a function of how often each symbol occurs)
+    can reach on these very strings: each bag of symbols answered with its majority label."""
+    codes, lengths = np.asarray(codes), np.asarray(lengths)
+    labels = np.asarray(labels).astype(bool)
+    if labels.size == 0:
+        return float("nan")
+    n_symbols = int(codes.max()) + 1 if codes.size else 1
+    valid = np.arange(codes.shape[1])[None, :] < lengths[:, None]
+    counts = np.stack([(np.where(valid, codes, -1) == c).sum(axis=1) for c in range(n_symbols)],
+                      axis=1)
+    _, bag = np.unique(counts, axis=0, return_inverse=True)
+    bag = bag.ravel()
+    members = np.bincount(bag, weights=labels.astype(float))
+    total = np.bincount(bag)
+    return float(np.maximum(members, total - members).sum() / labels.size)
 
 
 def balanced_accuracy(predicted: np.ndarray, labels: np.ndarray) -> float:

@@ -85,10 +85,10 @@ def _accuracy(row: Mapping[str, Any]) -> str:
 
 
 def _mean_interval(values: Sequence[float], percent: bool = True) -> str:
-    """The mean of ``values`` with its 95% bootstrap interval, in percent or to 3 decimals."""
-    from dyckbook.verdicts import bootstrap
+    """The mean of ``values`` with its 95% interval, in percent or to 3 decimals."""
+    from dyckbook.intervals import interval
 
-    mean, (lo, hi) = sum(values) / len(values) if values else math.nan, bootstrap(values)
+    mean, (lo, hi) = sum(values) / len(values) if values else math.nan, interval(values)
     return f"{pct(mean)} {span(lo, hi)}" if percent else f"{mean:.3f} [{lo:.3f}, {hi:.3f}]"
 
 
@@ -148,12 +148,11 @@ def summary_rows(rows: Sequence[Mapping[str, Any]], shortcuts: Sequence[str] = (
     bins = [b for b in BINS if any(b in row.get("per_bin", {}) for row in rows)]
     out = []
     for row in rows:
-        trained = row["seeds"] - row["failed"]
         failed = f" ({row['failed']} failed: {', '.join(row['failures'])})" if row["failed"] else ""
         strongest = row.get("strongest")
-        out.append({name: row["label"], "seeds": f"{trained}{failed}",
+        out.append({name: row["label"], "seeds": f"{row['seeds']}{failed}",
                     "accuracy": _accuracy(row),
-                    "solved": f"{row['solved']}/{trained}", "strings per seed": row["n_test"],
+                    "solved": f"{row['solved']}/{row['seeds']}", "strings per seed": row["n_test"],
                     **{f"bin {b}": pct(row["per_bin"].get(b, math.nan)) for b in bins},
                     "strongest shortcut": f"{strongest[0]} {pct(strongest[1])}" if strongest
                     else "",
@@ -185,10 +184,12 @@ def versus_shortcuts(row: Mapping[str, Any]) -> str:
     "Beats" only when the configuration's whole 95% interval lies above the best shortcut's
     accuracy; "does no better" when it lies below or straddles it.
     """
-    trained = row["seeds"] - row["failed"]
-    if trained == 0:
-        return f"{row['label']}: no seed trained ({', '.join(row['failures'])})."
-    head = f"{row['label']} scores {_accuracy(row)} over {trained} seed{'s' * (trained != 1)}"
+    seeds, failed = row["seeds"], row["failed"]
+    if seeds == 0:
+        return f"{row['label']}: not run."
+    failures = f", {failed} of them failed ({', '.join(row['failures'])})" if failed else ""
+    head = f"{row['label']} scores {_accuracy(row)} over {seeds} seed{'s' * (seeds != 1)}" \
+           f"{failures}"
     if not row["baselines"]:
         return f"{head}."
     name, best = max(row["baselines"].items(), key=lambda kv: kv[1])
@@ -256,11 +257,10 @@ def kind_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 def length_split_rows(groups: Mapping[str, Sequence[Any]], test: str, boundary: int,
                       by: str = "per_length") -> list[dict[str, Any]]:
     """Per configuration: accuracy up to ``boundary`` (the longest, or deepest, training
-    string) and beyond it, each the mean over the seeds that trained with a 95% bootstrap
-    interval."""
+    string) and beyond it, each the mean over every seed with its 95% interval."""
     out = []
     for label, group in groups.items():
-        ok = [r.scores[test] for r in group if r.status == "ok"]
+        ok = [r.scores[test] for r in group if test in r.scores]
         row: dict[str, Any] = {"configuration": label, "seeds": len(ok)}
         for part, (lo, hi) in (("within", (0, boundary)), ("beyond", (boundary + 1, 10**9))):
             values = [v for v in (s.accuracy_between(lo, hi, by) for s in ok) if math.isfinite(v)]
@@ -272,15 +272,15 @@ def length_split_rows(groups: Mapping[str, Sequence[Any]], test: str, boundary: 
 def length_split_sentences(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """A sentence per configuration saying whether its accuracy falls beyond the boundary:
     "falls" when the two 95% intervals do not overlap, "holds" when they do."""
-    from dyckbook.verdicts import bootstrap
+    from dyckbook.intervals import interval
 
     out = []
     for row in rows:
         within, beyond = row["_within"], row["_beyond"]
         if not within or not beyond:
-            out.append(f"{row['configuration']}: no seed trained, or no strings on one side.")
+            out.append(f"{row['configuration']}: no seed run, or no strings on one side.")
             continue
-        (wlo, whi), (blo, bhi) = bootstrap(within), bootstrap(beyond)
+        (wlo, whi), (blo, bhi) = interval(within), interval(beyond)
         verb = "falls" if bhi < wlo else "rises" if blo > whi else "holds"
         out.append(f"{row['configuration']} {verb} beyond the training lengths: "
                    f"{row['within']} within, {row['beyond']} beyond.")
@@ -392,6 +392,10 @@ def _strongest(row: Mapping[str, Any]) -> str:
     return f"{best[0]} {pct(best[1])}" if best else ""
 
 
+def _failed_text(row: Mapping[str, Any]) -> str:
+    return f", {row['failed']} failed" if row["failed"] else ""
+
+
 def grid_sentences(rows: Sequence[Mapping[str, Any]]) -> str:
     """Per k and depth: how many cells at least half their seeds solve, the best cell; and
     what the cells that cannot see order score."""
@@ -399,13 +403,12 @@ def grid_sentences(rows: Sequence[Mapping[str, Any]]) -> str:
     for k in sorted({r["k"] for r in rows}):
         for layers in sorted({r["n_layers"] for r in rows if r["k"] == k}):
             group = [r for r in rows if r["k"] == k and r["n_layers"] == layers]
-            solved = [r for r in group if r["seeds"] > r["failed"]
-                      and r["solved"] >= (r["seeds"] - r["failed"]) / 2]
+            solved = [r for r in group if r["seeds"] and r["solved"] >= r["seeds"] / 2]
             best = max(group, key=lambda r: (r["solved"], r["accuracy"]))
             out.append(f"- Dyck-{k}, {layers} layer{'s' * (layers > 1)}: {len(solved)} of "
                        f"{len(group)} cells solved by at least half their seeds; best "
-                       f"{best['cell']} ({best['solved']} of {best['seeds'] - best['failed']} "
-                       f"seeds, {pct(best['accuracy'])}).")
+                       f"{best['cell']} ({best['solved']} of {best['seeds']} seeds"
+                       f"{_failed_text(best)}, {pct(best['accuracy'])}).")
     blind = [r for r in rows if r["mask"] == "bidirectional" and r["pos_encoding"] == "none"]
     if blind:
         top = max(blind, key=lambda r: r["accuracy"] if math.isfinite(r["accuracy"]) else 0)
@@ -457,7 +460,7 @@ def budget_sentence(rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
         acc = [r["accuracy"] for r in group if math.isfinite(r["accuracy"])]
         mean = sum(acc) / len(acc) if acc else math.nan
         solved = sum(r["solved"] for r in group)
-        seeds = sum(r["seeds"] - r["failed"] for r in group)
+        seeds = sum(r["seeds"] for r in group)
         parts.append(f"{label}: {pct(mean)} on average, {solved} of {seeds} seeds solved")
         errors.append(1 - mean)
     ratio = (f" The error falls by a factor of {errors[0] / errors[-1]:.1f} from the first "
@@ -467,14 +470,15 @@ def budget_sentence(rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
 
 # ------------------------------------------------------------------------------ summary
 def _seeds_text(records: Sequence[Any], test: str = "hard") -> str:
-    """Mean accuracy over the seeds that trained, and how many failed and why."""
+    """Mean accuracy over every seed, and how many failed and why."""
     if not records:
         return "not run"
-    ok = [r.accuracy(test) for r in records if r.status == "ok"]
+    acc = [r.accuracy(test) for r in records]
     failed = sorted({r.failure for r in records if r.status != "ok"})
-    text = pct(sum(ok) / len(ok)) if ok else "no seed trained"
+    text = f"{pct(sum(acc) / len(acc))}, {len(records)} seeds"
     if failed:
-        text += f" ({len(records) - len(ok)} of {len(records)} failed: {', '.join(failed)})"
+        n = sum(r.status != "ok" for r in records)
+        text += f" ({n} failed: {', '.join(failed)})"
     return text
 
 
@@ -652,20 +656,39 @@ def measure_rows(measures: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[di
     return out
 
 
-def explain_evidence(measures: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, list]:
-    """The verdict-bearing measures, every model (all k, all seeds) pooled."""
-    return {name: [m[name] for per_seed in measures.values() for m in per_seed
-                   if math.isfinite(m[name])] for name in EXPLAIN_EVIDENCE}
+LEARNED_BAR = 0.95  # hard-test accuracy from which a model's mechanism is evidence
 
 
-def explain_sentences(evidence: Mapping[str, Sequence[float]]) -> str:
-    """The three measures in words, each with its mean and 95% interval over models."""
+def explain_evidence(measures: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
+    """The verdict-bearing measures of the models that learned (hard-test accuracy >=
+    :data:`LEARNED_BAR`), all k and seeds pooled; those of the others under ``not_learned``
+    (a model that never learned has nothing to explain: its head-reset drop is ~0)."""
+    models = [m for per_seed in measures.values() for m in per_seed]
+    learned = [m for m in models if m["accuracy"] >= LEARNED_BAR]
+    rest = [m for m in models if m["accuracy"] < LEARNED_BAR]
+
+    def pooled(group: Sequence[Mapping[str, Any]]) -> dict[str, list]:
+        return {name: [m[name] for m in group if math.isfinite(m[name])]
+                for name in EXPLAIN_EVIDENCE}
+
+    return {**pooled(learned), "models": len(models), "learned": len(learned),
+            "learned_bar": LEARNED_BAR, "not_learned": pooled(rest)}
+
+
+def explain_sentences(evidence: Mapping[str, Any]) -> str:
+    """The three measures in words, each with its mean and 95% interval over the models that
+    learned, and how many did not."""
     def said(name: str) -> str:
         values = evidence.get(name, [])
         return f"{_mean_interval(values, False)} over {len(values)} models" if values \
             else "not measured"
 
-    return (f"Attention of the best head on the partner where no heuristic finds it: "
+    head = ""
+    if "models" in evidence:
+        head = (f"{evidence['learned']} of {evidence['models']} models learned (hard-test "
+                f"accuracy at least {pct(evidence['learned_bar'], 0)}); the measures below pool "
+                f"those, the others are in the table. ")
+    return head + (f"Attention of the best head on the partner where no heuristic finds it: "
             f"{said('partner_attention')}. ROC AUC of the `[end]` self-attention as a "
             f"membership score: {said('preview_auc')}. Hard-test accuracy lost when the head "
             f"is reset to its initial weights: {said('head_reset_drop')}.")
@@ -740,11 +763,11 @@ def completion_rows(rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[dic
     """One display row per configuration: exact match in and out of distribution."""
     out = []
     for ind, ood in zip(rows["in_distribution"], rows["ood"]):
-        trained = ind["seeds"] - ind["failed"]
-        out.append({"configuration": ind["label"], "seeds": trained,
+        out.append({"configuration": ind["label"],
+                    "seeds": f"{ind['seeds']}{_failed_text(ind)}",
                     "exact match, training lengths": _accuracy(ind),
                     "exact match, longer prefixes": _accuracy(ood),
-                    "seeds >= 99%": f"{ind['solved']}/{trained}"})
+                    "seeds >= 99%": f"{ind['solved']}/{ind['seeds']}"})
     return out
 
 

@@ -226,14 +226,14 @@ def run_grid(cells: Iterable[Cell], spec: GridSpec, seeds: Sequence[int],
 
 def summarise(records: Iterable[RunRecord], test: str = "stack") -> list[dict[str, Any]]:
     """``run.summarise`` by cell, plus the cell's fields and the Wilson interval of the share of
-    seeds that solved it (>= ``SOLVED``)."""
+    seeds that solved it (>= ``SOLVED``), over every seed (failed ones count as not solved)."""
     by_cell: dict[Cell, list[RunRecord]] = {}
     for record in records:
         by_cell.setdefault(cell_of(record), []).append(record)
     cells = sorted(by_cell)
     rows = run_summarise({c.name: by_cell[c] for c in cells}, test)
     for cell, row in zip(cells, rows):
-        trained = row["seeds"] - row["failed"]
-        row.update(asdict(cell), cell=cell.name, solved_interval=wilson(row["solved"], trained),
-                   solved_share=row["solved"] / trained if trained else math.nan)
+        seeds = row["seeds"]
+        row.update(asdict(cell), cell=cell.name, solved_interval=wilson(row["solved"], seeds),
+                   solved_share=row["solved"] / seeds if seeds else math.nan)
     return rows

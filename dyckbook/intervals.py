@@ -7,11 +7,16 @@ interval used here (:data:`METHOD`) is the hull of two intervals that fail in di
 
 * **Student-t**, ``mean ± t(n - 1) · s / √n``: exact for normal values, too short for skewed ones;
 * the **studentized (bootstrap-t) bootstrap**: the t statistic's own distribution, resampled,
-  which follows a skew but is noisy at tiny n;
+  which follows a skew but is noisy at tiny n and explodes when the values fall in two clumps
+  (resamples from one clump have almost no spread), so its quantiles are capped at
+  :data:`T_CAP` times Student's;
 
 clipped to the values' bounds (``[0, 1]`` for accuracies). :func:`coverage` measures it by
 simulation; ``tests/test_intervals.py`` holds it to >= 0.93 at 5 seeds on normal and on skewed
-values, and the verdict chapter prints the coverage it measures at its own seed counts.
+values, and the verdict chapter prints the coverage it measures at its own seed counts. Measured
+at 5 seeds (2,000 simulations): normal 0.97, skewed (1 - exponential) 0.94, Beta(30, 0.6) 0.92,
+a 30/70 mixture of failed (0.55) and solved (0.99) seeds 0.82 (0.97 at 10 seeds); the percentile
+bootstrap it replaced: 0.84, 0.76, 0.76.
 
 A single value carries no information about its spread: its interval is the whole of its bounds.
 All values equal (n >= 2) give a zero-width interval at that value.
@@ -29,11 +34,13 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-__all__ = ["METHOD", "N_BOOT", "coverage", "interval", "intervals", "t_quantile"]
+__all__ = ["METHOD", "N_BOOT", "T_CAP", "coverage", "interval", "intervals", "t_quantile"]
 
-METHOD = ("the hull of the Student-t and the studentized-bootstrap (10,000 resamples) 95% "
-          "intervals of the mean over seeds, clipped to the values' bounds")
+METHOD = ("the hull of the Student-t and the studentized-bootstrap (10,000 resamples, quantiles "
+          "capped at 3x Student's) 95% intervals of the mean over seeds, clipped to the values' "
+          "bounds")
 N_BOOT = 10_000
+T_CAP = 3.0
 
 
 def t_quantile(p: float, df: int) -> float:
@@ -96,7 +103,7 @@ def intervals(values: np.ndarray, level: float = 0.95, bounds: tuple[float, floa
         r_se = r.std(axis=1, ddof=1) / math.sqrt(n)
         ok = r_se > 0
         stat = (r.mean(axis=1)[ok] - mean[b]) / r_se[ok]
-        q_lo, q_hi = np.quantile(stat, [tail, 1 - tail])
+        q_lo, q_hi = np.clip(np.quantile(stat, [tail, 1 - tail]), -T_CAP * t, T_CAP * t)
         low[b] = min(low[b], mean[b] - q_hi * se[b])
         high[b] = max(high[b], mean[b] - q_lo * se[b])
     # all values equal: [v, v] exactly (a mean of equal values can round past them)

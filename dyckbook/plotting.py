@@ -28,10 +28,10 @@ from dyckbook.blocks import POS_ENCODINGS
 from dyckbook.dataset import MEMBER, Dataset
 from dyckbook.evaluate import Score, wilson
 from dyckbook.hardness import BINS
+from dyckbook.intervals import interval
 from dyckbook.languages import Dyck
 from dyckbook.model import MASKS, READOUTS
 from dyckbook.probes import PROBE_TARGETS, ProbeResult, prefix_targets
-from dyckbook.verdicts import bootstrap
 
 __all__ = [
     "PALETTE", "STYLE", "plot_ablation", "plot_accuracy_by_length", "plot_attention_grid",
@@ -347,12 +347,35 @@ def _cells(table: Score | Mapping[int, Sequence[int]], by: str) -> tuple[np.ndar
     return keys, n, correct
 
 
+def pooled_strata(keys: np.ndarray, n: np.ndarray, correct: np.ndarray, min_strings: int,
+                  split: float | None = None) -> tuple[np.ndarray, ...]:
+    """Adjacent lengths pooled until every stratum holds >= ``min_strings`` strings (a short
+    remainder joins the stratum before it); no stratum crosses ``split``. Returns (position:
+    the strata's mean length weighted by strings, n, correct)."""
+    groups: list[list[int]] = []
+    for i, key in enumerate(keys):
+        side = split is not None and key > split
+        last = groups[-1] if groups else None
+        if (last is not None and n[last].sum() < min_strings
+                and (split is None or (keys[last[0]] > split) == side)):
+            last.append(i)
+        else:
+            groups.append([i])
+    if len(groups) > 1 and n[groups[-1]].sum() < min_strings and (
+            split is None or (keys[groups[-2][0]] > split) == (keys[groups[-1][0]] > split)):
+        groups[-2].extend(groups.pop())
+    pos = np.array([np.average(keys[g], weights=np.maximum(n[g], 1)) for g in groups])
+    return pos, np.array([n[g].sum() for g in groups]), np.array([correct[g].sum()
+                                                                  for g in groups])
+
+
 def plot_accuracy_by_length(series: Mapping[str, Score | Mapping[int, Sequence[int]]],
                             train_max_length: int | None = None, *, by: str = "length",
                             title: str | None = None, measure: str = "accuracy",
-                            chance: float | None = 0.5) -> Figure:
+                            chance: float | None = 0.5, min_strings: int = 100) -> Figure:
     """Accuracy against string length (or maximum depth), with 95% Wilson bands, and the
-    longest training length marked and the region beyond it shaded.
+    longest training length marked and the region beyond it shaded. Adjacent lengths are
+    pooled until each point rests on >= ``min_strings`` strings (:func:`pooled_strata`).
 
     Args:
         series: ``{label: Score or {length: [n, correct]}}``, a line each.
@@ -372,7 +395,8 @@ def plot_accuracy_by_length(series: Mapping[str, Score | Mapping[int, Sequence[i
         for i, (label, table) in enumerate(series.items()):
             keys, n, correct = _cells(table, by)
             keep = n > 0
-            keys, n, correct = keys[keep], n[keep], correct[keep]
+            keys, n, correct = pooled_strata(keys[keep], n[keep], correct[keep], min_strings,
+                                             train_max_length)
             band = np.array([wilson(int(c), int(m)) for c, m in zip(correct, n)]).reshape(-1, 2)
             color = PALETTE[i % len(PALETTE)]
             ax.plot(keys, correct / n, marker="o", ms=3, color=color, label=label)
@@ -386,7 +410,8 @@ def plot_accuracy_by_length(series: Mapping[str, Score | Mapping[int, Sequence[i
                              f"(> {train_max_length})")
         if chance is not None:
             ax.axhline(chance, color="0.6", lw=0.8, ls=":")
-        ax.set(ylim=(-0.02, 1.02), ylabel=f"{measure} (95% Wilson band)",
+        ax.set(ylim=(-0.02, 1.02), ylabel=f"{measure} (95% Wilson band, >= {min_strings} "
+                                          f"strings a point)",
                xlabel="string length" if by == "length" else "maximum nesting depth")
         ax.grid(True)
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
@@ -484,7 +509,7 @@ def plot_oracle(tables: Mapping[str, Mapping[str, Mapping[str, float]]], bar: fl
 def plot_seeds(rows: Sequence[Mapping[str, Any]], value: str = "accuracy",
                title: str | None = None) -> Figure:
     """Per-seed results of several configurations: a dot per seed, the mean with its 95%
-    bootstrap interval over the seeds that trained; failed seeds are grey crosses, outside
+    interval over every seed (``intervals.METHOD``); failed seeds are grey crosses, counted in
     the mean.
 
     Args:
@@ -511,9 +536,9 @@ def plot_seeds(rows: Sequence[Mapping[str, Any]], value: str = "accuracy",
             ax.scatter([r[value] for r in failed], [configs.index(r["config"]) for r in failed],
                        marker="x", color="0.5", s=20, label="failed seed")
         for i, config in enumerate(configs):
-            values = [r[value] for r in ok if r["config"] == config]
+            values = [r[value] for r in rows if r["config"] == config]
             if values:
-                lo, hi = bootstrap(values)
+                lo, hi = interval(values, bounds=(min(0.0, *values), max(1.0, *values)))
                 mean = float(np.mean(values))
                 ax.errorbar(mean, i, xerr=[[mean - lo], [hi - mean]], fmt="D", ms=5, capsize=3,
                             color=PALETTE[3], label="mean, 95% interval" if i == 0 else None,
@@ -534,9 +559,9 @@ def plot_grid(rows: Sequence[Mapping[str, Any]], value: str = "solved_share",
     Args:
         rows: one dict per cell (``grid.summarise``): ``k``, ``n_layers``, ``mask``,
             ``pos_encoding``, ``readout``, ``value``, ``seeds`` and ``failed`` and, for
-            ``solved_share``, ``solved`` (annotated as solved / trained seeds).
+            ``solved_share``, ``solved`` (annotated as solved / all seeds).
         value: ``solved_share`` (share of seeds that solved the language) or ``accuracy``
-            (mean hard-test accuracy over trained seeds).
+            (mean test accuracy over all seeds, failed ones included).
 
     Returns:
         A Figure with k x layers panels and a colour bar.
@@ -561,7 +586,7 @@ def plot_grid(rows: Sequence[Mapping[str, Any]], value: str = "solved_share",
                     cell = lines.index((r["mask"], r["pos_encoding"])), readouts.index(r["readout"])
                     grid[cell] = r[value]
                     text[cell] = ("all failed" if r["seeds"] == r["failed"] else
-                                  f"{r['solved']}/{r['seeds'] - r['failed']}"
+                                  f"{r['solved']}/{r['seeds']}"
                                   if value == "solved_share" else f"{r[value]:.2f}")
             ax = axes[i, j]
             ax.set_facecolor(HIDDEN)

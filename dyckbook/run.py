@@ -34,13 +34,13 @@ from dyckbook import seq2seq
 from dyckbook.completion import CompletionDataConfig, CompletionSplits, make_completion_splits
 from dyckbook.evaluate import Score, margins, score
 from dyckbook.hardness import BINS
+from dyckbook.intervals import interval
 from dyckbook.model import ClassificationTask, Classifier, ModelConfig
 from dyckbook.presets import thesis_experiment
 from dyckbook.protocol import DataConfig, Splits, make_splits
 from dyckbook.seq2seq import Seq2SeqConfig
 from dyckbook.thesis_model import ThesisClassifier, ThesisModelConfig, thesis_permutation
 from dyckbook.train import TrainConfig, TrainResult, train
-from dyckbook.verdicts import bootstrap
 
 __all__ = ["FAILURE_RULES", "MODEL_CONFIGS", "RunConfig", "RunRecord", "RunResult", "build_model",
            "config_fields", "judge", "run", "run_seeds", "thesis_config"]
@@ -437,8 +437,11 @@ def _nanmean(values: Sequence[float]) -> float:
 def summarise(groups: Mapping[str, Sequence[RunRecord]], test: str = "hard") -> list[dict[str, Any]]:
     """One row per group of records (e.g. the seeds of one configuration) on one test set.
 
-    Row: ``label``, ``seeds``, ``failed`` (and the rules broken), ``accuracy`` (mean over the
-    seeds that trained) with its 95% bootstrap interval over seeds (``low``, ``high``),
+    Every seed counts in every mean and share: a failed seed is shown as failed (``failed``,
+    ``failures``), never dropped.
+
+    Row: ``label``, ``seeds``, ``failed`` (and the rules broken), ``accuracy`` (mean over all
+    seeds) with its 95% interval over seeds (``low``, ``high``; ``intervals.METHOD``),
     ``solved`` (seeds at >= 0.99), ``n_test`` (strings per seed), ``members`` (mean accuracy on
     the members), ``per_kind`` and ``per_bin`` (mean balanced accuracy of each negative kind and
     hardness bin against the members of its lengths), ``bin_shares`` (the share of the test
@@ -447,15 +450,15 @@ def summarise(groups: Mapping[str, Sequence[RunRecord]], test: str = "hard") -> 
     """
     rows = []
     for label, group in groups.items():
-        ok = [r for r in group if r.status == "ok" and test in r.scores]
+        ok = [r for r in group if test in r.scores]  # every seed scored, failed ones too
         acc = [r.accuracy(test) for r in ok]
-        lo, hi = bootstrap(acc)
+        lo, hi = interval(acc)
         kinds = sorted({k for r in ok for k in r.scores[test].per_kind if k != "member"})
         bins = [b for b in BINS if any(r.scores[test].per_bin.get(b, [0])[0] for r in ok)]
         shortcuts = {b: float(np.mean([r.baselines[test][b].accuracy for r in group]))
                      for b in (group[0].baselines.get(test, {}) if group else {})}
         rows.append({
-            "label": label, "seeds": len(group), "failed": len(group) - len(ok),
+            "label": label, "seeds": len(group), "failed": sum(r.status != "ok" for r in group),
             "failures": sorted({r.failure for r in group if r.failure}),
             "accuracy": float(np.mean(acc)) if acc else float("nan"), "low": lo, "high": hi,
             "solved": sum(a >= 0.99 for a in acc),

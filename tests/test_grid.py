@@ -162,7 +162,8 @@ def test_summarise_solved_share_and_interval():
     assert [r["cell"] for r in rows] == [b.name, a.name]  # cells in sorted order
     rb, ra = rows
     assert (ra["seeds"], ra["failed"], ra["solved"]) == (5, 1, 2)
-    assert ra["solved_share"] == 0.5 and ra["solved_interval"] == wilson(2, 4)
+    # one denominator: the failed seed counts as a seed that did not solve it
+    assert ra["solved_share"] == 0.4 and ra["solved_interval"] == wilson(2, 5)
     assert (ra["k"], ra["n_layers"], ra["mask"]) == (3, 1, "causal")
     assert rb["solved_share"] == 1.0 and rb["solved_interval"] == wilson(3, 3)
     assert rb["solved_interval"][0] < 1.0 == rb["solved_interval"][1]

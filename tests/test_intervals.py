@@ -32,6 +32,12 @@ def test_coverage_at_the_books_seed_counts(draw, mean, n_seeds):
     assert coverage(draw, mean, n_seeds, n_sim=2000, seed=1) >= 0.93
 
 
+def test_two_clumps_do_not_explode_the_interval():
+    """Four solved seeds and two failed ones: wide, but not the whole range."""
+    lo, hi = interval([0.9, 0.95, 1.0, 0.99, 0.5, 0.55])
+    assert 0.05 < lo < 0.6 and hi == 1.0
+
+
 def test_coverage_can_fail():
     """The check is not vacuous: a nominal 50% interval does not pass it."""
     assert coverage(_normal, 0.9, 5, n_sim=2000, level=0.5) < 0.8

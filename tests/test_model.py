@@ -213,8 +213,10 @@ def test_batched_training_equals_training_alone(shape):
     seeds = [11, 12, 13]
     shortest = 2
     data = [_data(s, shortest=shortest) for s in seeds]
+    # target_window=1: a model stops at the first validation at the target (what is tested
+    # here is that stopping one model leaves the others as they would be alone)
     tc = TrainConfig(lr=3e-3, batch_size=16, max_steps=20, eval_every=5, grad_clip=0.5,
-                     target_accuracy=1.0, warmup_steps=3)
+                     target_accuracy=1.0, warmup_steps=3, target_window=1)
     probe = _data(99, n=8)
     x = probe.subset([0])
     # model 0 validates on one string labelled as it will classify it after 10 steps (so it

@@ -145,7 +145,8 @@ def test_set() -> Dataset:
 def test_accuracy_by_length_bands_and_boundary(test_set: Dataset) -> None:
     s = scores_of(0, test_set, 0.2)
     table = {4: [10, 9], 8: [10, 5], 12: [0, 0]}
-    fig = drawn(P.plot_accuracy_by_length({"model": s, "table": table}, train_max_length=8), 1)
+    fig = drawn(P.plot_accuracy_by_length({"model": s, "table": table}, train_max_length=8,
+                                          min_strings=1), 1)
     ax = fig.axes[0]
     lines = [line for line in ax.lines if len(line.get_xdata()) > 1 and line.get_label() in
              ("model", "table")]
@@ -155,6 +156,17 @@ def test_accuracy_by_length_bands_and_boundary(test_set: Dataset) -> None:
     drawn(P.plot_accuracy_by_length({"model": s}, by="depth"), 1, draw=False)
     with pytest.raises(ValueError, match="by"):
         P.plot_accuracy_by_length({"model": s}, by="width")
+
+
+def test_pooled_strata_reach_the_minimum_without_crossing_the_boundary() -> None:
+    keys, n = np.arange(2, 22, 2), np.array([1, 2, 5, 20, 60, 90, 150, 40, 200, 30])
+    correct = n // 2
+    pos, pn, pc = P.pooled_strata(keys, n, correct, 100, split=14)
+    assert pn.sum() == n.sum() and pc.sum() == correct.sum()  # nothing lost
+    # within (<= 14): 1+2+5+20+60+90 = 178, then 150 (length 14); beyond: 40+200, 30 joins
+    assert pn.tolist() == [178, 150, 270]
+    assert pos[0] < pos[1] == 14 < pos[2] and (np.diff(pos) > 0).all()
+    assert P.pooled_strata(keys, n, correct, 1)[1].tolist() == n.tolist()
 
 
 def test_kinds_puts_members_first_then_kinds_and_bins_balanced(test_set: Dataset) -> None:
@@ -182,7 +194,7 @@ def test_seeds_strip_with_bootstrap_interval_and_failed_seeds() -> None:
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["a", "b"]
     means = [line.get_xdata()[0] for line in ax.lines if line.get_marker() == "D"]
-    assert means == pytest.approx([0.95, 0.7])  # the failed seed is left out of the mean
+    assert means == pytest.approx([0.95, 0.6])  # the failed seed counts in the mean
 
 
 def grid_rows() -> list[dict]:

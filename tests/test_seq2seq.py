@@ -130,7 +130,7 @@ def test_tiny_seed_model_learns_dyck1_completion():
                                          d_model=32, n_heads=2, d_mlp=64))
     result = train(model, CompletionTask(), [sp.train], [sp.val],
                    TrainConfig(lr=3e-3, batch_size=64, max_steps=300, eval_every=50,
-                               target_accuracy=1.0))
+                               target_accuracy=1.0, target_window=1))
     assert result.stopped_at[0] is not None
     score, measures = evaluate_completions(model, sp.tests["in_distribution"])
     assert score.accuracy >= 0.9 and score.n == len(sp.tests["in_distribution"])
