@@ -551,61 +551,6 @@ def read_evidence(path: str) -> dict[str, list[float]]:
     return results.read_json(file) if file.is_file() else {}
 
 
-def rule_rows(rules: Sequence[Any]) -> list[dict[str, str]]:
-    """The rules as table rows."""
-    return [{"claim": r.claim, "the thesis says": r.statement, "evidence": r.evidence,
-             "reproduced if": r.reproduced_if, "refuted if": r.refuted_if} for r in rules]
-
-
-def _evidence_text(e: Any) -> str:
-    lo, hi = e.interval
-    strings = f", {e.n_strings} test strings each" if e.n_strings else ""
-    return f"{e.name}: {e.mean:.3f} [{lo:.3f}, {hi:.3f}], {e.n_seeds} seeds{strings}"
-
-
-def verdict_rows(judged: Sequence[Any]) -> list[dict[str, str]]:
-    """One row per verdict: the claim, the label, the numbers it rests on, the rule."""
-    return [{"claim": v.rule.claim, "verdict": v.label,
-             "evidence (mean [95% interval], seeds)": "; ".join(_evidence_text(e)
-                                                               for e in v.evidence),
-             "rule": f"reproduced if {v.rule.reproduced_if}; refuted if {v.rule.refuted_if}"}
-            for v in judged]
-
-
-def moved_sentence(judged: Sequence[Any], local: Sequence[Any]) -> str:
-    """Which verdicts differ between the stack sets and the local (hard) sets."""
-    before = {v.rule.claim: v.label for v in local}
-    moved = [f"`{v.rule.claim}` ({before[v.rule.claim]} on the local sets, {v.label} on the "
-             f"stack sets)" for v in judged if v.rule.claim in before
-             and before[v.rule.claim] != v.label]
-    if not moved:
-        return "Every verdict is the same on the local sets as on the stack sets."
-    return f"Verdicts that move with the test set: {'; '.join(moved)}."
-
-
-def evidence_rows(judged: Sequence[Any]) -> list[dict[str, Any]]:
-    """One row per seed value of every verdict's evidence, for ``plotting.plot_seeds``:
-    ``config`` names the claim, its label and the evidence; ``value`` is the number."""
-    return [{"config": f"{v.rule.claim} ({v.label}): {e.name}", "value": x}
-            for v in judged for e in v.evidence for x in e.values]
-
-
-def verdict_json(judged: Sequence[Any]) -> dict[str, Any]:
-    """``{claim: {label, evidence: {name: {mean, low, high, values}}}}`` for other pages."""
-    return {v.rule.claim: {"label": v.label, "evidence": {
-        e.name: {"mean": e.mean, "low": e.interval[0], "high": e.interval[1],
-                 "values": list(e.values)} for e in v.evidence}} for v in judged}
-
-
-def missing_sentence(rules: Sequence[Any], judged: Sequence[Any]) -> str:
-    """Which claims have no verdict because their evidence was not run."""
-    missing = [r.claim for r in rules if r.claim not in {v.rule.claim for v in judged}]
-    if not missing:
-        return "Every claim has its evidence in this build."
-    return (f"No verdict for {', '.join(missing)}: the runs that measure "
-            f"{'it' if len(missing) == 1 else 'them'} are not in this build.")
-
-
 def sources_sentence(**paths: str) -> str:
     """Where the evidence was read."""
     return "Evidence read from " + "; ".join(f"{k}: `{v}`" for k, v in paths.items()) + "."

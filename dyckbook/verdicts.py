@@ -145,7 +145,7 @@ def _lengths(e: Mapping[str, Evidence], k: int) -> str:
 def _bidirectional(k: int) -> Rule:
     return Rule(
         f"bidirectional_k{k}",
-        f"Bidirectional masking gives perfect accuracy on Dyck-{k} (experiment {2 * k - 1}).",
+        f"Bidirectional masking gives perfect accuracy on Dyck-{k} (experiment {k}).",
         (f"bidirectional_k{k}",),
         f"`bidirectional_k{k}`: hard-test accuracy of the thesis' bidirectional model (no "
         f"positional encoding, [start] readout) trained on sound data, every seed. Such a model "
@@ -160,8 +160,8 @@ def _bidirectional(k: int) -> Rule:
 def _causal_rule(k: int) -> Rule:
     return Rule(
         f"causal_k{k}",
-        f"Causal masking cannot be trained on Dyck-{k}: about 50% (experiments "
-        f"{'2' if k == 1 else '4, 5'}).",
+        f"Causal masking cannot be trained on Dyck-{k}: about 50% "
+        f"({'experiment 2' if k == 1 else 'experiments 4 and 5'}).",
         (f"causal_k{k}", f"counter_floor_k{k}"),
         f"`causal_k{k}`: hard-test accuracy of the held-out best causal configuration of the "
         f"grid with an [end] or mean readout (trainable: above chance); `counter_floor_k{k}`: "

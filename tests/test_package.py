@@ -17,7 +17,7 @@ FLOORS = {
     3: {"tokenizer", "kernels", "blocks", "model", "thesis_model", "seq2seq", "train", "evaluate",
         "baselines"},
     4: {"run", "results", "explain", "probes", "verdicts", "registry"},
-    5: {"grid", "plotting", "book"},
+    5: {"grid", "plotting", "book", "verdict_tables"},
     6: {"executors", "runner", "__main__"},
 }
 FLOOR_OF = {m: f for f, mods in FLOORS.items() for m in mods}

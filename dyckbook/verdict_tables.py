@@ -1,0 +1,211 @@
+"""The verdict chapter's tables and sentences: each verdict with its registered recipe, seeds,
+interval, one-seed sensitivity and stack-set evidence; the registration history; the interval's
+coverage measured at the build's seed counts.
+
+The science is in ``verdicts`` (the rules), ``registry`` (what may be judged) and ``intervals``;
+this module only lays their answers out for ``book/re_examining_thesis.ipynb``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from dyckbook import registry, results
+from dyckbook.intervals import METHOD, coverage
+from dyckbook.verdicts import RULES, UNREGISTERED, Evidence, Rule, Verdict, sensitivity
+
+__all__ = ["ceilings", "coverage_sentence", "evidence_rows", "history_rows", "missing_sentence",
+           "moved_sentence", "registration_check", "rule_rows", "verdict_json", "verdict_rows"]
+
+
+def rule_rows(rules: Sequence[Rule] = RULES) -> list[dict[str, str]]:
+    """The rules as table rows."""
+    return [{"claim": r.claim, "the thesis says": r.statement, "evidence": r.evidence,
+             "reproduced if": r.reproduced_if, "refuted if": r.refuted_if, "run": r.run}
+            for r in rules]
+
+
+def registration_check(folders: Sequence[str], registrations: Sequence[Any] | None = None
+                       ) -> tuple[dict[str, str], dict[str, Any]]:
+    """Which claims may be judged: every rule's run, found among results folders by the run
+    name in each folder's ``run.json``.
+
+    Args:
+        folders: the results folders the chapter reads.
+        registrations: ``registry.load()`` (default: the repository's).
+
+    Returns:
+        ``(problems, registered)``: ``{claim: why it is not judged}`` for every claim whose run
+        is not among the folders, has no ``run.json`` (an interactive run), or fails
+        ``registry.check``; and ``{claim: its registration}`` (None where none applies).
+    """
+    regs = registry.load() if registrations is None else registrations
+    records = {}
+    for folder in folders:
+        file = results.resolve(folder.strip()) / "run.json"
+        if file.is_file():
+            record = results.read_json(file)
+            records[str(record.get("run"))] = record
+    problems: dict[str, str] = {}
+    registered: dict[str, Any] = {}
+    for rule in RULES:
+        record = records.get(rule.run)
+        if record is None:
+            registered[rule.claim] = None
+            problems[rule.claim] = f"no run record of `{rule.run}` among the folders read"
+            continue
+        registered[rule.claim], why = registry.check(record, regs)
+        if why:
+            problems[rule.claim] = why
+    return problems, registered
+
+
+def _evidence_text(e: Evidence) -> str:
+    lo, hi = e.interval
+    failed = f" ({e.n_failed} failed, counted)" if e.n_failed else ""
+    strings = f", {e.n_strings} {e.test} strings each" if e.n_strings else ""
+    if len(e.values) == 1 and not e.n_strings:  # a reference number, not a seed mean
+        return f"{e.name}: {e.mean:.3f}"
+    return f"{e.name}: {e.mean:.3f} [{lo:.3f}, {hi:.3f}], {e.n_seeds} seeds{failed}{strings}"
+
+
+def _sensitivity_text(v: Verdict, evidence: Mapping[str, Evidence]) -> str:
+    if v.label == UNREGISTERED:
+        return ""
+    flip = sensitivity(v.rule, evidence)
+    if flip is None:
+        return "no single seed can change it"
+    name, seed, value, label = flip
+    was = evidence[name].values[seed]
+    return f"{label} if one {evidence[name].name} seed scored {value:.3f} (not {was:.3f})"
+
+
+def verdict_rows(judged: Sequence[Verdict], evidence: Mapping[str, Evidence],
+                 registered: Mapping[str, Any] | None = None) -> list[dict[str, str]]:
+    """One row per verdict: claim, label, the evidence it rests on (mean [interval], seeds, the
+    failed ones counted), the configuration held out as best, the evidence shown beside it
+    (the stack set's, a reference), how far one seed would have to move to change the label,
+    and the registered recipe (digest, registration, date)."""
+    out = []
+    for v in judged:
+        reg = (registered or {}).get(v.rule.claim)
+        recipe = (f"`{reg.digest}` (no. {reg.id}, {reg.registered[:10]})" if reg else "none")
+        best = "; ".join(dict.fromkeys(e.best() for e in v.evidence if e.best()))
+        out.append({"claim": v.rule.claim,
+                    "verdict": v.label + (f" ({v.note})" if v.note else ""),
+                    "evidence (mean [95% interval], seeds)": "; ".join(
+                        _evidence_text(e) for e in v.evidence),
+                    "best configuration (held out)": best or "-",
+                    "shown beside": "; ".join(_evidence_text(e) for e in v.shown) or "-",
+                    "one seed away": _sensitivity_text(v, evidence),
+                    "recipe": recipe})
+    return out
+
+
+def history_rows(registrations: Sequence[Any]) -> list[dict[str, str]]:
+    """Every registration, oldest first, with what changed from the previous one of the same
+    run and profile."""
+    out, last = [], {}
+    for r in registrations:
+        before = last.get((r.profile, r.run))
+        if before is None:
+            changed = "first registration"
+        else:
+            keys = sorted(k for k in set(r.recipe) | set(before.recipe)
+                          if r.recipe.get(k) != before.recipe.get(k))
+            changed = ", ".join(f"{k}: {before.recipe.get(k)!r} -> {r.recipe.get(k)!r}"
+                                for k in keys) or "the rules or the interval method"
+        last[r.profile, r.run] = r
+        out.append({"no.": str(r.id), "registered (UTC)": r.registered.replace("T", " "),
+                    "profile": r.profile, "run": r.run, "claims": ", ".join(r.claims),
+                    "digest": f"`{r.digest}`", "changed": changed, "why": r.note})
+    return out
+
+
+def coverage_sentence(seed_counts: Sequence[int], n_sim: int = 2000) -> str:
+    """The interval method, and its coverage measured now by simulation at each seed count."""
+    def normal(rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
+        return np.clip(rng.normal(0.9, 0.03, shape), 0, 1)
+
+    def skewed(rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
+        return 1 - rng.exponential(0.01, shape)
+
+    parts = []
+    for n in sorted(set(seed_counts)):
+        if n < 2:
+            continue
+        parts.append(f"{n} seeds: {coverage(normal, 0.9, n, n_sim):.3f} on normal values, "
+                     f"{coverage(skewed, 0.99, n, n_sim):.3f} on skewed ones (1 - exponential, "
+                     f"mean 0.99)")
+    measured = "; ".join(parts) if parts else "no seed count of two or more in this build"
+    return (f"Intervals: {METHOD}. How often such an interval holds the true mean, measured "
+            f"now by {n_sim:,} simulated experiments at this build's seed counts: {measured}. "
+            f"One seed alone gives the whole range, so no verdict rests on one seed.")
+
+
+def moved_sentence(judged: Sequence[Verdict], local: Sequence[Verdict]) -> str:
+    """Which verdicts differ between the stack sets and the local (hard) sets."""
+    before = {v.rule.claim: v.label for v in local}
+    moved = [f"`{v.rule.claim}` ({before[v.rule.claim]} on the local sets, {v.label} on the "
+             f"stack sets)" for v in judged if v.rule.claim in before
+             and before[v.rule.claim] != v.label]
+    if not moved:
+        return "Every verdict is the same on the local sets as on the stack sets."
+    return f"Verdicts that move with the test set: {'; '.join(moved)}."
+
+
+def evidence_rows(judged: Sequence[Verdict]) -> list[dict[str, Any]]:
+    """One row per seed value of every verdict's evidence, for ``plotting.plot_seeds``:
+    ``config`` names the claim, its label and the evidence; ``value`` is the number."""
+    return [{"config": f"{v.rule.claim} ({v.label}): {e.name}", "value": x}
+            for v in judged for e in v.evidence for x in e.values]
+
+
+def verdict_json(judged: Sequence[Verdict], registered: Mapping[str, Any] | None = None
+                 ) -> dict[str, Any]:
+    """``{claim: {label, digest, evidence: {name: {mean, low, high, values, n_failed}}}}``."""
+    out = {}
+    for v in judged:
+        reg = (registered or {}).get(v.rule.claim)
+        out[v.rule.claim] = {"label": v.label, "note": v.note,
+                             "digest": reg.digest if reg else None,
+                             "evidence": {e.name: {"mean": e.mean, "low": e.interval[0],
+                                                   "high": e.interval[1],
+                                                   "values": list(e.values),
+                                                   "n_failed": e.n_failed}
+                                          for e in (*v.evidence, *v.shown)}}
+    return out
+
+
+def missing_sentence(judged: Sequence[Verdict], rules: Sequence[Rule] = RULES) -> str:
+    """Which claims have no verdict because their evidence was not run."""
+    missing = [r.claim for r in rules if r.claim not in {v.rule.claim for v in judged}]
+    if not missing:
+        return "Every claim has its evidence in this build."
+    return (f"No verdict for {', '.join(missing)}: the runs that measure "
+            f"{'it' if len(missing) == 1 else 'them'} are not in this build.")
+
+
+def ceilings(experiments: Sequence[Any]) -> dict[int, float]:
+    """``{k: order-blind ceiling}`` of the hard test set of the first seed of the thesis'
+    bidirectional reruns (exp. 1: Dyck-1, exp. 3: Dyck-3), regenerated from its config."""
+    from dyckbook.baselines import order_blind_ceiling
+    from dyckbook.protocol import make_splits
+    from dyckbook.run import RunConfig
+
+    out = {}
+    for k, e in ((1, 1), (3, 3)):
+        group = [r for r in experiments if r.label.startswith(f"exp. {e}: bidirectional")]
+        if not group:
+            continue
+        first = min(group, key=lambda r: int(r.config["seed"]))
+        config = RunConfig.from_dict(first.config)
+        test = make_splits(config.data, config.seed).tests["hard"]
+        value = order_blind_ceiling(test.codes, test.lengths, test.labels)
+        if math.isfinite(value):
+            out[k] = value
+    return out

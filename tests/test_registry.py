@@ -1,0 +1,103 @@
+"""Tests for dyckbook.registry: every profile's verdict-bearing recipe is registered, a run
+whose recipe differs from its registration is not judged, and the history says what changed."""
+
+import json
+
+import pytest
+
+from dyckbook import registry, runner, verdict_tables
+from dyckbook.verdicts import RULES, UNREGISTERED, Evidence, verdicts
+
+PROFILES = ("smoke", "cpu", "thesis")
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_verdict_bearing_recipe_is_registered(profile):
+    """Fails when a recipe (experiments.yml, a notebook default, a rule's text or the interval
+    method) changed without ``python -m dyckbook register``."""
+    regs = registry.load()
+    runs = {r.name: r.params for r in runner.resolve_profile(runner.load_manifest(), profile)}
+    for run in registry.verdict_runs():
+        latest = registry.current(regs, profile, run)
+        assert latest is not None, f"{profile}/{run}: not registered"
+        assert latest.digest == registry.digest(run, runs[run]), (
+            f"{profile}/{run}: recipe differs from registration {latest.id}; register it anew")
+        assert latest.claims == registry.claims_of(run)
+
+
+def test_registrations_are_append_only_and_each_says_why():
+    regs = registry.load()
+    assert [r.id for r in regs] == list(range(1, len(regs) + 1))
+    assert all(r.note.strip() and r.registered.endswith("Z") for r in regs)
+    assert {r.run for r in regs} == set(registry.verdict_runs())
+
+
+def _params(**changes):
+    return {"n_seeds": 5, "lr": 0.003, "max_steps": 100, "run_name": "ablation-grid",
+            "results_dir": "x", "num_threads": 2, "workers": 0, **changes}
+
+
+def test_register_appends_only_what_changed(tmp_path):
+    path = tmp_path / "registrations.yml"
+    with pytest.raises(ValueError, match="note must say why"):
+        registry.register("cpu", {"ablation-grid": _params()}, " ", path)
+    first = registry.register("cpu", {"ablation-grid": _params(), "other": {}}, "first", path,
+                              now="2026-01-01T00:00:00Z")
+    assert [(r.id, r.run) for r in first] == [(1, "ablation-grid")]
+    assert "num_threads" not in first[0].recipe and "workers" not in first[0].recipe
+    # execution settings do not change the digest; the recipe does
+    assert registry.register("cpu", {"ablation-grid": _params(workers=4, num_threads=1)},
+                             "same", path) == []
+    second = registry.register("cpu", {"ablation-grid": _params(n_seeds=10)}, "more seeds", path,
+                               now="2026-01-02T00:00:00Z")
+    assert [r.id for r in second] == [2] and second[0].digest != first[0].digest
+    history = verdict_tables.history_rows(registry.load(path))
+    assert history[0]["changed"] == "first registration"
+    assert history[1]["changed"] == "n_seeds: 5 -> 10" and history[1]["why"] == "more seeds"
+
+
+def _run_json(folder, params, finished="2026-01-03T00:00:00+00:00", profile="cpu"):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "run.json").write_text(json.dumps({"profile": profile, "run": "ablation-grid",
+                                                 "params": params, "finished": finished}))
+    return str(folder)
+
+
+def test_check_names_every_reason_a_run_is_not_judged(tmp_path):
+    path = tmp_path / "registrations.yml"
+    (reg,) = registry.register("cpu", {"ablation-grid": _params()}, "first", path,
+                               now="2026-01-02T00:00:00Z")
+    regs = registry.load(path)
+    record = {"profile": "cpu", "run": "ablation-grid", "params": _params(),
+              "finished": "2026-01-03T00:00:00+00:00"}
+    assert registry.check(record, regs) == (reg, "")
+    moved = {**record, "params": _params(lr=0.001)}
+    assert "not the registered" in registry.check(moved, regs)[1]
+    early = {**record, "finished": "2026-01-01T12:00:00+00:00"}
+    assert "before its registration" in registry.check(early, regs)[1]
+    assert registry.check({**record, "profile": "smoke"}, regs) == (
+        None, "run `ablation-grid` of profile `smoke` has no registered recipe")
+
+
+def test_a_label_changes_when_the_recipe_changes_without_a_new_registration(tmp_path):
+    """The same records, judged twice: once with the run's recipe as registered, once after a
+    recipe change nobody registered. The second time the claims are not judged."""
+    path = tmp_path / "registrations.yml"
+    registry.register("cpu", {"ablation-grid": _params()}, "first", path,
+                      now="2026-01-02T00:00:00Z")
+    regs = registry.load(path)
+    evidence = {name: Evidence(name, (0.9,) * 5) for r in RULES for name in r.needs}
+    evidence.update(one_layer_k1=Evidence("one", (0.999,) * 5))
+    ok = _run_json(tmp_path / "ok", _params())
+    problems, registered = verdict_tables.registration_check([ok], regs)
+    assert "layers_k1" not in problems and registered["layers_k1"].id == 1
+    assert problems["bidirectional_k1"] == "no run record of `dyck1` among the folders read"
+    before = {v.rule.claim: v.label for v in verdicts(evidence, problems)}
+    changed = _run_json(tmp_path / "changed", _params(max_steps=50))
+    problems, _ = verdict_tables.registration_check([changed], regs)
+    after = {v.rule.claim: v.label for v in verdicts(evidence, problems)}
+    assert before["layers_k1"] == "refuted" and after["layers_k1"] == UNREGISTERED
+    assert "not the registered" in problems["layers_k1"]
+    rows = verdict_tables.verdict_rows(verdicts(evidence, problems), evidence, registered)
+    row = next(r for r in rows if r["claim"] == "layers_k1")
+    assert row["verdict"].startswith(UNREGISTERED) and row["recipe"].startswith("`")
