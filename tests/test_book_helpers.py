@@ -23,15 +23,14 @@ def test_versus_shortcuts_branches():
     assert beats == ("causal-learned-end scores 90.0% [85.0%, 95.0%] over 5 seeds, 10.0 points "
                      "above the best shortcut (bigrams, 80.0%).")
     below = book.versus_shortcuts(_row(0.6, 0.55, 0.65, seeds=2, failed=1, failures=["chance"]))
-    assert below == ("causal-learned-end scores 60.0% [55.0%, 65.0%] over 1 seed, below the "
-                     "best shortcut (bigrams, 80.0%).")
+    assert below == ("causal-learned-end scores 60.0% [55.0%, 65.0%] over 2 seeds, 1 of them "
+                     "failed (chance), below the best shortcut (bigrams, 80.0%).")
     straddles = book.versus_shortcuts(_row(0.82, 0.75, 0.9))
     assert straddles.endswith(": no better than the best shortcut (bigrams, 80.0%).")
     touching = book.versus_shortcuts(_row(0.85, 0.8, 0.9))  # the interval must clear the bar
     assert "no better than" in touching
-    none = book.versus_shortcuts(_row(math.nan, math.nan, math.nan, seeds=3, failed=3,
-                                      failures=["chance", "constant"]))
-    assert none == "causal-learned-end: no seed trained (chance, constant)."
+    none = book.versus_shortcuts(_row(math.nan, math.nan, math.nan, seeds=0))
+    assert none == "causal-learned-end: not run."
 
 
 def _split_row(within, beyond):
@@ -48,7 +47,7 @@ def test_length_split_sentences_branches():
     ])
     assert falls == "cfg falls beyond the training lengths: W within, B beyond."
     assert rises.startswith("cfg rises beyond") and holds.startswith("cfg holds beyond")
-    assert empty == "cfg: no seed trained, or no strings on one side."
+    assert empty == "cfg: no seed run, or no strings on one side."
 
 
 def _score(n_members, n_others, members_right, others_right):
@@ -140,16 +139,17 @@ def test_completion_rows_and_agreement_sentence():
 
 
 def test_group_by_label_and_evidence_rows():
+    from dyckbook.verdict_tables import evidence_rows
     from dyckbook.verdicts import RULES, Evidence, verdicts
 
     records = [SimpleNamespace(label=x) for x in "abab"]
     groups = book.group_by_label(records)
     assert list(groups) == ["a", "b"] and [len(g) for g in groups.values()] == [2, 2]
-    judged = verdicts({"bidirectional": Evidence("bidirectional", (0.995, 1.0, 0.999))})
-    rows = book.evidence_rows(judged)
-    assert [r["value"] for r in rows] == [0.995, 1.0, 0.999]
-    assert {r["config"] for r in rows} == {"bidirectional (reproduced): bidirectional"}
-    assert RULES[0].claim == "bidirectional"
+    judged = verdicts({"bidirectional_k1": Evidence("b k1", (0.995, 1.0, 0.999, 0.998, 1.0))})
+    rows = evidence_rows(judged)
+    assert [r["value"] for r in rows] == [0.995, 1.0, 0.999, 0.998, 1.0]
+    assert {r["config"] for r in rows} == {"bidirectional_k1 (reproduced): b k1"}
+    assert RULES[0].claim == "bidirectional_k1"
 
 
 def test_grid_scope_states_the_budget_and_the_batching():
@@ -190,10 +190,12 @@ def test_moved_sentence_names_the_verdicts_that_change():
              SimpleNamespace(rule=rule("layers_k1"), label="refuted")]
     local = [SimpleNamespace(rule=rule("causal"), label="refuted"),
              SimpleNamespace(rule=rule("layers_k1"), label="refuted")]
-    assert book.moved_sentence(stack, local) == (
+    from dyckbook.verdict_tables import moved_sentence
+
+    assert moved_sentence(stack, local) == (
         "Verdicts that move with the test set: `causal` (refuted on the local sets, qualified on "
         "the stack sets).")
-    assert book.moved_sentence(local, local).startswith("Every verdict is the same")
+    assert moved_sentence(local, local).startswith("Every verdict is the same")
 
 
 def test_table52_rows_put_the_strongest_shortcut_beside_the_sound_reruns():
@@ -207,10 +209,25 @@ def test_table52_rows_put_the_strongest_shortcut_beside_the_sound_reruns():
     records = [sound("exp. 1: bidirectional, [start]", 0.6, {"ngrams": 0.7, "window8": 0.9}),
                sound("exp. 2 read at [end]", 0.8, {"ngrams": 0.8, "window8": 0.96})]
     rows = {r["exp."]: r for r in book.table52_rows([], records)}
-    assert rows[1]["sound: thesis' model"] == "60.0%"
+    assert rows[1]["sound: thesis' model"] == "60.0%, 1 seeds"
     assert rows[1]["strongest shortcut, same strings"] == "window8 90.0%"
     assert rows[2]["strongest shortcut, same strings"] == "window8 96.0%"
     assert rows[3]["strongest shortcut, same strings"] == "not run"
+
+
+def test_recipe_departure_names_what_differs_from_table_5_1():
+    def literal(epochs, lr, n_train):
+        return SimpleNamespace(config={"train": {"epochs": epochs, "lr": lr},
+                                       "data": {"n_train": n_train}})
+
+    assert book.recipe_departure(1, literal(20, 1e-5, 10_000)) == "Table 5.1"
+    assert book.recipe_departure(2, literal(2, 5e-4, 8_000)) == (
+        "2 of 10 epochs; lr 0.0005 (Table 5.1: 0.0001); 8,000 of 10,000 strings")
+    run7 = SimpleNamespace(label="experiment 7", accuracy=lambda test: 0.5,
+                           **vars(literal(100, 1e-5, 10_000)))
+    rows = book.table52_rows([run7], [])
+    assert rows[6]["recipe vs Table 5.1"] == "Table 5.1" and rows[0]["recipe vs Table 5.1"] == (
+        "not run")
 
 
 def test_stack_beside_hard_ranks_one_k_by_stack_accuracy():

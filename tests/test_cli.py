@@ -208,3 +208,16 @@ def test_bad_input_is_one_line_exit_2_and_leaves_nothing(argv: list[str], needle
 
 def test_the_catalogue_is_long_enough() -> None:
     assert len(CATALOGUE) >= 40
+
+
+def test_register_reports_what_is_registered_and_rejects_bad_input(capsys) -> None:
+    from dyckbook import registry
+
+    before = registry.registry_path().read_text()
+    code, out, _ = call(["register", "--profile", "cpu", "--note", "nothing changed"], capsys)
+    assert code == 0 and "already registered" in out
+    assert registry.registry_path().read_text() == before  # nothing appended
+    code, _, err = call(["register", "--profile", "nope", "--note", "x"], capsys)
+    assert code == 2 and "profile must be one of" in err
+    code, _, err = call(["register", "--profile", "cpu", "--note", "  "], capsys)
+    assert code == 2 and "note must say why" in err

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from dyckbook import presets
-from dyckbook.presets import THESIS_EXPERIMENTS, THESIS_RESULTS, ThesisData, ThesisExperiment
+from dyckbook.presets import (THESIS_EXPERIMENTS, THESIS_RESULTS, ThesisData, ThesisExperiment,
+                              thesis_experiment)
 from dyckbook.thesis import thesis_is_dyck_word, thesis_samples, thesis_split_sizes
 from dyckbook.thesis_model import ThesisClassifier, ThesisModelConfig, thesis_permutation
 
@@ -92,3 +93,19 @@ def test_bad_inputs_are_rejected() -> None:
         ThesisData(10, 1, 0, 4, generator="0.1.7")
     with pytest.raises(ValueError, match="split"):
         ThesisExperiment.from_dict({**THESIS_EXPERIMENTS[1].to_dict(), "split": "70/30"})
+
+
+def test_the_thesis_profile_reruns_table_5_1_as_printed():
+    """Where the book shows the thesis' pipeline under the `thesis` profile, its recipe is Table
+    5.1's (the cpu profile's departures are printed per row by ``book.recipe_departure``)."""
+    from dyckbook import runner
+
+    runs = {r.name: r.params for r in runner.resolve_profile(runner.load_manifest(), "thesis")}
+    p = runs["thesis-literal"]
+    assert p["lr_scale"] == 1.0
+    for n in map(int, str(p["experiments"]).split(",")):
+        e = thesis_experiment(n)
+        assert min(e.epochs, p["max_epochs"]) == e.epochs, n
+        assert min(e.data.n, p["max_strings"]) == e.data.n, n
+    cpu = {r.name: r.params for r in runner.resolve_profile(runner.load_manifest(), "cpu")}
+    assert cpu["thesis-literal"]["max_epochs"] < 20  # hence the per-row departures
