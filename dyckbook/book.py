@@ -352,8 +352,9 @@ def grid_scope(rows: Sequence[Mapping[str, Any]], spec: Any) -> str:
             f"({'of similar length' if spec.bucket else 'drawn at random'}) "
             f"from {spec.n_train} training strings of length {spec.min_length} to "
             f"{spec.max_length} (Dyck-1: {spec.max_length_k1}), matrix products in "
-            f"{spec.matmul}, stopped early once a model's validation accuracy (hard and stack "
-            f"negatives) reaches {pct(spec.target_accuracy)}; test sets: "
+            f"{spec.matmul}, stopped early once the mean of a model's last three validation "
+            f"accuracies (hard and stack negatives) reaches {pct(spec.target_accuracy)}; test "
+            f"sets: "
             f"{', '.join(spec.test_sets)}.")
 
 

@@ -131,7 +131,7 @@ class GridSpec(Config):
     grad_clip: float = 1.0  # per-model gradient-norm clipping
     max_steps: int = 1000  # optimiser steps at most
     eval_every: int = 50  # validation period in steps
-    target_accuracy: float = 0.995  # stop a model once its validation accuracy reaches it
+    target_accuracy: float = 0.995  # stop a model once its last 3 validations average this
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "test_sets", tuple(self.test_sets))

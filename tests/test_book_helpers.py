@@ -160,8 +160,8 @@ def test_grid_scope_states_the_budget_and_the_batching():
     assert text == ("This page shows 2 cells x 5 seeds = 10 trained models: d_model 32, 2 heads, "
                     "at most 1500 steps of 64 strings (of similar length) from 8000 training "
                     "strings of length 4 to 48 (Dyck-1: 40), matrix products in bfloat16, stopped "
-                    "early once a model's validation accuracy (hard and stack negatives) reaches "
-                    "99.5%; test sets: stack, hard, local, random.")
+                    "early once the mean of a model's last three validation accuracies (hard and "
+                    "stack negatives) reaches 99.5%; test sets: stack, hard, local, random.")
     text = book.grid_scope(rows, GridSpec(bucket=False, matmul="float32"))
     assert "(drawn at random)" in text and "matrix products in float32" in text
 
