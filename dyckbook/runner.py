@@ -492,11 +492,13 @@ def run(profile: str = "cpu", only: Sequence[str] | None = None, *, force: bool 
 
 def longest_first(runs: Sequence[Run], root: Path, profile: str) -> list[Run]:
     """The order to start a stage's runs in: those never run under ``profile`` first, in
-    manifest order (the manifest lists the long runs first), then the others by their last
-    duration, longest first, so the last run to finish is a short one and no core idles."""
+    manifest order (the manifest lists the long runs first), then the others by the longest
+    they took under it (a resumed run's last duration is not its cost), longest first, so the
+    last run to finish is a short one and no core idles."""
     def key(run: Run) -> tuple[int, float]:
         record = _record(run, root)
-        seconds = record.get("duration_s") if record.get("profile") == profile else None
+        seconds = record.get("longest_s", record.get("duration_s")) \
+            if record.get("profile") == profile else None
         return (1, -float(seconds)) if isinstance(seconds, (int, float)) else (0, 0.0)
 
     return sorted(runs, key=key)
@@ -532,6 +534,13 @@ def _publish(run: Run, result: Mapping[str, Any] | None, record: Mapping[str, An
     or blocked run keeps only its kept files, its record and the failed notebook."""
     rdir, page, ok = _folder(run, root), _page(run, root), record["status"] == "ok"
     result = result or {}
+    before = _record(run, root)
+    # the longest a run of this profile took: a run that resumed from kept files (the grid's
+    # records) finishes in seconds, which is not what it costs from a fresh clone
+    earlier = (before.get("longest_s"), before.get("duration_s")) \
+        if before.get("profile") == profile else ()
+    seconds = [s for s in (record.get("duration_s"), *earlier) if isinstance(s, (int, float))]
+    longest = max(seconds) if seconds else None
     files = {k: (rdir / k).read_bytes() for k in run.notebook.keep if (rdir / k).is_file()}
     files.update((k, v) for k, v in result.get("files", {}).items()
                  if ok or k in run.notebook.keep)
@@ -548,7 +557,8 @@ def _publish(run: Run, result: Mapping[str, Any] | None, record: Mapping[str, An
         "notebook_hash": notebook_hash(run.notebook.path), "params_hash": _digest(
             {k: v for k, v in run.params.items() if k not in UNHASHED}),
         "files": file_hashes(new), **{k: record.get(k) for k in (
-            "status", "error", "started", "finished", "duration_s", "host")}})
+            "status", "error", "started", "finished", "duration_s", "host")},
+        "longest_s": longest})
     page.unlink(missing_ok=True)  # first: an interruption from here on leaves no page at all
     if rdir.exists():
         os.replace(rdir, old)

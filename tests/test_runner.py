@@ -252,6 +252,27 @@ def test_a_stage_starts_unknown_runs_in_manifest_order_then_the_longest_first(
         (folder / "run.json").write_text(json.dumps({"duration_s": seconds, "profile": profile}))
     # killed's only duration is another profile's: unknown, so it goes first
     assert order() == ["killed", "beta", "boom", "alpha"]
+    # a run that resumed (5 s this time) is ordered by the longest it ever took
+    folder = results(root, runs["alpha"].notebook.group, "alpha")
+    (folder / "run.json").write_text(json.dumps({"duration_s": 5.0, "longest_s": 500.0,
+                                                 "profile": "scaled"}))
+    assert order() == ["killed", "alpha", "beta", "boom"]
+
+
+def test_publish_keeps_the_longest_duration_of_the_profile(tmp_path: Path) -> None:
+    m = runner.load_manifest(manifest(tmp_path))
+    run = {r.name: r for r in runner.resolve_profile(m, "scaled")}["alpha"]
+    root = tmp_path / "out"
+
+    def publish(seconds: float, profile: str = "scaled") -> float | None:
+        runner._publish(run, {"files": {}, "notebook": b"{}"},
+                        {"status": "failed", "duration_s": seconds}, root, profile)
+        return json.loads((results(root, run.notebook.group, "alpha") / "run.json")
+                          .read_text())["longest_s"]
+
+    assert publish(900.0) == 900.0
+    assert publish(6.5) == 900.0  # resumed: the cost stays the fresh run's
+    assert publish(7.0, "smoke") == 7.0  # another profile's durations do not carry over
 
 
 # ------------------------------------------------------------------------ executing (kernels)
