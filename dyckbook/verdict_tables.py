@@ -18,8 +18,8 @@ from dyckbook import registry, results
 from dyckbook.intervals import METHOD, coverage
 from dyckbook.verdicts import RULES, UNREGISTERED, Evidence, Rule, Verdict, sensitivity
 
-__all__ = ["ceilings", "coverage_sentence", "evidence_rows", "history_rows", "missing_sentence",
-           "moved_sentence", "registration_check", "rule_rows", "verdict_json", "verdict_rows"]
+__all__ = ["ceilings", "coverage_sentence", "evidence_rows", "history_rows", "learned_sentence",
+           "missing_sentence", "moved_sentence", "registration_check", "rule_rows", "verdict_json", "verdict_rows"]
 
 
 def rule_rows(rules: Sequence[Rule] = RULES) -> list[dict[str, str]]:
@@ -145,6 +145,24 @@ def coverage_sentence(seed_counts: Sequence[int], n_sim: int = 2000) -> str:
     return (f"Intervals: {METHOD}. How often such an interval holds the true mean, measured "
             f"now by {n_sim:,} simulated experiments at this build's seed counts: {measured}. "
             f"One seed alone gives the whole range, so no verdict rests on one seed.")
+
+
+def learned_sentence(explain: Mapping[str, Any]) -> str:
+    """How many explainability models the mechanism verdicts pool (those that learned), and
+    what the others measure, reported apart."""
+    if not explain or "models" not in explain:
+        return ""
+    rest = explain.get("not_learned") or {}
+    n_rest = explain["models"] - explain["learned"]
+    text = (f"The attention, preview and head verdicts pool the {explain['learned']} of "
+            f"{explain['models']} explainability models that learned (hard-test accuracy at "
+            f"least {100 * explain['learned_bar']:.0f}%): a model that never learned has nothing "
+            f"to explain, and its head-reset drop of about zero would favour `static_head`.")
+    if n_rest:
+        parts = [f"{name.replace('_', ' ')} {np.mean(v):.3f}" for name, v in rest.items()
+                 if name in ("partner_attention", "preview_auc", "head_reset_drop") and v]
+        text += f" The other {n_rest}, apart: {', '.join(parts)} (means)."
+    return text
 
 
 def moved_sentence(judged: Sequence[Verdict], local: Sequence[Verdict]) -> str:

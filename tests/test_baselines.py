@@ -267,3 +267,19 @@ def test_fit_negatives_picks_the_test_sets_kinds():
     assert fit_negatives(kinds, ["crossing"]).tolist() == [0, 1, 1, 1, 0]  # none: all of them
     with pytest.raises(ValueError, match="members and non-members"):
         NGrams(Dyck(1)).fit(*Dyck(1).alphabet.encode(["()"]), [1])
+
+
+def test_order_blind_ceiling_is_the_bag_majority():
+    from collections import Counter
+
+    from dyckbook.baselines import order_blind_ceiling
+
+    strings = ["()", ")(", "(())", "()()", "))((", "(()(", "()", ")("]
+    labels = np.array([1, 0, 1, 1, 0, 0, 1, 1])
+    codes, lengths = Dyck(1).alphabet.encode(strings)
+    votes: dict[tuple, Counter] = {}
+    for s, y in zip(strings, labels):
+        votes.setdefault((len(s), s.count("(")), Counter())[int(y)] += 1
+    expected = sum(max(c.values()) for c in votes.values()) / len(strings)
+    assert order_blind_ceiling(codes, lengths, labels) == pytest.approx(expected)
+    assert expected == 6 / 8  # "()"/")(" split 3:1, "(())"/"()()"/"))((" 2:1, "(()(" alone

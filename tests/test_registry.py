@@ -101,3 +101,37 @@ def test_a_label_changes_when_the_recipe_changes_without_a_new_registration(tmp_
     rows = verdict_tables.verdict_rows(verdicts(evidence, problems), evidence, registered)
     row = next(r for r in rows if r["claim"] == "layers_k1")
     assert row["verdict"].startswith(UNREGISTERED) and row["recipe"].startswith("`")
+
+
+def test_learned_sentence_reports_the_models_left_out():
+    explain = {"partner_attention": [0.6, 0.7], "models": 3, "learned": 2, "learned_bar": 0.95,
+               "not_learned": {"partner_attention": [0.1], "preview_auc": [0.5],
+                               "head_reset_drop": [0.0], "previous_share": [0.4]}}
+    text = verdict_tables.learned_sentence(explain)
+    assert "pool the 2 of 3 explainability models that learned" in text
+    assert text.endswith("The other 1, apart: partner attention 0.100, preview auc 0.500, "
+                         "head reset drop 0.000 (means).")
+    assert verdict_tables.learned_sentence({}) == ""
+
+
+def test_coverage_sentence_measures_at_the_builds_seed_counts():
+    text = verdict_tables.coverage_sentence([10, 5, 5, 1], n_sim=300)
+    assert text.startswith("Intervals: the hull of the Student-t")
+    assert "5 seeds: 0." in text and "10 seeds: 0." in text and "1 seeds" not in text
+
+
+def test_ceilings_regenerate_the_first_seeds_test_set():
+    from types import SimpleNamespace
+
+    from dyckbook.baselines import order_blind_ceiling
+    from dyckbook.model import ModelConfig
+    from dyckbook.protocol import DataConfig, make_splits
+    from dyckbook.run import RunConfig
+
+    data = DataConfig(k=3, min_length=2, max_length=10, n_train=200, n_val=40, n_test=200)
+    records = [SimpleNamespace(label="exp. 3: bidirectional, [start]",
+                               config=RunConfig(data=data, model=ModelConfig(k=3, n_ctx=10),
+                                                seed=s).to_dict()) for s in (4, 2)]
+    test = make_splits(data, 2).tests["hard"]
+    assert verdict_tables.ceilings(records) == {
+        3: order_blind_ceiling(test.codes, test.lengths, test.labels)}
