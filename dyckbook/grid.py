@@ -22,7 +22,7 @@ from dyckbook.config import Config
 from dyckbook.evaluate import wilson
 from dyckbook.model import MASKS, READOUTS, ModelConfig
 from dyckbook.protocol import DataConfig
-from dyckbook.run import RunConfig, RunRecord, run_seeds
+from dyckbook.run import RunConfig, RunRecord, config_digest, run_seeds
 from dyckbook.run import summarise as run_summarise
 from dyckbook.train import TrainConfig
 
@@ -193,7 +193,7 @@ def run_grid(cells: Iterable[Cell], spec: GridSpec, seeds: Sequence[int],
     done = {}
     if records_path is not None:
         found = results.read_records(records_path)
-        done = {d: r for r in found if (d := RunConfig.from_dict(r.config).digest())
+        done = {d: r for r in found if (d := config_digest(r.config))
                 == spec.config(cell_of(r), r.config["seed"]).digest()}
         if len(done) < len(found):  # records of another recipe: the file keeps this one only
             results.write_bytes(records_path, b"")
@@ -207,7 +207,7 @@ def run_grid(cells: Iterable[Cell], spec: GridSpec, seeds: Sequence[int],
     def finish(cell: Cell, records: list[dict[str, Any]]) -> None:
         parsed = [RunRecord.from_dict(r) for r in records]
         for record in parsed:
-            done[RunConfig.from_dict(record.config).digest()] = record
+            done[config_digest(record.config)] = record
         if records_path is not None:
             results.append_records(records_path, parsed)
         if on_cell is not None:

@@ -43,7 +43,7 @@ from dyckbook.thesis_model import ThesisClassifier, ThesisModelConfig, thesis_pe
 from dyckbook.train import TrainConfig, TrainResult, train
 
 __all__ = ["FAILURE_RULES", "MODEL_CONFIGS", "RunConfig", "RunRecord", "RunResult", "build_model",
-           "config_fields", "judge", "run", "run_seeds", "thesis_config"]
+           "config_digest", "config_fields", "judge", "run", "run_seeds", "thesis_config"]
 
 MODEL_CONFIGS = {"classifier": ModelConfig, "thesis": ThesisModelConfig, "seq2seq": Seq2SeqConfig}
 FAILURE_RULES = {
@@ -150,7 +150,7 @@ class RunConfig:
         data = self.to_dict()
         if not with_seed:
             data.pop("seed")
-        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+        return config_digest(data)
 
     def with_seed(self, seed: int) -> RunConfig:
         return replace(self, seed=seed)
@@ -270,6 +270,13 @@ def thesis_config(experiment: int, literal: bool = True, seed: int = 0,
     batch = (e.batch_sizes or (32,))[0]
     config = RunConfig(data, model, TrainConfig(lr=e.lr, epochs=e.epochs, batch_size=batch), seed)
     return config.override(**overrides)
+
+
+def config_digest(config: Mapping[str, Any]) -> str:
+    """:meth:`RunConfig.digest` of a configuration *as stored* (a record's ``config``): a
+    record written before a field existed lacks it, so it never matches a configuration that
+    has it (``RunConfig.from_dict`` would fill in today's default and hide the difference)."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def judge(train_accuracy: float, margin_std: float, majority: float) -> str | None:

@@ -134,6 +134,27 @@ def test_a_new_recipe_replaces_the_old_records_in_the_file(first_run, tmp_path):
     assert RunConfig.from_dict(on_file[0].config).train.max_steps == 9
 
 
+def test_a_record_written_before_a_field_existed_is_not_reused(first_run, tmp_path,
+                                                             monkeypatch):
+    """A record lacking a field the recipe now has (e.g. ``target_window``, added with a
+    default) was trained under another rule: read back with today's default it would look
+    identical, so it is compared as stored and retrained."""
+    path = tmp_path / "records.jsonl"
+    lines = []
+    for line in first_run[0].read_text().splitlines():
+        data = json.loads(line)
+        del data["config"]["train"]["target_window"]
+        lines.append(json.dumps(data))
+    path.write_text("\n".join(lines) + "\n")
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("trained")
+
+    monkeypatch.setattr(grid, "run_seeds", no_training)
+    with pytest.raises(AssertionError, match="trained"):
+        run_grid(cells_named("smoke")[:1], TINY, [0], records_path=path)
+
+
 def test_executor_results_equal_serial_results(first_run, tmp_path):
     _, records, _ = first_run
     with ThreadPoolExecutor(max_workers=2) as pool:
