@@ -84,6 +84,13 @@ def _sensitivity_text(v: Verdict, evidence: Mapping[str, Evidence]) -> str:
     return f"{label} if one {evidence[name].name} seed scored {value:.3f} (not {was:.3f})"
 
 
+def _no_stack(v: Verdict) -> str:
+    tests = {e.test for e in v.evidence}
+    if tests == {""}:
+        return "not a test accuracy (no stack set applies)"
+    return "no stack strings within these lengths" if "stack" not in tests else "-"
+
+
 def verdict_rows(judged: Sequence[Verdict], evidence: Mapping[str, Evidence],
                  registered: Mapping[str, Any] | None = None) -> list[dict[str, str]]:
     """One row per verdict: claim, label, the evidence it rests on (mean [interval], seeds, the
@@ -100,7 +107,8 @@ def verdict_rows(judged: Sequence[Verdict], evidence: Mapping[str, Evidence],
                     "evidence (mean [95% interval], seeds)": "; ".join(
                         _evidence_text(e) for e in v.evidence),
                     "best configuration (held out)": best or "-",
-                    "shown beside": "; ".join(_evidence_text(e) for e in v.shown) or "-",
+                    "shown beside": "; ".join(_evidence_text(e) for e in v.shown)
+                    or _no_stack(v),
                     "one seed away": _sensitivity_text(v, evidence),
                     "recipe": recipe})
     return out

@@ -191,9 +191,10 @@ def _lengths_rule(k: int) -> Rule:
         (f"beyond_lengths_k{k}", f"within_lengths_k{k}"),
         f"`beyond_lengths_k{k}`, `within_lengths_k{k}`: hard-test accuracy of the length "
         f"study's best configuration (held out, chosen by its accuracy beyond) beyond and within "
-        f"the training lengths.",
+        f"the training lengths. `stack_lengths_k{k}` (shown): the same configuration on the "
+        f"study's stack set (long-range negatives, all of them longer than any training string).",
         "beyond below 0.90 while within is within [0.95, 1]", "beyond within [0.95, 1]",
-        lambda e: _lengths(e, k), run="generalisation")
+        lambda e: _lengths(e, k), run="generalisation", shows=(f"stack_lengths_k{k}",))
 
 
 RULES: tuple[Rule, ...] = (
@@ -363,13 +364,16 @@ def _best(name: str, records: Sequence[Any], keep: Callable[[tuple], bool], test
                        tuple(f.accuracy for f in floors), e.n_strings, test)
 
 
-def _length_pair(k: int, group: Sequence[Any]) -> tuple[Evidence, Evidence] | None:
+def _length_pair(k: int, group: Sequence[Any]) -> tuple[Evidence, ...] | None:
     """Accuracy beyond and within the training lengths of the held-out best configuration
-    (chosen by its accuracy beyond), seed by seed."""
+    (chosen by its accuracy beyond), seed by seed; and its stack-set accuracy where it has one."""
     beyond: dict[str, dict[int, float]] = {}
     within: dict[str, dict[int, float]] = {}
+    stack: dict[tuple[str, int], float] = {}
     failed: dict[tuple[str, int], bool] = {}
     for r in group:
+        if "stack" in r.scores:
+            stack[r.label, int(r.config["seed"])] = r.accuracy("stack")
         name, seed, score = r.label, int(r.config["seed"]), r.scores["hard"]
         top = int(r.config["data"]["max_length"])
         beyond.setdefault(name, {})[seed] = score.accuracy_between(top + 1, 10**9)
@@ -381,9 +385,13 @@ def _length_pair(k: int, group: Sequence[Any]) -> tuple[Evidence, Evidence] | No
     seeds = sorted(set.intersection(*(set(v) for v in beyond.values())))
     inside = tuple(within[c][s] for c, s in zip(chosen, seeds))
     n_failed = sum(failed[c, s] for c, s in zip(chosen, seeds))
-    return (Evidence(f"beyond lengths k{k}", tuple(values), 0, "hard", tuple(chosen),
-                     n_failed=n_failed),
-            Evidence(f"within lengths k{k}", inside, 0, "hard", tuple(chosen), n_failed=n_failed))
+    out = (Evidence(f"beyond lengths k{k}", tuple(values), 0, "hard", tuple(chosen),
+                    n_failed=n_failed),
+           Evidence(f"within lengths k{k}", inside, 0, "hard", tuple(chosen), n_failed=n_failed))
+    if all((c, s) in stack for c, s in zip(chosen, seeds)):
+        out += (Evidence(f"stack set k{k}", tuple(stack[c, s] for c, s in zip(chosen, seeds)),
+                         0, "stack", tuple(chosen), n_failed=n_failed),)
+    return out
 
 
 def gather(experiments: Sequence[Any] = (), grid: Sequence[Any] = (),
@@ -433,9 +441,10 @@ def gather(experiments: Sequence[Any] = (), grid: Sequence[Any] = (),
                           lambda c, k=k, n=layers: c[0] == k and c[1] == n, test)
             out[f"{name}_k{k}"] = found[0] if found else None
     for k in sorted({int(r.config["data"]["k"]) for r in lengths}):
-        pair = _length_pair(k, [r for r in lengths if r.label.startswith(f"Dyck-{k} ")])
-        if pair:
-            out[f"beyond_lengths_k{k}"], out[f"within_lengths_k{k}"] = pair
+        found = _length_pair(k, [r for r in lengths if r.label.startswith(f"Dyck-{k} ")])
+        if found:
+            out[f"beyond_lengths_k{k}"], out[f"within_lengths_k{k}"] = found[:2]
+            out[f"stack_lengths_k{k}"] = found[2] if len(found) > 2 else None
     bounds = {"head_reset_drop": (-1.0, 1.0)}
     for name in ("partner_attention", "preview_auc", "head_reset_drop"):
         if explain and explain.get(name):

@@ -256,3 +256,29 @@ def test_failed_seeds_are_counted_not_dropped():
     e = gather(grid=grid)["causal_k3"]
     assert e.n_seeds == 5 and e.n_failed == 2
     assert e.mean == pytest.approx((0.5 * 2 + 0.99 * 3) / 5)
+
+
+def test_length_evidence_per_language_with_the_stack_set_shown():
+    from types import SimpleNamespace
+
+    from dyckbook.evaluate import Score
+
+    def record(k, config, seed, within, beyond, stack):
+        hard = Score(200, round(100 * within) + round(100 * beyond),
+                     {10: [100, round(100 * within)], 30: [100, round(100 * beyond)]}, {}, {})
+        return SimpleNamespace(
+            label=f"Dyck-{k} {config}", status="ok",
+            config={"seed": seed, "data": {"k": k, "max_length": 16}},
+            scores={"hard": hard, "stack": Score(100, round(100 * stack), {}, {}, {})},
+            accuracy=lambda test, h=hard, s=stack: h.accuracy if test == "hard" else s)
+
+    lengths = [record(k, c, s, 1.0, b, 0.5 + 0.01 * s)
+               for k in (1, 3) for c, b in (("a", 0.97 if k == 1 else 0.6), ("b", 0.5))
+               for s in range(3)]
+    e = gather(lengths=lengths)
+    assert e["beyond_lengths_k1"].values == (0.97,) * 3 and e["beyond_lengths_k3"].values == (
+        0.6,) * 3
+    assert e["stack_lengths_k3"].values == pytest.approx((0.5, 0.51, 0.52))
+    labels = {v.rule.claim: v for v in verdicts(e)}
+    assert labels["lengths_k1"].label == "refuted" and labels["lengths_k3"].label == "reproduced"
+    assert [x.name for x in labels["lengths_k3"].shown] == ["stack set k3"]
