@@ -68,9 +68,10 @@ def _evidence_text(e: Evidence) -> str:
     lo, hi = e.interval
     failed = f" ({e.n_failed} failed, counted)" if e.n_failed else ""
     strings = f", {e.n_strings} {e.test} strings each" if e.n_strings else ""
-    if len(e.values) == 1 and not e.n_strings:  # a reference number, not a seed mean
+    if e.reference:  # a reference number, not a seed mean
         return f"{e.name}: {e.mean:.3f}"
-    return f"{e.name}: {e.mean:.3f} [{lo:.3f}, {hi:.3f}], {e.n_seeds} seeds{failed}{strings}"
+    seeds = f"{e.n_seeds} seed{'s' * (e.n_seeds != 1)}"
+    return f"{e.name}: {e.mean:.3f} [{lo:.3f}, {hi:.3f}], {seeds}{failed}{strings}"
 
 
 def _sensitivity_text(v: Verdict, evidence: Mapping[str, Evidence]) -> str:

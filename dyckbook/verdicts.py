@@ -47,6 +47,7 @@ class Evidence:
         chosen: per seed, the configuration held out as best (empty when there is no choice).
         bounds: the range a value can take (the interval is clipped to it).
         n_failed: how many of the seeds broke a failure rule of ``run`` (counted in ``values``).
+        reference: a single reference number shown beside a verdict (a ceiling), not seeds.
     """
 
     name: str
@@ -56,6 +57,7 @@ class Evidence:
     chosen: tuple[str, ...] = ()
     bounds: tuple[float, float] = (0.0, 1.0)
     n_failed: int = 0
+    reference: bool = False
 
     @property
     def n_seeds(self) -> int:
@@ -428,7 +430,7 @@ def gather(experiments: Sequence[Any] = (), grid: Sequence[Any] = (),
                 n_failed=sum(r.status != "ok" for r in group))
         if ceilings and k in ceilings:
             out[f"order_blind_k{k}"] = Evidence(f"order-blind ceiling k{k}", (ceilings[k],),
-                                                test="hard")
+                                                test="hard", reference=True)
     for k in sorted({_cell(r)[0] for r in grid}):
         causal = lambda c, k=k: c[0] == k and c[2] == "causal" and c[4] != "start"
         found = _best(f"causal k{k}", grid, causal, "hard", "counter" if k > 1 else "counts")
