@@ -25,7 +25,7 @@ PY := $(VENV)/bin/python
 endif
 ROOT_USER := $(filter 0,$(shell id -u))
 
-.PHONY: help venv browser mathjax runs book publish grid book-full smoke test lab bench clean
+.PHONY: help venv browser mathjax runs book publish grid book-full smoke test lab bench clean clean-results
 
 help:
 	@echo "make book [PROFILE=cpu|smoke|thesis] [JOBS=2] [SCHEDULER=local|tcp://HOST:PORT]"
@@ -37,7 +37,8 @@ help:
 	@echo "make test                       every test CI runs"
 	@echo "make lab [LAB_ARGS=...]         JupyterLab on the repository (as root too)"
 	@echo "make bench                      benchmarks -> benchmarks/results/*.json"
-	@echo "make clean                      remove build artifacts (keeps .venv)"
+	@echo "make clean                      remove build artifacts (keeps .venv and every result)"
+	@echo "make clean-results              DELETE every experiment result (book/results, book/runs)"
 	@echo "USE_ACTIVE_ENV=1 (or VENV=)     use the active (conda) environment instead of .venv"
 
 ifeq ($(strip $(VENV)),)
@@ -108,5 +109,9 @@ bench: venv
 	$(PY) benchmarks/table.py
 
 clean:
-	rm -rf _build book/runs book/results $(MATHJAX_DIR) test-artifacts .pytest_cache .hypothesis
+	rm -rf _build $(MATHJAX_DIR) test-artifacts .pytest_cache .hypothesis build
 	find . -name __pycache__ -not -path './$(VENV)/*' -prune -exec rm -rf {} +
+
+# The experiment results (hours of compute): only on request, never as part of `clean`.
+clean-results:
+	rm -rf book/runs book/results

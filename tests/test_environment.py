@@ -67,3 +67,16 @@ def test_dask_is_an_extra_and_make_venv_installs_it():
     extras = project["optional-dependencies"]
     assert {_split(r)[0] for r in extras["dask"]} == {"dask", "distributed"}
     assert "'.[book,dask,dev]'" in (ROOT / "Makefile").read_text()
+
+
+def test_make_clean_keeps_every_result():
+    """`make clean` removes build artefacts only; results go only with `make clean-results`."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    clean = subprocess.run(["make", "-n", "clean"], cwd=root, capture_output=True, text=True,
+                           check=True).stdout
+    assert "_build" in clean and "book/results" not in clean and "book/runs" not in clean
+    results = subprocess.run(["make", "-n", "clean-results"], cwd=root, capture_output=True,
+                             text=True, check=True).stdout
+    assert "book/results" in results and "book/runs" in results
