@@ -9,6 +9,7 @@ import sys
 import tempfile
 import textwrap
 from collections.abc import Callable, Sequence
+from importlib.metadata import version
 from pathlib import Path
 
 MAX_N = 1_000_000  # strings per dataset
@@ -49,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     talk.add_argument("-v", "--verbose", action="store_true", help="debug messages too")
     talk.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
     parser = _Parser(prog="dyckbook", description=__doc__)
+    parser.add_argument("--version", action="version",
+                        version=f"dyckbook {version('dyckbook')}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     k = {"type": _int("--k", 1, len(DEFAULT_PAIRS)), "default": 1,
          "help": f"bracket types, 1..{len(DEFAULT_PAIRS)}"}

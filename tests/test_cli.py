@@ -221,3 +221,10 @@ def test_register_reports_what_is_registered_and_rejects_bad_input(capsys) -> No
     assert code == 2 and "profile must be one of" in err
     code, _, err = call(["register", "--profile", "cpu", "--note", "  "], capsys)
     assert code == 2 and "note must say why" in err
+
+
+def test_version(capsys) -> None:
+    from importlib.metadata import version
+
+    code, out, _ = call(["--version"], capsys)
+    assert code == 0 and out.strip() == f"dyckbook {version('dyckbook')}"
