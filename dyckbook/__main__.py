@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--window", type=_int("--window", 2), default=None,
                      help="w of the hard regime (default 4)")
     gen.add_argument("--seed", type=_int("--seed", 0, 2**63 - 1), default=0)
-    gen.add_argument("--out", required=True, help="the .jsonl file to write")
+    gen.add_argument("--out", required=True, help="the .jsonl file to write (- : standard output)")
 
     chk = sub.add_parser("check", parents=[common],
                          help="membership of strings (exit 0 only if all are members)")
@@ -140,7 +140,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         local_tables(language, window)
     except ValueError as error:
         raise ValueError(f"--window {window}: {error}") from None
-    out = _out_path(args.out)
+    out = None if args.out == "-" else _out_path(args.out)  # "-": standard output
     usable = regime_lengths(language, args.negatives, lo, hi, window)
     if not usable:
         shortest = next((L for L in range(hi + 1, 257) if regime_lengths(
@@ -158,9 +158,15 @@ def _cmd_generate(args: argparse.Namespace) -> int:
                  language.name)
     rng = np.random.default_rng(args.seed)
     data = balanced_sample(language, args.negatives, rng.choice(usable, args.n // 2), window, rng)
-    from dyckbook.results import write_dataset  # torch comes with it: only once input is valid
+    from dyckbook.results import dataset_text, write_dataset  # torch: only once input is valid
 
-    write_dataset(out, data.subset(rng.permutation(len(data))))
+    shuffled = data.subset(rng.permutation(len(data)))
+    if out is None:
+        sys.stdout.write(dataset_text(shuffled))
+        print(f"wrote {len(data)} strings ({len(data) // 2} members) to standard output",
+              file=sys.stderr)
+        return 0
+    write_dataset(out, shuffled)
     print(f"wrote {len(data)} strings ({len(data) // 2} members) to {out}")
     return 0
 

@@ -33,7 +33,8 @@ if TYPE_CHECKING:  # torch and the run module load only when records or models a
 
     from dyckbook.run import RunRecord
 
-__all__ = ["RESULTS_DIR", "ROOT_ENV", "RUNS_DIR", "SCRATCH_DIR", "append_records", "load_model",
+__all__ = ["RESULTS_DIR", "ROOT_ENV", "RUNS_DIR", "SCRATCH_DIR", "append_records", "dataset_text",
+           "load_model",
            "read_bigbench", "read_dataset", "read_json", "read_records", "repo_root", "resolve",
            "run_notebook_path", "run_results_dir", "save_model", "write_bigbench", "write_bytes",
            "write_dataset", "write_json", "write_text"]
@@ -90,6 +91,8 @@ def run_results_dir(group: str, run: str, root: str | os.PathLike[str] | None = 
 # ------------------------------------------------------------------------------ safe writes
 def write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     """Write ``data`` to ``path`` atomically; only a regular file (or nothing) may be replaced.
+    A symbolic link to a file is written through (the link stays); an existing file keeps its
+    permissions.
 
     Raises:
         ValueError: ``path`` is a directory, a device, a socket, a link to one, or its folder
@@ -97,8 +100,12 @@ def write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
         OSError: the folder cannot be written (the message names the path).
     """
     path = Path(path)
+    if path.is_symlink() and path.is_file():  # write through a link, never replace it
+        path = path.resolve()
     if path.exists() and not path.is_file():
         raise ValueError(f"refusing to replace {path}: it is not a regular file")
+    # an existing file keeps its permissions (a private 0600 file stays private)
+    mode = path.stat().st_mode & 0o777 if path.is_file() else None
     if path.parent.exists() and not path.parent.is_dir():
         raise ValueError(f"cannot write {path}: {path.parent} is not a folder")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -108,7 +115,7 @@ def write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
-        os.chmod(tmp, 0o666 & ~umask)
+        os.chmod(tmp, mode if mode is not None else 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -182,6 +189,11 @@ def read_records(path: str | os.PathLike[str]) -> list[RunRecord]:
 
 # ------------------------------------------------------------------------------ datasets
 def write_dataset(path: str | os.PathLike[str], dataset: Dataset) -> Path:
+    """:func:`dataset_text` to ``path``."""
+    return write_text(path, dataset_text(dataset))
+
+
+def dataset_text(dataset: Dataset) -> str:
     """JSONL: a header line (format, language), then per string ``{"s", "member", "kind"}`` and
     its hardness profile (``dyckbook.hardness``): ``bin``, ``w_star``, ``counter`` and
     ``end_distance`` (the last three null for members)."""
@@ -197,7 +209,7 @@ def write_dataset(path: str | os.PathLike[str], dataset: Dataset) -> Path:
             row.update(w_star=int(h.w_star[i]), counter=bool(h.counter[i]),
                        end_distance=int(h.end_distance[i]))
         lines.append(json.dumps(row, ensure_ascii=False))
-    return write_text(path, "\n".join(lines) + "\n")
+    return "\n".join(lines) + "\n"
 
 
 def read_dataset(path: str | os.PathLike[str]) -> Dataset:

@@ -228,3 +228,12 @@ def test_version(capsys) -> None:
 
     code, out, _ = call(["--version"], capsys)
     assert code == 0 and out.strip() == f"dyckbook {version('dyckbook')}"
+
+
+def test_generate_to_standard_output(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, err = call(["generate", "--k", "2", "--n", "6", "--max-length", "8",
+                           "--out", "-"], capsys)
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == 7 and json.loads(lines[0])["n"] == 6
+    assert "to standard output" in err and not (tmp_path / "-").exists()

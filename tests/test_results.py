@@ -228,3 +228,17 @@ def test_result_paths(tmp_path, monkeypatch):
     for bad in ("", "a/b", ".hidden"):
         with pytest.raises(ValueError, match="must be a plain file name"):
             results.run_results_dir(bad, "r")
+
+
+def test_write_bytes_writes_through_a_link_and_keeps_permissions(tmp_path):
+    import os
+    import stat
+
+    target = tmp_path / "data.jsonl"
+    target.write_bytes(b"old")
+    os.chmod(target, 0o600)
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(target)
+    results.write_bytes(link, b"new")
+    assert link.is_symlink() and target.read_bytes() == b"new"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
