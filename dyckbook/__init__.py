@@ -8,10 +8,12 @@ ARCHITECTURE.md.
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import version
+import pkgutil
 from typing import Any
 
-__version__ = version("dyckbook")
+from dyckbook.version import __version__
+
+_MODULES = {m.name for m in pkgutil.iter_modules(__path__)}
 
 _EXPORTS = {
     "Alphabet": "vocab", "Dyck": "languages", "sample_negatives": "negatives",
@@ -25,6 +27,8 @@ __all__ = sorted(_EXPORTS) + ["__version__"]
 
 
 def __getattr__(name: str) -> Any:
+    if name in _MODULES and name not in _EXPORTS:  # dyckbook.run, dyckbook.grid, ...
+        return importlib.import_module(f"dyckbook.{name}")
     if name not in _EXPORTS:
         raise AttributeError(f"module 'dyckbook' has no attribute {name!r}")
     value = getattr(importlib.import_module(f"dyckbook.{_EXPORTS[name]}"), name)

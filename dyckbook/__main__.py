@@ -9,8 +9,9 @@ import sys
 import tempfile
 import textwrap
 from collections.abc import Callable, Sequence
-from importlib.metadata import version
 from pathlib import Path
+
+from dyckbook.version import __version__
 
 MAX_N = 1_000_000  # strings per dataset
 MAX_LENGTH = 10_000  # symbols per string
@@ -51,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     talk.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
     parser = _Parser(prog="dyckbook", description=__doc__)
     parser.add_argument("--version", action="version",
-                        version=f"dyckbook {version('dyckbook')}")
+                        version=f"dyckbook {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     k = {"type": _int("--k", 1, len(DEFAULT_PAIRS)), "default": 1,
          "help": f"bracket types, 1..{len(DEFAULT_PAIRS)}"}

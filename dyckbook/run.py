@@ -22,7 +22,6 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
-from importlib.metadata import version
 from typing import Any
 
 import numpy as np
@@ -41,6 +40,7 @@ from dyckbook.protocol import DataConfig, Splits, make_splits
 from dyckbook.seq2seq import Seq2SeqConfig
 from dyckbook.thesis_model import ThesisClassifier, ThesisModelConfig, thesis_permutation
 from dyckbook.train import TrainConfig, TrainResult, train
+from dyckbook.version import __version__
 
 __all__ = ["FAILURE_RULES", "MODEL_CONFIGS", "RunConfig", "RunRecord", "RunResult", "build_model",
            "config_digest", "config_fields", "judge", "run", "run_seeds", "thesis_config"]
@@ -387,7 +387,7 @@ def _record(config: RunConfig, model: nn.Module, splits: Splits | CompletionSpli
         history=[{**h, "train_loss": h["train_loss"][s],
                   **({"val_accuracy": h["val_accuracy"][s]} if "val_accuracy" in h else {})}
                  for h in result.history],
-        versions={"dyckbook": version("dyckbook"), "torch": torch.__version__}, **measured)
+        versions={"dyckbook": __version__, "torch": torch.__version__}, **measured)
 
 
 def run_seeds(config: RunConfig, seeds: Sequence[int], batched: bool = True,

@@ -17,12 +17,12 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from dyckbook.version import __version__
 from dyckbook import results as R
 from dyckbook.executors import Progress, check_scheduler, cores, make_executor
 
@@ -280,7 +280,7 @@ def run_hash(run: Run, inputs: Mapping[str, str]) -> str:
     """What a run's results depend on: parameters (not ``num_threads``), notebook source,
     package version, and ``inputs`` (earlier-stage run -> digest of its result files)."""
     return _digest({"params": {k: v for k, v in run.params.items() if k not in UNHASHED},
-                    "notebook": notebook_hash(run.notebook.path), "dyckbook": version("dyckbook"),
+                    "notebook": notebook_hash(run.notebook.path), "dyckbook": __version__,
                     "inputs": dict(inputs)})
 
 
@@ -553,7 +553,7 @@ def _publish(run: Run, result: Mapping[str, Any] | None, record: Mapping[str, An
         R.write_bytes(new / rel, data)
     R.write_json(new / RECORD, {
         "run": run.name, "notebook": run.notebook.key, "profile": profile, "params": run.params,
-        "dyckbook": version("dyckbook"), "hash": record.get("hash") if ok else None,
+        "dyckbook": __version__, "hash": record.get("hash") if ok else None,
         "notebook_hash": notebook_hash(run.notebook.path), "params_hash": _digest(
             {k: v for k, v in run.params.items() if k not in UNHASHED}),
         "files": file_hashes(new), **{k: record.get(k) for k in (
