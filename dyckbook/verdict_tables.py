@@ -70,7 +70,8 @@ def _evidence_text(e: Evidence) -> str:
     strings = f", {e.n_strings} {e.test} strings each" if e.n_strings else ""
     if e.reference:  # a reference number, not a seed mean
         return f"{e.name}: {e.mean:.3f}"
-    seeds = f"{e.n_seeds} seed{'s' * (e.n_seeds != 1)}"
+    unit = "seed" if e.test else "model"  # the mechanism measures pool models of both k
+    seeds = f"{e.n_seeds} {unit}{'s' * (e.n_seeds != 1)}"
     return f"{e.name}: {e.mean:.3f} [{lo:.3f}, {hi:.3f}], {seeds}{failed}{strings}"
 
 
@@ -116,9 +117,11 @@ def verdict_rows(judged: Sequence[Verdict], evidence: Mapping[str, Evidence],
 
 
 def history_rows(registrations: Sequence[Any]) -> list[dict[str, str]]:
-    """Every registration, oldest first, with what changed from the previous one of the same
-    run and profile."""
-    out, last = [], {}
+    """Every registration, oldest first, one row per batch registered together (same time and
+    note): which runs of which profile, their digests, and what changed from the previous
+    registration of the same run and profile."""
+    rows: list[dict[str, Any]] = []
+    last: dict[tuple[str, str], Any] = {}
     for r in registrations:
         before = last.get((r.profile, r.run))
         if before is None:
@@ -127,11 +130,26 @@ def history_rows(registrations: Sequence[Any]) -> list[dict[str, str]]:
             keys = sorted(k for k in set(r.recipe) | set(before.recipe)
                           if r.recipe.get(k) != before.recipe.get(k))
             changed = ", ".join(f"{k}: {before.recipe.get(k)!r} -> {r.recipe.get(k)!r}"
-                                for k in keys) or "the rules or the interval method"
+                                for k in keys) or "the rules' text or the interval method"
         last[r.profile, r.run] = r
-        out.append({"no.": str(r.id), "registered (UTC)": r.registered.replace("T", " "),
-                    "profile": r.profile, "run": r.run, "claims": ", ".join(r.claims),
-                    "digest": f"`{r.digest}`", "changed": changed, "why": r.note})
+        entry = f"{r.profile} `{r.run}` `{r.digest}`"
+        if rows and rows[-1]["_key"] == (r.registered, r.note):
+            row = rows[-1]
+            row["_ids"].append(r.id)
+            row["runs (profile, run, digest)"] += f"; {entry}"
+            if changed not in row["_changed"]:
+                row["_changed"].append(changed)
+        else:
+            rows.append({"_key": (r.registered, r.note), "_ids": [r.id], "_changed": [changed],
+                         "registered (UTC)": r.registered.replace("T", " "),
+                         "runs (profile, run, digest)": entry, "why": r.note})
+    out = []
+    for row in rows:
+        ids = row["_ids"]
+        out.append({"no.": str(ids[0]) if len(ids) == 1 else f"{ids[0]}-{ids[-1]}",
+                    "registered (UTC)": row["registered (UTC)"],
+                    "runs (profile, run, digest)": row["runs (profile, run, digest)"],
+                    "changed": "; ".join(row["_changed"]), "why": row["why"]})
     return out
 
 

@@ -52,8 +52,15 @@ def test_register_appends_only_what_changed(tmp_path):
                                now="2026-01-02T00:00:00Z")
     assert [r.id for r in second] == [2] and second[0].digest != first[0].digest
     history = verdict_tables.history_rows(registry.load(path))
-    assert history[0]["changed"] == "first registration"
+    assert history[0]["changed"] == "first registration" and history[0]["no."] == "1"
     assert history[1]["changed"] == "n_seeds: 5 -> 10" and history[1]["why"] == "more seeds"
+    # registered together (same time, same note): one row
+    registry.register("cpu", {"ablation-grid": _params(n_seeds=10, lr=0.1),
+                              "generalisation": _params()}, "both", path,
+                      now="2026-01-03T00:00:00Z")
+    last = verdict_tables.history_rows(registry.load(path))[-1]
+    assert last["no."] == "3-4" and last["changed"] == "lr: 0.003 -> 0.1; first registration"
+    assert last["runs (profile, run, digest)"].count("cpu `") == 2
 
 
 def _run_json(folder, params, finished="2026-01-03T00:00:00+00:00", profile="cpu"):
