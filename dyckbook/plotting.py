@@ -352,18 +352,17 @@ def pooled_strata(keys: np.ndarray, n: np.ndarray, correct: np.ndarray, min_stri
     """Adjacent lengths pooled until every stratum holds >= ``min_strings`` strings (a short
     remainder joins the stratum before it); no stratum crosses ``split``. Returns (position:
     the strata's mean length weighted by strings, n, correct)."""
+    sides = [keys <= split, keys > split] if split is not None else [keys == keys]
     groups: list[list[int]] = []
-    for i, key in enumerate(keys):
-        side = split is not None and key > split
-        last = groups[-1] if groups else None
-        if (last is not None and n[last].sum() < min_strings
-                and (split is None or (keys[last[0]] > split) == side)):
-            last.append(i)
-        else:
-            groups.append([i])
-    if len(groups) > 1 and n[groups[-1]].sum() < min_strings and (
-            split is None or (keys[groups[-2][0]] > split) == (keys[groups[-1][0]] > split)):
-        groups[-2].extend(groups.pop())
+    for side in sides:
+        first = len(groups)
+        for i in np.flatnonzero(side):
+            if len(groups) > first and n[groups[-1]].sum() < min_strings:
+                groups[-1].append(i)
+            else:
+                groups.append([i])
+        if len(groups) - first > 1 and n[groups[-1]].sum() < min_strings:
+            groups[-2].extend(groups.pop())
     pos = np.array([np.average(keys[g], weights=np.maximum(n[g], 1)) for g in groups])
     return pos, np.array([n[g].sum() for g in groups]), np.array([correct[g].sum()
                                                                   for g in groups])
