@@ -1,16 +1,89 @@
-"""The round trip of the configuration dataclasses: ``to_dict`` and ``from_dict``."""
+"""The round trip of the configuration dataclasses (``to_dict`` and ``from_dict``), and the
+declarative argument checks of the public entry points (:func:`check_fields`).
+
+A check is ``(predicate, what it expects)``; :func:`check_fields` runs a table of them and
+raises a ValueError that names the field, what it expects and the value given, e.g.
+``RunConfig.seed must be an int >= 0, got '2' (str)``. Bools are never ints here.
+"""
 
 from __future__ import annotations
 
-from dataclasses import fields
+import reprlib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import MISSING, fields
 from typing import Any
 
-__all__ = ["Config"]
+import numpy as np
+
+__all__ = ["Check", "Config", "check_fields", "describe", "flag", "instance", "integer",
+           "is_int", "mapping", "names", "required_keys"]
+
+Check = tuple[Callable[[Any], bool], str]  # (does the value pass, what the field expects)
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = 60
+
+
+def describe(value: object) -> str:
+    """A value as error messages show it: a short repr and its type, ``'2' (str)``."""
+    return f"{_SHORT.repr(value)} ({type(value).__name__})"
+
+
+def is_int(value: object, low: int | None = None) -> bool:
+    """An int (numpy's too, never a bool) of at least ``low``."""
+    return (isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+            and (low is None or value >= low))
+
+
+def integer(low: int) -> Check:
+    return (lambda v: is_int(v, low)), f"an int >= {low}"
+
+
+def instance(*types: type) -> Check:
+    return (lambda v: isinstance(v, types)), "a " + " or ".join(t.__name__ for t in types)
+
+
+def mapping() -> Check:
+    return (lambda v: isinstance(v, Mapping)), "a mapping (a dict)"
+
+
+def flag() -> Check:
+    return (lambda v: isinstance(v, bool)), "True or False"
+
+
+def names(what: str) -> Check:
+    """A sequence (not a single string, not a mapping) of ``what``."""
+    return ((lambda v: isinstance(v, Iterable) and not isinstance(v, (str, bytes, Mapping))),
+            f"a sequence of {what}")
+
+
+def check_fields(owner: str, values: Mapping[str, Any], table: Mapping[str, Check]) -> None:
+    """Raise ``ValueError("<owner><field> must be <expected>, got <value> (<type>)")`` for the
+    first field of ``table`` whose value in ``values`` fails its check."""
+    for name, (ok, expected) in table.items():
+        if not ok(values[name]):
+            raise ValueError(f"{owner}{name} must be {expected}, got {describe(values[name])}")
+
+
+def required_keys(owner: str, data: object, required: Iterable[str],
+                  optional: Iterable[str] = ()) -> Mapping[str, Any]:
+    """``data`` if it is a mapping with every ``required`` key and no key but those and the
+    ``optional`` ones, else a ValueError naming the unknown or missing keys."""
+    check_fields("", {owner: data}, {owner: mapping()})
+    required = list(required)
+    unknown = sorted(set(map(str, data)) - set(required) - set(optional))
+    if unknown:
+        raise ValueError(f"{owner} got unknown keys {unknown}; known: "
+                         f"{sorted({*required, *optional})}")
+    missing = [k for k in required if k not in data]
+    if missing:
+        raise ValueError(f"{owner} is missing keys {missing}")
+    return data
 
 
 class Config:
     """Base of a frozen config dataclass: JSON-ready ``to_dict`` (tuples as lists, plus the
-    class's ``kind`` if it has one) and ``from_dict``, which refuses unknown keys by name."""
+    class's ``kind`` if it has one) and ``from_dict``, which refuses a non-mapping and unknown
+    or missing keys by name."""
 
     def to_dict(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
@@ -20,9 +93,10 @@ class Config:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Any:
+        check_fields(f"{cls.__name__}.from_dict: ", {"data": data}, {"data": mapping()})
         if getattr(cls, "kind", None):
             data = {k: v for k, v in data.items() if k != "kind"}
-        unknown = sorted(set(data) - {f.name for f in fields(cls)})  # type: ignore[arg-type]
-        if unknown:
-            raise ValueError(f"{cls.__name__}.from_dict got unknown keys {unknown}")
+        every = fields(cls)  # type: ignore[arg-type]
+        needed = [f.name for f in every if f.default is MISSING and f.default_factory is MISSING]
+        required_keys(f"{cls.__name__}.from_dict", data, needed, [f.name for f in every])
         return cls(**data)

@@ -69,6 +69,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dyckbook.config import check_fields, describe, is_int
 from dyckbook.hardness import profile
 from dyckbook.languages import (
     Dyck,
@@ -143,25 +144,28 @@ def stack_kind(language: Dyck) -> str:
 
 
 def _check_language(language: object) -> Dyck:
-    if not isinstance(language, Dyck):
-        raise ValueError(f"language must be a Dyck, got {type(language).__name__}")
-    return language
+    check_fields("", {"language": language},
+                 {"language": ((lambda v: isinstance(v, Dyck)), "a dyckbook.languages.Dyck")})
+    return language  # type: ignore[return-value]
 
 
 def _check_window(window: object) -> int | None:
-    return None if window is None else check_int("window", window, 2)
+    check_fields("", {"window": window},
+                 {"window": ((lambda v: v is None or is_int(v, 2)), "None or an int >= 2")})
+    return None if window is None else int(window)  # type: ignore[call-overload]
 
 
 def _resolve(kinds: str | Sequence[str]) -> tuple[str, ...]:
-    if kinds == "hard":
-        return HARD_KINDS
-    if kinds == "long_range":
-        return LONG_RANGE_KINDS
-    names = (kinds,) if isinstance(kinds, str) else tuple(dict.fromkeys(kinds))
-    unknown = [name for name in names if name not in NEGATIVE_KINDS]
+    if isinstance(kinds, str) and kinds in ("hard", "long_range"):
+        return HARD_KINDS if kinds == "hard" else LONG_RANGE_KINDS
+    try:  # a name, or any sequence of hashable names
+        names = (kinds,) if isinstance(kinds, str) else tuple(dict.fromkeys(kinds))
+    except TypeError:
+        names = ()
+    unknown = [name for name in names if not isinstance(name, str) or name not in NEGATIVE_KINDS]
     if not names or unknown:
         raise ValueError(f"kinds must be 'hard', 'long_range', a kind name or a sequence of them "
-                         f"{list(NEGATIVE_KINDS)}, got {kinds!r}")
+                         f"{list(NEGATIVE_KINDS)}, got {describe(kinds)}")
     return names
 
 
@@ -509,21 +513,49 @@ def _sample_kind(language, rng, name, lengths, window, members: bool = False) ->
 
 def sample_negatives(language: Dyck, rng: np.random.Generator, lengths: Sequence[int],
                      kinds: str | Sequence[str] = "hard",
-                     window: int | None = DEFAULT_WINDOW) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                     window: int | None = DEFAULT_WINDOW,
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One verified non-member of each requested length, labelled with its kind.
+
+    Every negative is checked not to be a word of ``language``; hard ones also keep the hard
+    promises (module docstring: counts, first opener, last closer, depth) and, with a
+    ``window``, are locally valid at that width.
 
     Args:
         language: A :class:`~dyckbook.languages.Dyck`.
-        rng: Source of randomness.
-        lengths: ints ``(batch,)``; every length must have an available kind.
-        kinds: ``"hard"`` (a uniform mixture of the hard kinds available at each length), a kind
-            name, or a sequence of names (a uniform mixture of those available).
-        window: w >= 2 (default 4, as ``DataConfig``): hard negatives are also locally valid at
-            width w; None: the local regime (``random`` and long-range kinds ignore it).
+        rng: A ``numpy.random.Generator``, the source of randomness.
+        lengths: A sequence of ints >= 0, ``(batch,)``; every length must have an available
+            kind (:func:`available_kinds`).
+        kinds: ``"hard"`` (a uniform mixture of the hard kinds available at each length),
+            ``"long_range"``, a kind name, or a sequence of names (a uniform mixture of those
+            available); names from :data:`NEGATIVE_KINDS`.
+        window: An int w >= 2 (default 4, as ``DataConfig``): hard negatives are also locally
+            valid at width w; None: the local regime (``random`` and long-range kinds ignore it).
 
     Returns:
         ``(codes, lengths, kinds)``: uint8 ``(batch, pos)`` padded with ``PAD_CODE``, int64
         ``(batch,)``, and str ``(batch,)`` kind names.
+
+    Raises:
+        ValueError: an argument of the wrong type or out of range (the message names it), or a
+            length at which none of ``kinds`` exists.
+
+    Example:
+        >>> import numpy as np
+        >>> from dyckbook.languages import Dyck
+        >>> from dyckbook.negatives import HARD_KINDS, sample_negatives
+        >>> dyck2 = Dyck(2)
+        >>> codes, lengths, kinds = sample_negatives(dyck2, np.random.default_rng(0), [8, 8, 12])
+        >>> codes.shape, lengths.tolist()
+        ((3, 12), [8, 8, 12])
+        >>> bool(dyck2.is_member((codes, lengths)).any()), set(kinds) <= set(HARD_KINDS)
+        (False, True)
+        >>> sample_negatives(dyck2, np.random.default_rng(0), [6, 8], kinds="random")[2].tolist()
+        ['random', 'random']
+        >>> sample_negatives(dyck2, np.random.default_rng(0), [8], window="4")
+        Traceback (most recent call last):
+        ...
+        ValueError: window must be None or an int >= 2, got '4' (str)
     """
     _check_language(language)
     rng = check_rng(rng)

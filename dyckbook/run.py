@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Sized
 from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 from typing import Any
@@ -31,6 +31,17 @@ from torch import nn
 from dyckbook import baselines as B
 from dyckbook import seq2seq
 from dyckbook.completion import CompletionDataConfig, CompletionSplits, make_completion_splits
+from dyckbook.config import (
+    Check,
+    check_fields,
+    flag,
+    instance,
+    integer,
+    is_int,
+    mapping,
+    names,
+    required_keys,
+)
 from dyckbook.evaluate import Score, margins, score
 from dyckbook.hardness import BINS
 from dyckbook.intervals import interval
@@ -56,11 +67,59 @@ FAILURE_RULES = {
 DEFAULT_BASELINES = B.STACK_FREE  # every stack-free rule (those that recognise a language are
 #                                  left out of its runs: B.recognisers)
 _TRAIN_SAMPLE = 4000
+_DATA_CONFIGS = (DataConfig, CompletionDataConfig)
+# the checks of RunConfig's fields (its __post_init__) and of the entry points' arguments
+_RUN_FIELDS: dict[str, Check] = {
+    "data": instance(*_DATA_CONFIGS), "model": instance(*MODEL_CONFIGS.values()),
+    "train": instance(TrainConfig), "seed": integer(0), "baselines": names("baseline names"),
+}
+# every flat field name of every data, model and training config
+_FLAT_NAMES = frozenset(f.name for kind in (*_DATA_CONFIGS, *MODEL_CONFIGS.values(), TrainConfig)
+                        for f in fields(kind))
+_DICT_FIELDS: dict[str, Check] = {part: mapping() for part in ("data", "model", "train")}
 
 
 @dataclass(frozen=True)
 class RunConfig:
-    """Everything that determines a run's numbers."""
+    """Everything that determines a run's numbers: data, architecture, optimisation and seed.
+
+    A frozen dataclass: ``to_dict`` / ``from_dict`` round-trip it through JSON, ``from_flat``
+    builds one from a notebook's flat parameters, ``override`` replaces flat field names and
+    ``digest`` hashes it. A classifier run pairs a ``DataConfig`` with a ``ModelConfig`` or a
+    ``ThesisModelConfig``; a completion run a ``CompletionDataConfig`` with a ``Seq2SeqConfig``.
+
+    Args:
+        data: A ``DataConfig`` (classification) or ``CompletionDataConfig`` (completion).
+        model: A ``ModelConfig``, ``ThesisModelConfig`` or ``Seq2SeqConfig``; ``model.k`` at
+            least ``data.k`` and ``model.n_ctx`` at least the longest training or test string.
+        train: A ``TrainConfig``.
+        seed: An int >= 0: seeds the data, the initialisation, the data order and dropout.
+        baselines: A sequence of names from ``baselines.BASELINES``: the shortcut classifiers
+            scored beside the model (completion runs: none, ``()``).
+
+    Raises:
+        ValueError: a field of the wrong type or out of range (the message names the field,
+            what it expects and the value given), or fields that do not fit together.
+
+    Example:
+        >>> from dyckbook.model import ModelConfig
+        >>> from dyckbook.protocol import DataConfig
+        >>> from dyckbook.run import RunConfig
+        >>> from dyckbook.train import TrainConfig
+        >>> config = RunConfig(DataConfig(k=2, min_length=4, max_length=10, n_train=128),
+        ...                    ModelConfig(k=2, n_ctx=10, d_model=8, d_mlp=16, n_layers=1),
+        ...                    TrainConfig(max_steps=4), seed=1)
+        >>> config.override(n_layers=2, seed=2).model.n_layers
+        2
+        >>> RunConfig.from_dict(config.to_dict()) == config
+        True
+        >>> len(config.digest())
+        16
+        >>> RunConfig(seed="1")
+        Traceback (most recent call last):
+        ...
+        ValueError: RunConfig.seed must be an int >= 0, got '1' (str)
+    """
 
     data: DataConfig | CompletionDataConfig = field(default_factory=DataConfig)  # the data
     model: ModelConfig | ThesisModelConfig | Seq2SeqConfig = field(
@@ -70,9 +129,9 @@ class RunConfig:
     baselines: tuple[str, ...] = DEFAULT_BASELINES  # shortcut classifiers scored beside the model
 
     def __post_init__(self) -> None:
+        check_fields("RunConfig.", self.__dict__, _RUN_FIELDS)
+        object.__setattr__(self, "seed", int(self.seed))  # a numpy int: JSON-ready
         object.__setattr__(self, "baselines", tuple(self.baselines))
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ValueError(f"RunConfig.seed must be an int >= 0, got {self.seed!r}")
         for name in self.baselines:
             if name not in B.BASELINES:
                 raise ValueError(f"RunConfig.baselines holds {name!r}; known: {B.BASELINES}")
@@ -98,24 +157,39 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunConfig:
+        """The config of ``to_dict()`` (a record's ``config``); unknown or missing keys, and
+        parts that are not mappings, are errors that name them."""
+        required_keys("RunConfig.from_dict", data, ("data", "model", "train", "seed"),
+                      ("baselines",))
+        check_fields("RunConfig.from_dict: ", data, _DICT_FIELDS)
         kind = data["model"].get("kind", "classifier")
-        if kind not in MODEL_CONFIGS:
+        if not isinstance(kind, str) or kind not in MODEL_CONFIGS:
             raise ValueError(f"RunConfig.from_dict: unknown model kind {kind!r}")
         data_kind = (CompletionDataConfig if data["data"].get("kind") == "completion"
                      else DataConfig)
         return cls(data_kind.from_dict(dict(data["data"])),
                    MODEL_CONFIGS[kind].from_dict(dict(data["model"])),
-                   TrainConfig.from_dict(dict(data["train"])), int(data["seed"]),
-                   tuple(data.get("baselines", DEFAULT_BASELINES)))
+                   TrainConfig.from_dict(dict(data["train"])), data["seed"],
+                   data.get("baselines", DEFAULT_BASELINES))
 
     @classmethod
     def from_flat(cls, params: Mapping[str, Any], model: str = "classifier") -> RunConfig:
         """A config from flat names, as a notebook's parameters cell declares them: every name
-        that is a field of DataConfig, of the model config of kind ``model``, of TrainConfig, or
-        ``seed`` / ``baselines`` is used; other names (``run_name``, ``n_seeds``...) are not.
-        Without ``n_ctx`` the model accepts exactly the longest training or test string."""
-        if model not in MODEL_CONFIGS:
+        that is a field of DataConfig (``model="seq2seq"``: CompletionDataConfig), of the model
+        config of kind ``model``, of TrainConfig, or ``seed`` / ``baselines`` is used; names of
+        no config (``run_name``, ``n_seeds``...) are not. A field of another kind's config only
+        (``n_layers`` for ``seq2seq``, ``n_encoder_layers`` for a classifier) is an error
+        naming it: it would be dropped. Without ``n_ctx`` the model accepts exactly the
+        longest training or test string."""
+        check_fields("RunConfig.from_flat: ", {"params": params}, {"params": mapping()})
+        if not isinstance(model, str) or model not in MODEL_CONFIGS:
             raise ValueError(f"model must be one of {sorted(MODEL_CONFIGS)}, got {model!r}")
+        data_kind = CompletionDataConfig if model == "seq2seq" else DataConfig
+        kinds = (data_kind, MODEL_CONFIGS[model], TrainConfig)
+        foreign = sorted(set(params) & (_FLAT_NAMES - {f.name for k in kinds for f in fields(k)}))
+        if foreign:
+            raise ValueError(f"RunConfig.from_flat: {foreign} are not fields of a "
+                             f"model={model!r} run (its data, model or training config)")
 
         def pick(kind: type) -> dict[str, Any]:
             names = {f.name for f in fields(kind)}
@@ -124,8 +198,7 @@ class RunConfig:
         extra = {k: params[k] for k in ("seed", "baselines") if k in params}
         if model == "seq2seq":
             extra.setdefault("baselines", ())
-        data = (CompletionDataConfig if model == "seq2seq" else DataConfig)(
-            **pick(CompletionDataConfig if model == "seq2seq" else DataConfig))
+        data = data_kind(**pick(data_kind))
         arch = {"n_ctx": max(data.lengths()[1], data.lengths(test=True)[1]),
                 **pick(MODEL_CONFIGS[model])}  # n_ctx: the longest string unless given
         return cls(data, MODEL_CONFIGS[model](**arch), TrainConfig(**pick(TrainConfig)), **extra)
@@ -154,6 +227,13 @@ class RunConfig:
 
     def with_seed(self, seed: int) -> RunConfig:
         return replace(self, seed=seed)
+
+
+_SEEDS: Check = ((lambda v: isinstance(v, Iterable) and isinstance(v, Sized) and len(v) > 0
+                  and not isinstance(v, (str, bytes, Mapping)) and all(is_int(s, 0) for s in v)),
+                 "a non-empty sequence of ints >= 0")
+_RUN_SEEDS_ARGS: dict[str, Check] = {"config": instance(RunConfig), "seeds": _SEEDS,
+                                     "batched": flag(), "progress": flag()}
 
 
 @dataclass
@@ -227,16 +307,16 @@ class RunResult:
 
 def config_fields(params: Mapping[str, Any]) -> dict[str, Any]:
     """The names in ``params`` (a notebook's globals) that are fields of the data, model or
-    training configs, for ``RunConfig.override``. ``grad_clip`` 0 means no clipping; without
-    ``n_ctx``, the model accepts the longest training or test string named."""
-    known = {f.name for kind in (DataConfig, ModelConfig, ThesisModelConfig, TrainConfig)
-             for f in fields(kind)}
-    out = {k: v for k, v in params.items() if k in known}
+    training configs of any kind (classifier, thesis, completion), for ``RunConfig.override``
+    or ``RunConfig.from_flat``. ``grad_clip`` 0 means no clipping; without ``n_ctx``, the model
+    accepts the longest training or test string named."""
+    check_fields("config_fields: ", {"params": params}, {"params": mapping()})
+    out = {k: v for k, v in params.items() if k in _FLAT_NAMES}
     if out.get("grad_clip") == 0:
         out["grad_clip"] = None
     longest = [out[k] for k in ("max_length", "test_max_length") if k in out]
-    if longest and "n_ctx" not in out:
-        out["n_ctx"] = max(longest)
+    if longest and "n_ctx" not in out and all(is_int(v) for v in longest):
+        out["n_ctx"] = max(longest)  # (a wrong type is left to the config to name)
     return out
 
 
@@ -392,16 +472,50 @@ def _record(config: RunConfig, model: nn.Module, splits: Splits | CompletionSpli
 
 def run_seeds(config: RunConfig, seeds: Sequence[int], batched: bool = True,
               progress: bool = False) -> list[RunResult]:
-    """Run ``config`` once per seed; with ``batched`` the seeds train as one computation.
+    """Run ``config`` once per seed: data, model, training and evaluation, a record per seed.
 
-    Batching changes nothing but the speed (``dyckbook.train``); the thesis' ported model has
-    no model dimension and always trains one seed at a time. ``progress`` shows a bar over
-    the training steps.
+    Batching changes nothing but the speed (``dyckbook.train``): with ``batched`` the seeds'
+    models train as one computation; the thesis' ported model has no model dimension and
+    always trains one seed at a time. Each seed's data come from that seed (``config.seed`` is
+    replaced by it).
+
+    Args:
+        config: A :class:`RunConfig`.
+        seeds: A non-empty sequence of ints >= 0 (a list, a tuple, a range...).
+        batched: True (default) or False: train the seeds' models together or one by one.
+        progress: True or False (default): show a bar over the training steps.
 
     Returns:
-        One :class:`RunResult` per seed, in order.
+        One :class:`RunResult` per seed, in order: its ``record`` (a :class:`RunRecord`, with
+        ``status`` "ok" or "failed" under ``FAILURE_RULES``), the trained ``model`` and its
+        ``splits``.
+
+    Raises:
+        ValueError: an argument of the wrong type or out of range (the message names it).
+
+    Example:
+        >>> from dyckbook.model import ModelConfig
+        >>> from dyckbook.protocol import DataConfig
+        >>> from dyckbook.run import RunConfig, run_seeds
+        >>> from dyckbook.train import TrainConfig
+        >>> config = RunConfig(DataConfig(k=2, min_length=4, max_length=10, n_train=128,
+        ...                               n_val=32, n_test=64),
+        ...                    ModelConfig(k=2, n_ctx=10, d_model=8, d_mlp=16, n_layers=1),
+        ...                    TrainConfig(max_steps=4), baselines=("counts",))
+        >>> results = run_seeds(config, [0, 1])
+        >>> [r.record.seed for r in results], [r.record.steps for r in results]
+        ([0, 1], [4, 4])
+        >>> sorted(results[0].record.scores), results[0].record.status in ("ok", "failed")
+        (['hard', 'local', 'random'], True)
+        >>> run_seeds(config, 3)
+        Traceback (most recent call last):
+        ...
+        ValueError: run_seeds: seeds must be a non-empty sequence of ints >= 0, got 3 (int)
     """
-    configs = [config.with_seed(int(s)) for s in seeds]
+    check_fields("run_seeds: ", {"config": config, "seeds": seeds, "batched": batched,
+                                 "progress": progress}, _RUN_SEEDS_ARGS)
+    seeds = [int(s) for s in seeds]
+    configs = [config.with_seed(s) for s in seeds]
     splits = [_splits(c.data, c.seed) for c in configs]
     completion = isinstance(config.data, CompletionDataConfig)
     task = seq2seq.CompletionTask() if completion else ClassificationTask()
@@ -424,7 +538,40 @@ def run_seeds(config: RunConfig, seeds: Sequence[int], batched: bool = True,
 
 
 def run(config: RunConfig) -> RunResult:
-    """One run of one seed (``config.seed``)."""
+    """One run of one seed, ``config.seed``: ``run_seeds(config, [config.seed])[0]``.
+
+    Args:
+        config: A :class:`RunConfig` (build one with ``RunConfig(...)``,
+            ``RunConfig.from_dict`` or ``RunConfig.from_flat``).
+
+    Returns:
+        A :class:`RunResult`: ``record`` (a :class:`RunRecord`: scores per test set, beside
+        the shortcut baselines, status "ok" or "failed"), the trained ``model`` (one seed, in
+        eval mode) and its data ``splits``.
+
+    Raises:
+        ValueError: ``config`` is not a RunConfig (a dict: use ``RunConfig.from_dict``).
+
+    Example:
+        >>> from dyckbook.model import ModelConfig
+        >>> from dyckbook.protocol import DataConfig
+        >>> from dyckbook.run import RunConfig, run
+        >>> from dyckbook.train import TrainConfig
+        >>> config = RunConfig(DataConfig(k=2, min_length=4, max_length=10, n_train=128,
+        ...                               n_val=32, n_test=64),
+        ...                    ModelConfig(k=2, n_ctx=10, d_model=8, d_mlp=16, n_layers=1),
+        ...                    TrainConfig(max_steps=4), seed=3, baselines=("counts",))
+        >>> result = run(config)
+        >>> result.record.seed, result.record.steps, sorted(result.record.baselines["hard"])
+        (3, 4, ['counts'])
+        >>> 0.0 <= result.record.accuracy("hard") <= 1.0
+        True
+        >>> run(config.to_dict())  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: run: config must be a RunConfig, got {...} (dict)
+    """
+    check_fields("run: ", {"config": config}, {"config": _RUN_SEEDS_ARGS["config"]})
     return run_seeds(config, [config.seed])[0]
 
 
@@ -441,7 +588,8 @@ def _nanmean(values: Sequence[float]) -> float:
     return float(np.mean(kept)) if kept else float("nan")
 
 
-def summarise(groups: Mapping[str, Sequence[RunRecord]], test: str = "hard") -> list[dict[str, Any]]:
+def summarise(groups: Mapping[str, Sequence[RunRecord]],
+              test: str = "hard") -> list[dict[str, Any]]:
     """One row per group of records (e.g. the seeds of one configuration) on one test set.
 
     Every seed counts in every mean and share: a failed seed is shown as failed (``failed``,
