@@ -7,6 +7,7 @@ import os
 import stat
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -113,101 +114,77 @@ def test_list_shows_each_run_status_and_parameters(tmp_path: Path, capsys, monke
     assert _tree(tmp_path) == set()  # listing writes nothing
 
 
-# ------------------------------------------------------------------------------ bad input
-
-LONG = "a" * 300
-
-
-def _bad_manifests(tmp: Path) -> None:
-    (tmp / "bad.yml").write_text("version: 2\nruns: {alpha: [unclosed\n")
-    (tmp / "latin1.yml").write_bytes("version: 2  # caf\xe9\n".encode("latin-1"))
-    (tmp / "v1.yml").write_text(FIXTURE_MANIFEST.read_text().replace("version: 2", "version: 1"))
-    (tmp / "afile").write_text("x")
+# ------------------------------------------------------------------------------ -v, -q, logging
+# (the catalogue of bad input, each case in a process of its own: tests/test_cli_catalogue.py)
 
 
-GEN = ["generate", "--n", "10", "--max-length", "8"]
-K = ["generate", "--n", "10", "--max-length", "8", "--out", "x", "--k"]
-MAN = ["--manifest", str(FIXTURE_MANIFEST)]
-CATALOGUE = [
-    ([*K, "0"], "--k must be in 1..8, got 0"),
-    ([*K, "-1"], "got -1"),
-    ([*K, "9"], "got 9"),
-    ([*K, "two"], "--k must be an integer, got 'two'"),
-    ([*K, "1.5"], "got '1.5'"),
-    (["generate", "--n", "0", "--max-length", "8", "--out", "x"], "--n must be in 1..1000000"),
-    (["generate", "--n", "-3", "--max-length", "8", "--out", "x"], "got -3"),
-    (["generate", "--n", "1000000000", "--max-length", "8", "--out", "x"], "got 1000000000"),
-    (["generate", "--n", "abc", "--max-length", "8", "--out", "x"], "'abc'"),
-    ([*GEN[:4], "40000", "--out", "x"], "--max-length must be in 0..10000, got 40000"),
-    ([*GEN[:4], "100000", "--out", "x"], "got 100000"),
-    ([*GEN[:4], "1e8", "--out", "x"], "--max-length must be an integer, got '1e8'"),
-    ([*GEN[:4], "-4", "--out", "x"], "got -4"),
-    ([*GEN, "--min-length", "9", "--out", "x"], "--min-length 9 .. --max-length 8 holds no even"),
-    ([*GEN[:4], "3", "--min-length", "3", "--out", "x"], "holds no even length"),
-    (["generate", "--n", "10000", "--max-length", "4000", "--out", "x"],
-     "exceeds the limit of 20,000,000"),
-    ([*GEN, "--negatives", "nope", "--out", "x"], "invalid choice: 'nope'"),
-    ([*GEN[:4], "4", "--out", "x"], ("Dyck-1 has no such non-member at lengths 0..4 with "
-                                     "--window 4; the shortest length that has them is 10")),
-    (["generate", "--n", "11", "--max-length", "12", "--out", "x"], "--n must be even"),
-    ([*GEN, "--window", "1", "--out", "x"], "--window must be >= 2, got 1"),
-    ([*GEN, "--k", "3", "--window", "16", "--out", "x"], "--window 16: k=3 and width=16"),
-    ([*GEN, "--window", "4", "--negatives", "random", "--out", "x"], "applies to --negatives hard"),
-    ([*GEN, "--seed", "-1", "--out", "x"], "--seed must be in 0.."),
-    ([*GEN, "--seed", "x", "--out", "x"], "--seed must be an integer"),
-    (GEN, "the following arguments are required: --out"),
-    (["generate", "--max-length", "8", "--out", "x"], "required: --n"),
-    ([*GEN, "--out", ""], "--out must name a file, got ''"),
-    ([*GEN, "--out", "{tmp}"], "(a folder)"),
-    ([*GEN, "--out", "sub/"], "--out must name a file, got 'sub/'"),
-    ([*GEN, "--out", "/dev/null"], "'/dev/null' is not a regular file"),
-    ([*GEN, "--out", "/dev/full"], "'/dev/full' is not a regular file"),
-    ([*GEN, "--out", "{tmp}/nofolder/x.jsonl"], "nofolder is not an existing folder"),
-    ([*GEN, "--out", "{tmp}/afile/x.jsonl"], "afile is not an existing folder"),
-    ([*GEN, "--out", "/proc/x.jsonl"], "cannot write there"),
-    ([*GEN, "--out", f"{{tmp}}/{LONG}.jsonl"], "cannot write there (File name too long)"),
-    ([*GEN, "--out", "x", "--frob"], "unrecognized arguments: --frob"),
-    (["check", "(x)"], "'x' (U+0078) at position 1, which is not in the alphabet '()'"),
-    (["check", "--k", "0", "()"], "--k must be in 1..8, got 0"),
-    (["check", "--k", "1"], "required: STRING"),
-    (["check", "--max-depth", "0", "()"], "--max-depth must be >= 1, got 0"),
-    (["check", "--max-depth", "x", "()"], "--max-depth must be an integer"),
-    (["list", "--profile", "nope", *MAN], "profile must be one of"),
-    (["list", "--manifest", "{tmp}/missing.yml"], "manifest not found"),
-    (["list", "--manifest", "{tmp}"], "(a folder)"),
-    (["list", "--manifest", "{tmp}/bad.yml"], "bad.yml is not valid YAML"),
-    (["list", "--manifest", "{tmp}/latin1.yml"], "latin1.yml is not UTF-8 text (byte 0xe9"),
-    (["run", "--manifest", "{tmp}/v1.yml"], "v1.yml: version must be 2, got 1"),
-    (["run", "--profile", "smoke", "--only", "nope", *MAN], "'nope' matches no run"),
-    (["run", "--jobs", "-1", *MAN], "--jobs must be in 0..512"),
-    (["run", "--jobs", "100000", *MAN], "got 100000"),
-    (["run", "--profile", "smoke", "--scheduler", "threads", *MAN], "scheduler must be"),
-    (["run", "--profile", "smoke", "--scheduler", "tcp://nohost", *MAN], "'tcp://nohost'"),
-    (["run", "-v", "-q", *MAN], "not allowed with argument"),
-    ([], "the following arguments are required: command"),
-    (["frobnicate"], "invalid choice: 'frobnicate'"),
-]
+@pytest.fixture(autouse=True)
+def _restore_logging(monkeypatch) -> Iterator[None]:
+    """main() sets the level of the 'dyckbook' logger and, with -q, DYCKBOOK_QUIET: undo both."""
+    import logging
+
+    logger = logging.getLogger("dyckbook")
+    level = logger.level
+    monkeypatch.setenv("DYCKBOOK_QUIET", os.environ.get("DYCKBOOK_QUIET", ""))
+    yield
+    logger.setLevel(level)
 
 
-@pytest.mark.parametrize("argv, needle", CATALOGUE, ids=[" ".join(a)[:60] for a, _ in CATALOGUE])
-def test_bad_input_is_one_line_exit_2_and_leaves_nothing(argv: list[str], needle: str,
-                                                         tmp_path: Path, capsys,
-                                                         monkeypatch) -> None:
-    _bad_manifests(tmp_path)
-    before = _tree(tmp_path)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("DYCKBOOK_ROOT", str(tmp_path / "out"))
-    code, out, err = call([a.replace("{tmp}", str(tmp_path)) for a in argv], capsys)
-    assert code == 2, (out, err)
-    lines = err.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("dyckbook"), err
-    assert needle.replace("{tmp}", str(tmp_path)) in lines[0]
-    assert "Traceback" not in err and out == ""
-    assert _tree(tmp_path) == before  # nothing written, not even the output root
+def test_verbose_and_quiet_go_before_or_after_the_command(tmp_path: Path, capsys,
+                                                          monkeypatch) -> None:
+    monkeypatch.setenv("DYCKBOOK_ROOT", str(tmp_path))
+    argv = ["list", "--profile", "smoke", "--manifest", str(FIXTURE_MANIFEST)]
+    plain, first, last, long, quiet = (call(a, capsys) for a in (
+        argv, ["-v", *argv], [*argv, "-v"], ["--verbose", *argv], [*argv, "--quiet"]))
+    assert {r[0] for r in (plain, first, last, long, quiet)} == {0}
+    assert plain[1] == first[1] == last[1] == quiet[1]  # the same table on stdout
+    roots = f"manifest {FIXTURE_MANIFEST}; output root {tmp_path} (from $DYCKBOOK_ROOT)"
+    assert plain[2].splitlines() == [roots]  # one line: the repository and the output root
+    assert quiet[2] == ""
+    for err in (first[2], last[2], long[2]):
+        lines = err.splitlines()
+        assert roots in lines and f"debug: dyckbook.cli: manifest {FIXTURE_MANIFEST}" in lines
+        assert all(line.startswith("debug: dyckbook.") for line in lines if line != roots)
+    assert _tree(tmp_path) == set()
 
 
-def test_the_catalogue_is_long_enough() -> None:
-    assert len(CATALOGUE) >= 40
+def test_verbose_generate_says_what_it_writes(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "d.jsonl"
+    argv = ["generate", "--k", "2", "--n", "8", "--max-length", "12", "--out", str(out)]
+    code, _, err = call(["-v", *argv], capsys)
+    assert code == 0, err
+    assert f"debug: dyckbook.cli: --out {out}: a new file in {tmp_path}" in err
+    assert "debug: dyckbook.cli: Dyck-2, 8 strings, lengths 0..12, hard negatives (window 4)" in err
+    assert "drew 8 strings at " in err and "left out" in err  # debug and info lines
+    code, _, err = call([*argv, "-v"], capsys)
+    assert code == 0 and f"--out {out}: replaces {out}, keeping its permissions" in err
+    code, _, err = call(["-q", *argv], capsys)
+    assert code == 0 and err == ""  # warnings and errors only
+    code, _, err = call(argv, capsys)
+    assert code == 0 and "debug" not in err and "left out" in err
+
+
+def test_the_constants_the_parser_copies_match_their_modules() -> None:
+    """The parser repeats them so that bad arguments fail before numpy is imported."""
+    from dyckbook.__main__ import MAX_K, REGIMES
+    from dyckbook.protocol import REGIMES as PROTOCOL_REGIMES
+    from dyckbook.vocab import DEFAULT_PAIRS
+
+    assert MAX_K == len(DEFAULT_PAIRS) and REGIMES == PROTOCOL_REGIMES
+
+
+def test_generate_writes_through_a_link_and_keeps_a_private_file_private(tmp_path: Path,
+                                                                         capsys) -> None:
+    private = tmp_path / "private.jsonl"
+    private.write_text("old\n")
+    private.chmod(0o600)
+    (tmp_path / "link.jsonl").symlink_to("private.jsonl")
+    code, _, err = call(["generate", "--n", "10", "--max-length", "12", "--out",
+                         str(tmp_path / "link.jsonl")], capsys)
+    assert code == 0, err
+    assert (tmp_path / "link.jsonl").is_symlink() and stat.S_IMODE(private.stat().st_mode) == 0o600
+    assert len(private.read_text().splitlines()) == 11 and _tree(tmp_path) == {
+        "private.jsonl", "link.jsonl"}
 
 
 def test_register_reports_what_is_registered_and_rejects_bad_input(capsys) -> None:
