@@ -90,7 +90,8 @@ def bench_length(lang: Dyck, length: int, n: int, repeats: int, seed: int) -> di
     }
     half = n // 2
     words = lang.sample(rng, lengths[:half])
-    mixed = words + lang.alphabet.decode(*sample_negatives(lang, rng, lengths[half:], window=None)[:2])
+    negatives = sample_negatives(lang, rng, lengths[half:], window=None)
+    mixed = words + lang.alphabet.decode(*negatives[:2])
     few = mixed[:m // 2] + mixed[-(m - m // 2):]
     out["membership"] = measure(lambda: lang.is_member(mixed),
                                 lambda: [thesis_is_dyck_word(s, K) for s in few], n, m, repeats)

@@ -3,8 +3,9 @@
 Each target runs in its own ``git clone`` of this repository's HEAD (uncommitted changes are
 not in it) in a temporary folder: ``make venv`` first (timed apart: creating ``.venv``, with
 pip's download cache as this machine has it), then ``make <target>``; the last run's times
-(``make book`` takes over an hour on 2 cores) are in make.json. Results are merged into benchmarks/results/make.json, so ``--what test`` keeps
-the last ``book`` time; ``python benchmarks/table.py`` then writes them into README.md.
+(``make book`` takes over an hour on 2 cores) are in make.json. Results are merged into
+benchmarks/results/make.json, so ``--what test`` keeps the last ``book`` time;
+``python benchmarks/table.py`` then writes them into README.md.
 """
 
 from __future__ import annotations

@@ -112,7 +112,8 @@ def main() -> None:
     parser.add_argument("--parts", default="train,decode,bbh,budgets")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--steps", type=int, default=1500, help="cap of the train part")
-    parser.add_argument("--full", action="store_true", help="train the encoder-decoder to 99%% exact match")
+    parser.add_argument("--full", action="store_true",
+                        help="train the encoder-decoder to 99%% exact match")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     out = table.RESULTS / "seq2seq.json"

@@ -1,4 +1,5 @@
-"""Helpers for the notebooks: where a run writes, gluing sentences, tables and figures into the book."""
+"""Helpers for the notebooks: where a run writes, gluing sentences, tables and figures into the
+book."""
 
 from __future__ import annotations
 
@@ -319,7 +320,8 @@ def constant_sentences(records: Mapping[int, Any], test: str = "thesis") -> str:
         out.append(f"Experiment {n}'s output is the same for every input (margin spread "
                    f"{record.margin_std:.1e}): it answers \"{answer}\" every time, {count} of the "
                    f"{score.n} strings of the thesis' test split are {answer}s, so it scores "
-                   f"{pct(score.accuracy, 2)} (Table 5.2: {pct(thesis_result(n).test_acc / 100, 2)}).")
+                   f"{pct(score.accuracy, 2)} "
+                   f"(Table 5.2: {pct(thesis_result(n).test_acc / 100, 2)}).")
     return " ".join(out) or "Every experiment's output depends on its input."
 
 

@@ -65,7 +65,8 @@ class Dataset:
     @classmethod
     def from_codes(cls, language: Dyck, codes: np.ndarray, lengths: np.ndarray,
                    kinds: Sequence[str] | np.ndarray | None = None) -> Dataset:
-        """Label ``(codes, lengths)`` by membership; ``kinds`` default to member / ``"unlabelled"``."""
+        """Label ``(codes, lengths)`` by membership; ``kinds`` default to member /
+        ``"unlabelled"``."""
         lengths = np.asarray(lengths, dtype=np.int64)
         width = int(lengths.max(initial=0))
         codes = np.ascontiguousarray(codes[:, :width], dtype=np.uint8)

@@ -17,7 +17,8 @@ from dyckbook import tokenizer
 from dyckbook.dataset import MEMBER, Dataset
 from dyckbook.hardness import BINS, MEMBER_BIN
 
-__all__ = ["MEMBER_BIN", "Score", "binned", "evaluating", "margins", "pool", "predict", "score", "wilson"]
+__all__ = ["MEMBER_BIN", "Score", "binned", "evaluating", "margins", "pool", "predict", "score",
+           "wilson"]
 
 Z95 = 1.959963984540054
 

@@ -125,7 +125,8 @@ def profile(language: Dyck, codes: np.ndarray, lengths: np.ndarray) -> Hardness:
     # the exact window check: the smallest width of each kind of evidence
     partner = _skeleton_pairs(c, h, valid)
     pos = np.arange(width)
-    mismatched = (partner >= 0) & ((c >> 1) != np.take_along_axis(c, np.maximum(partner, 0), 1) >> 1)
+    partner_code = np.take_along_axis(c, np.maximum(partner, 0), 1)
+    mismatched = (partner >= 0) & ((c >> 1) != partner_code >> 1)
     spans = np.where(mismatched, pos - partner + 1, big[:, None])  # a window holding the pair
     w_star = np.minimum(big, spans.min(axis=1, initial=np.iinfo(np.int64).max))
     time = np.arange(width + 1)

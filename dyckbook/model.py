@@ -39,7 +39,8 @@ class ModelConfig(Config):
     n_layers: int = 2  # encoder blocks
     dropout: float = 0.1  # on embeddings, attention weights and sub-block outputs
     mask: str = "bidirectional"  # bidirectional (pads hidden) | causal (also later tokens)
-    pos_encoding: str = "none"  # none | absolute (i/n) | absolute_ctx (i/n_ctx) | sinusoidal | learned
+    # none | absolute (i/n) | absolute_ctx (i/n_ctx) | sinusoidal | learned
+    pos_encoding: str = "none"
     readout: str = "start"  # start ([start], the thesis) | end ([end]) | mean (over real tokens)
     norm: str = "post"  # post (the thesis, torch's default) | pre
     act_fn: str = "relu"  # MLP non-linearity: relu | gelu

@@ -84,8 +84,8 @@ def _as_list(x: Any) -> list:
 
 # --- attention ---
 def _heat_panel(ax: Axes, values: np.ndarray, xlabels: Sequence[str], ylabels: Sequence[str],
-                steps: tuple[int, int], fontsize: float, title: str, outlines: Iterator[tuple[int, int]],
-                **imshow: Any):
+                steps: tuple[int, int], fontsize: float, title: str,
+                outlines: Iterator[tuple[int, int]], **imshow: Any):
     """One attention panel: the image, token tick labels (brackets upright), no spines, the
     title, and an outline around each (key, query) cell of ``outlines``; returns the image."""
     image = ax.imshow(values, **imshow)

@@ -238,7 +238,9 @@ def _regime_args(regime: str, window: int, language: Dyck) -> tuple[str, int | N
     """``(kinds, window)`` of :func:`negatives.sample_negatives` for a regime."""
     if regime == "stack":
         return N.stack_kind(language), None
-    return ("random", None) if regime == "random" else ("hard", window if regime == "hard" else None)
+    if regime == "random":
+        return "random", None
+    return "hard", window if regime == "hard" else None
 
 
 def _has_negatives(language: Dyck, length: int, regime: str, window: int) -> bool:

@@ -75,7 +75,8 @@ def digest(run: str, params: Mapping[str, Any]) -> str:
     and the interval method."""
     rules = [r.text() for r in RULES if r.run == run]
     payload = {"run": run, "recipe": recipe(params), "rules": rules, "interval": METHOD}
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    text = json.dumps(payload, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def load(path: str | Path | None = None) -> list[Registration]:

@@ -189,7 +189,8 @@ def thesis_samples(
     pairs: Sequence[str] = THESIS_PAIRS,
     generator: str = "0.1.8",
 ) -> list[str]:
-    """The library's ``_generate_samples`` (``transformer-checker`` 0.1.8): a thesis dataset's strings.
+    """The library's ``_generate_samples`` (``transformer-checker`` 0.1.8): a thesis dataset's
+    strings.
 
     One private generator plays the role of the global ``random`` module: it is seeded with
     ``seed``, draws every length with ``randint(min_length, max_length)`` (odd lengths included),
@@ -220,12 +221,14 @@ def thesis_samples(
         ValueError: A bad argument (named in the message).
         ThesisLoopError: A drawn length for which the original would recurse forever.
     """
-    for name, value, low in (("n", n, 0), ("min_length", min_length, 0), ("max_length", max_length, 0)):
+    for name, value, low in (("n", n, 0), ("min_length", min_length, 0),
+                             ("max_length", max_length, 0)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
     if min_length > max_length:
         raise ValueError(f"min_length must be <= max_length, got {min_length} > {max_length}")
-    if isinstance(balanced, bool) or not isinstance(balanced, (int, float)) or not 0 <= balanced <= 1:
+    if (isinstance(balanced, bool) or not isinstance(balanced, (int, float))
+            or not 0 <= balanced <= 1):
         raise ValueError(f"balanced must be a number in [0, 1], got {balanced!r}")
     _pairs_for(k, pairs)
     if generator not in THESIS_GENERATORS:

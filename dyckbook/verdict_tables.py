@@ -19,7 +19,8 @@ from dyckbook.intervals import METHOD, coverage
 from dyckbook.verdicts import RULES, UNREGISTERED, Evidence, Rule, Verdict, sensitivity
 
 __all__ = ["ceilings", "coverage_sentence", "evidence_rows", "history_rows", "learned_sentence",
-           "missing_sentence", "moved_sentence", "registration_check", "rule_rows", "verdict_json", "verdict_rows"]
+           "missing_sentence", "moved_sentence", "registration_check", "rule_rows", "verdict_json",
+           "verdict_rows"]
 
 
 def rule_rows(rules: Sequence[Rule] = RULES) -> list[dict[str, str]]:

@@ -68,7 +68,8 @@ def test_first_symbol():
     codes, lengths = lang.alphabet.encode(["", "()", ")(", "][", "[)", "]"])
     assert model.predict(codes, lengths).tolist() == [1, 1, 0, 0, 1, 0]
     assert model.predict(*lang.alphabet.encode([])).shape == (0,)
-    hard, hard_lengths, _ = sample_negatives(lang, np.random.default_rng(0), [12] * 200, window=None)
+    hard, hard_lengths, _ = sample_negatives(lang, np.random.default_rng(0), [12] * 200,
+                                             window=None)
     assert model.predict(hard, hard_lengths).dtype == np.int8
     assert (model.predict(hard, hard_lengths) == 1).all()  # every hard negative opens first
 

@@ -119,8 +119,10 @@ def _summary_row(label: str, acc: float) -> dict:
 
 
 def test_completion_sentence_names_the_best_and_the_seed_model():
-    rows = [_summary_row("Dyck-1, encoder-decoder, none", 0.99), _summary_row("Dyck-1, decoder-only, learned", 0.5),
-            _summary_row("Dyck-3, encoder-decoder, none", 0.2), _summary_row("Dyck-3, decoder-only, learned", 0.8)]
+    rows = [_summary_row("Dyck-1, encoder-decoder, none", 0.99),
+            _summary_row("Dyck-1, decoder-only, learned", 0.5),
+            _summary_row("Dyck-3, encoder-decoder, none", 0.2),
+            _summary_row("Dyck-3, decoder-only, learned", 0.8)]
     text = book.completion_sentence(rows).splitlines()
     assert text[0].startswith("- Dyck-1: best encoder-decoder, none, 99.0%")
     assert text[1].startswith("- Dyck-3: best decoder-only, learned, 80.0%")

@@ -68,18 +68,23 @@ async () => {
   const unrendered = mathEls.filter(e => !e.querySelector('mjx-container svg'))
                             .map(e => e.textContent.slice(0, 80));
   const clone = document.querySelector('main, article, body').cloneNode(true);
-  clone.querySelectorAll('pre, code, script, style, mjx-container, .highlight').forEach(e => e.remove());
+  clone.querySelectorAll('pre, code, script, style, mjx-container, .highlight')
+       .forEach(e => e.remove());
   const text = clone.textContent;
   const rawTex = [];
   for (const m of text.matchAll(/\\$/g)) {  // a dollar left in prose is unparsed math
     rawTex.push(text.slice(Math.max(0, m.index - 30), m.index + 40));
   }
-  for (const m of text.matchAll(/\\$\\$|\\\\\\(|\\\\\\[|\\\\begin\\{|\\\\frac|\\$[^$\\s][^$]*\\\\[a-zA-Z]+[^$]*\\$/g)) {
+  const texRe = new RegExp(/\\$\\$|\\\\\\(|\\\\\\[|\\\\begin\\{|\\\\frac|/.source
+                           + /\\$[^$\\s][^$]*\\\\[a-zA-Z]+[^$]*\\$/.source, 'g');
+  for (const m of text.matchAll(texRe)) {
     rawTex.push(text.slice(Math.max(0, m.index - 30), m.index + 40));
   }
   // A glued object pasted as its Python repr (e.g. a Markdown object or a Figure pasted as text).
   const full = (document.querySelector('main, article, body')).textContent;
-  const reprs = [...full.matchAll(/<IPython\\.core\\.display\\.\\w+ object>|<Figure size \\d[^>]*>|object at 0x[0-9a-f]+>/g)]
+  const reprRe = new RegExp(/<IPython\\.core\\.display\\.\\w+ object>|/.source
+                            + /<Figure size \\d[^>]*>|object at 0x[0-9a-f]+>/.source, 'g');
+  const reprs = [...full.matchAll(reprRe)]
                   .map(m => full.slice(Math.max(0, m.index - 30), m.index + 50));
   return {
     reprs: reprs,
@@ -147,7 +152,7 @@ def test_every_toc_page_renders_offline(html_dir: Path, browser) -> None:
         old.unlink()
     failures: list[str] = []
     docs = toc_files(globs_in=html_dir)  # every page, the seeded run pages included
-    assert any(doc.startswith("book/runs/01_dyck1/") for doc in docs), "no run page found"
+    assert any(doc.startswith("book/pages/01_dyck1/") for doc in docs), "no run page found"
     for doc in docs:
         page_file = html_dir / f"{doc}.html"
         if not page_file.is_file():
@@ -186,8 +191,8 @@ def test_every_toc_page_renders_offline(html_dir: Path, browser) -> None:
             failures.append(f"{where} no <h1> heading")
         failures += [f"{where} image not loaded: {i['src']}" for i in info["images"] if not i["ok"]]
         if info["nMath"] and info["nSvg"] < info["nMath"]:
-            failures.append(f"{where} {info['nMath']} math elements, {info['nSvg']} SVG renderings; "
-                            f"unrendered: {info['unrendered'][:3]}")
+            failures.append(f"{where} {info['nMath']} math elements, {info['nSvg']} SVG "
+                            f"renderings; unrendered: {info['unrendered'][:3]}")
         if info["mathErrors"]:
             failures.append(f"{where} {info['mathErrors']} MathJax errors")
         failures += [f"{where} raw TeX in text: {t!r}" for t in info["rawTex"]]

@@ -8,8 +8,13 @@ import numpy as np
 import pytest
 
 from dyckbook import presets
-from dyckbook.presets import (THESIS_EXPERIMENTS, THESIS_RESULTS, ThesisData, ThesisExperiment,
-                              thesis_experiment)
+from dyckbook.presets import (
+    THESIS_EXPERIMENTS,
+    THESIS_RESULTS,
+    ThesisData,
+    ThesisExperiment,
+    thesis_experiment,
+)
 from dyckbook.thesis import thesis_is_dyck_word, thesis_samples, thesis_split_sizes
 from dyckbook.thesis_model import ThesisClassifier, ThesisModelConfig, thesis_permutation
 

@@ -9,8 +9,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dyckbook.verdicts import (LABELS, RULE_OF, RULES, UNREGISTERED, Evidence, gather,
-                               held_out_best, sensitivity, verdicts)
+from dyckbook.verdicts import (
+    LABELS,
+    RULE_OF,
+    RULES,
+    UNREGISTERED,
+    Evidence,
+    gather,
+    held_out_best,
+    sensitivity,
+    verdicts,
+)
 
 # +1: higher values support the claim; -1: lower values do (0: a reference, not judged alone)
 DIRECTION = {"bidirectional_k1": 1, "bidirectional_k3": 1, "causal_k1": -1, "causal_k3": -1,
