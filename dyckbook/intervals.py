@@ -94,14 +94,16 @@ def intervals(values: np.ndarray, level: float = 0.95, bounds: tuple[float, floa
     se = sd / math.sqrt(n)
     t = t_quantile(1 - tail, n - 1)
     low, high = mean - t * se, mean + t * se
-    # studentized bootstrap: resamples whose spread is 0 carry no t statistic and are left out
+    # studentized bootstrap: resamples whose spread is 0 carry no t statistic and are left out;
+    # "0" relative to the sample's own standard error, so that values differing only in the last
+    # bits (1e-69 beside 0, which a shift of every seed rounds to a tie) count as ties either way
     rows = np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
     for b in range(batch):
         if se[b] == 0:
             continue
         r = x[b][rows]
         r_se = r.std(axis=1, ddof=1) / math.sqrt(n)
-        ok = r_se > 0
+        ok = r_se > 1e-9 * se[b]
         stat = (r.mean(axis=1)[ok] - mean[b]) / r_se[ok]
         q_lo, q_hi = np.clip(np.quantile(stat, [tail, 1 - tail]), -T_CAP * t, T_CAP * t)
         low[b] = min(low[b], mean[b] - q_hi * se[b])
