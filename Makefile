@@ -25,12 +25,14 @@ PY := $(VENV)/bin/python
 endif
 ROOT_USER := $(filter 0,$(shell id -u))
 
-.PHONY: help venv browser mathjax runs book publish grid book-full smoke test lab bench clean clean-results
+.PHONY: help venv browser mathjax runs book publish grid book-full smoke test lint lab bench clean \
+	clean-results
 
 help:
 	@echo "make book [PROFILE=cpu|smoke|thesis] [JOBS=2] [SCHEDULER=local|tcp://HOST:PORT]"
 	@echo "                                run the experiments, build the book (_build/html)"
-	@echo "make publish                    make book, then push _build/html to the gh-pages branch"
+	@echo "make publish PROFILE=cpu        checks (remote, clean tree), make book, push _build/html"
+	@echo "                                to the gh-pages branch of origin"
 	@echo "make book-full                  the full ablation grid (42 min on 2 cores at lengths to 16/20;"
 	@echo "                                not yet timed at the stack sets' lengths, 4..48), then make book"
 	@echo "make smoke                      the quick preview (PROFILE=smoke)"
@@ -38,7 +40,9 @@ help:
 	@echo "make lab [LAB_ARGS=...]         JupyterLab on the repository (as root too)"
 	@echo "make bench                      benchmarks -> benchmarks/results/*.json"
 	@echo "make clean                      remove build artifacts (keeps .venv and every result)"
-	@echo "make clean-results              DELETE every experiment result (book/results, book/runs)"
+	@echo "make clean-results PROFILE=P    DELETE the results of profile P (book/results/P,"
+	@echo "                                book/runs/P): hours of compute; other profiles kept"
+	@echo "make lint                       ruff (the version pinned in pyproject.toml)"
 	@echo "USE_ACTIVE_ENV=1 (or VENV=)     use the active (conda) environment instead of .venv"
 
 ifeq ($(strip $(VENV)),)
@@ -73,15 +77,37 @@ mathjax: venv
 runs: venv
 	$(PY) -m dyckbook run --profile $(PROFILE) --jobs $(JOBS) $(if $(SCHEDULER),--scheduler $(SCHEDULER))
 
+# The book of one profile: its runs (a failed one keeps its last good results), its pages marked
+# with their state, the build; `make book` still fails if a run failed, after building the book.
 # The build writes _build/html/.nojekyll (sphinx.ext.githubpages): a branch deploy keeps _static.
-book: runs mathjax
-	$(BIN)jupyter-book build . -W -n --keep-going
-	@echo "open _build/html/index.html"
+book: venv mathjax
+	@status=0; $(PY) -m dyckbook run --profile $(PROFILE) --jobs $(JOBS) \
+		$(if $(SCHEDULER),--scheduler $(SCHEDULER)) || status=$$?; \
+	$(PY) -m dyckbook pages --profile $(PROFILE) && \
+	$(BIN)jupyter-book build . -W -n --keep-going && echo "open _build/html/index.html" && \
+	exit $$status
 
 # The site as built, onto the gh-pages branch of `origin` (GitHub Pages "deploy from a branch");
-# .github/workflows/pages.yml is the other way, building on GitHub.
-publish: book
-	$(BIN)ghp-import --no-jekyll --push --force --message "book: make publish (profile $(PROFILE))" _build/html
+# .github/workflows/pages.yml is the other way, building on GitHub. Checked before anything is
+# computed: a remote `origin` that is not a local path, a clean working tree, PROFILE named on the
+# command line; each failure is one line. A failed push restores the local gh-pages branch.
+ifeq ($(filter publish,$(MAKECMDGOALS)),publish)
+PUBLISH_REMOTE := $(shell git remote get-url origin 2>/dev/null)
+PUBLISH_PROBLEM := $(if $(PUBLISH_REMOTE),,no git remote 'origin' to push to (git remote add origin URL))
+PUBLISH_PROBLEM := $(or $(PUBLISH_PROBLEM),$(if $(filter /% ./% ../% file://%,$(PUBLISH_REMOTE)),origin is a local path ($(PUBLISH_REMOTE)): publish pushes to a GitHub remote))
+PUBLISH_PROBLEM := $(or $(PUBLISH_PROBLEM),$(if $(shell git status --porcelain 2>/dev/null | head -1),the working tree has uncommitted changes: commit them so the site matches a commit))
+PUBLISH_PROBLEM := $(or $(PUBLISH_PROBLEM),$(if $(filter command line,$(origin PROFILE)),,name the profile: make publish PROFILE=cpu))
+endif
+publish:
+	$(if $(PUBLISH_PROBLEM),$(error make publish: $(PUBLISH_PROBLEM)))
+	$(MAKE) book PROFILE=$(PROFILE)
+	@before="$$(git rev-parse -q --verify refs/heads/gh-pages)"; \
+	$(BIN)ghp-import --no-jekyll --force --message "book: make publish (profile $(PROFILE))" \
+		_build/html && git push --force origin gh-pages || { \
+		if [ -n "$$before" ]; then git update-ref refs/heads/gh-pages "$$before"; \
+		else git branch -D gh-pages >/dev/null; fi; \
+		echo "make publish: the push to origin failed; the local gh-pages branch is as it was"; \
+		exit 1; }
 
 # The full ablation grid (profile `grid`: 1,800 models, one worker per core); its records are kept
 # and resumed, so a rerun with unchanged settings only re-renders its page.
@@ -98,6 +124,10 @@ smoke:
 test: venv browser mathjax
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile
 
+# ruff, the version pinned in pyproject.toml's dev extra (and in .pre-commit-config.yaml)
+lint: venv
+	$(BIN)ruff check .
+
 # JupyterLab on the repository root (notebooks/ and book/); as root (containers, cloud
 # workspaces) it needs --allow-root. Anything else: make lab LAB_ARGS="--port 8890 --no-browser"
 lab: venv
@@ -109,9 +139,11 @@ bench: venv
 	$(PY) benchmarks/table.py
 
 clean:
-	rm -rf _build $(MATHJAX_DIR) test-artifacts .pytest_cache .hypothesis build
+	rm -rf _build $(MATHJAX_DIR) book/pages test-artifacts .pytest_cache .hypothesis build
 	find . -name __pycache__ -not -path './$(VENV)/*' -prune -exec rm -rf {} +
 
-# The experiment results (hours of compute): only on request, never as part of `clean`.
+# One profile's experiment results (hours of compute): only on request, never part of `clean`.
 clean-results:
-	rm -rf book/runs book/results
+	@test -n "$(filter command line,$(origin PROFILE))" || { echo "make clean-results: name \
+	the profile whose results to delete: make clean-results PROFILE=cpu"; exit 2; }
+	rm -rf book/runs/$(PROFILE) book/results/$(PROFILE) book/pages

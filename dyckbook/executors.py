@@ -8,12 +8,19 @@ import math
 import multiprocessing
 import os
 import re
+import shutil
+import signal
 import sys
+import tempfile
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TextIO
 
-__all__ = ["MAX_WORKERS", "Progress", "check_scheduler", "cores", "make_executor", "progress"]
+__all__ = ["MAX_WORKERS", "TEMP_PREFIX", "Progress", "check_scheduler", "cores", "make_executor",
+           "progress", "remove_orphaned_folders", "sigterm_interrupts"]
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +90,11 @@ class _Pool(cf.ProcessPoolExecutor):
         if cancel_futures:
             # the standard pool lets running and already queued tasks finish (and waits for
             # them at exit); a terminated worker's kernel stops by itself when its parent dies
-            for process in list((self._processes or {}).values()):
+            running = list((self._processes or {}).values())
+            for process in running:
                 process.terminate()
+            for process in running:  # gone before the caller sweeps their temporary folders
+                process.join(timeout=10)
         super().shutdown(wait=wait, cancel_futures=cancel_futures)
 
 
@@ -122,6 +132,51 @@ class _Dask(cf.Executor):
         self._client.close()
         if self._cluster is not None:
             self._cluster.close()  # stops its worker processes, running tasks included
+
+
+# ------------------------------------------------------------------------------ clean exits
+TEMP_PREFIX = "dyckbook-run-"
+
+
+def remove_orphaned_folders(tmp: str | os.PathLike[str] | None = None) -> list[Path]:
+    """Remove the temporary folders of runs whose process is gone (a killed worker cannot
+    clean up after itself); each is named ``dyckbook-run-<pid>-*``. Returns those removed."""
+    removed = []
+    for folder in Path(tmp or tempfile.gettempdir()).glob(f"{TEMP_PREFIX}*-*"):
+        pid = folder.name.removeprefix(TEMP_PREFIX).split("-", 1)[0]
+        if folder.is_dir() and pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+            log.debug("removed %s (its process %s is gone)", folder, pid)
+            removed.append(folder)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
+
+
+@contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM (``kill``) handled as Ctrl-C while the runner runs: workers stopped, temporary
+    folders removed, nothing half-published (only in the main thread, where signals arrive)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 # ------------------------------------------------------------------------------ progress

@@ -2,9 +2,11 @@
 
 Layout, relative to the output root (the repository, or ``$DYCKBOOK_ROOT``)::
 
-    book/runs/<group>/<run>.ipynb     executed notebook, published only after success
-    book/results/<group>/<run>/       what the run wrote (records.jsonl, summary.json, fig_*.png)
-        run.json                      the runner's record of the run (hashes, status, times)
+    book/runs/<profile>/<group>/<run>.ipynb   executed notebook, published only after success
+    book/results/<profile>/<group>/<run>/     what the run wrote (records.jsonl, fig_*.png, ...)
+        run.json                              the runner's record (hashes, status, last attempt)
+    book/results/<profile>/index.json         the profile's runs, rewritten when a run publishes
+    book/pages/                               the pages of the profile a book build shows
     scratch/<notebook>/               where a notebook run by hand writes (never published)
 
 Writes are atomic (a temporary file in the same folder, then a rename), refuse to replace
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import math
 import os
 import tempfile
@@ -33,16 +36,18 @@ if TYPE_CHECKING:  # torch and the run module load only when records or models a
 
     from dyckbook.run import RunRecord
 
-__all__ = ["RESULTS_DIR", "ROOT_ENV", "RUNS_DIR", "SCRATCH_DIR", "append_records", "dataset_text",
-           "load_model",
-           "read_bigbench", "read_dataset", "read_json", "read_records", "repo_root", "resolve",
+__all__ = ["PAGES_DIR", "RESULTS_DIR", "ROOT_ENV", "RUNS_DIR", "SCRATCH_DIR", "append_records",
+           "dataset_text", "load_model", "migrate_legacy_tree", "profile_index", "read_bigbench",
+           "read_dataset", "read_json", "read_records", "repo_root", "resolve",
            "run_notebook_path", "run_results_dir", "save_model", "write_bigbench", "write_bytes",
            "write_dataset", "write_json", "write_text"]
 
 ROOT_ENV = "DYCKBOOK_ROOT"
 RUNS_DIR = Path("book") / "runs"
 RESULTS_DIR = Path("book") / "results"
+PAGES_DIR = Path("book") / "pages"
 SCRATCH_DIR = Path("scratch")
+RUN_RECORD = "run.json"  # the runner's record of a run, in its results folder
 _DATASET_FORMAT = "dyckbook.dataset/2"
 _MODEL_FORMAT = "dyckbook.model/2"
 
@@ -74,18 +79,54 @@ def _check_name(what: str, name: str) -> None:
         raise ValueError(f"{what} must be a plain file name, got {name!r}")
 
 
-def run_notebook_path(group: str, run: str, root: str | os.PathLike[str] | None = None) -> Path:
-    """``book/runs/<group>/<run>.ipynb`` under the output root."""
-    _check_name("group", group)
-    _check_name("run", run)
-    return resolve(RUNS_DIR / group / f"{run}.ipynb", root)
+def run_notebook_path(profile: str, group: str, run: str,
+                      root: str | os.PathLike[str] | None = None) -> Path:
+    """``book/runs/<profile>/<group>/<run>.ipynb`` under the output root: a run's published page."""
+    for what, name in (("profile", profile), ("group", group), ("run", run)):
+        _check_name(what, name)
+    return resolve(RUNS_DIR / profile / group / f"{run}.ipynb", root)
 
 
-def run_results_dir(group: str, run: str, root: str | os.PathLike[str] | None = None) -> Path:
-    """``book/results/<group>/<run>/`` under the output root."""
-    _check_name("group", group)
-    _check_name("run", run)
-    return resolve(RESULTS_DIR / group / run, root)
+def run_results_dir(profile: str, group: str, run: str,
+                    root: str | os.PathLike[str] | None = None) -> Path:
+    """``book/results/<profile>/<group>/<run>/`` under the output root: a run's published files."""
+    for what, name in (("profile", profile), ("group", group), ("run", run)):
+        _check_name(what, name)
+    return resolve(RESULTS_DIR / profile / group / run, root)
+
+
+def profile_index(profile: str, root: str | os.PathLike[str] | None = None) -> Path:
+    """``book/results/<profile>/index.json``: the runs a profile has published (for the book)."""
+    _check_name("profile", profile)
+    return resolve(RESULTS_DIR / profile / "index.json", root)
+
+
+def migrate_legacy_tree(root: str | os.PathLike[str]) -> str | None:
+    """Move a tree of the layout before profiles (``book/results/<group>``, one profile for all)
+    under the profile its ``index.json`` names; returns that profile, or None if nothing moved.
+    Its runs then show as stale (their results folders moved) until rerun; none is deleted."""
+    root = Path(root)
+    legacy = root / RESULTS_DIR / "index.json"
+    if not legacy.is_file():
+        return None
+    try:
+        profile = str(read_json(legacy)["profile"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    for base in (root / RESULTS_DIR, root / RUNS_DIR):
+        dest = base / profile
+        dest.mkdir(parents=True, exist_ok=True)
+        for child in list(base.iterdir()):
+            if child.is_dir() and not (child / RUN_RECORD).exists() and any(
+                    (g / RUN_RECORD).is_file() or g.suffix == ".ipynb" for g in child.iterdir()):
+                if not (dest / child.name).exists():
+                    os.replace(child, dest / child.name)
+    os.replace(legacy, profile_index(profile, root))
+    logging.getLogger(__name__).warning(
+        "moved the results of profile %s into %s and %s (results are kept per profile now)",
+        profile, RESULTS_DIR / profile, RUNS_DIR / profile)
+    return profile
+
 
 
 # ------------------------------------------------------------------------------ safe writes
@@ -262,16 +303,44 @@ def save_model(path: str | os.PathLike[str], model: torch.nn.Module) -> Path:
 
 
 def load_model(path: str | os.PathLike[str]) -> torch.nn.Module:
-    """Rebuild a model saved by :func:`save_model` (eval mode).
+    """Rebuild a model saved by :func:`save_model`: its config, seed and weights.
+
+    The file is read with ``torch.load(weights_only=True)``, so nothing in it is executed.
+
+    Args:
+        path: A ``str`` or ``os.PathLike`` (a ``pathlib.Path``): the file ``save_model`` wrote.
+
+    Returns:
+        The single model (a ``Classifier``, ``ThesisClassifier``, ``EncoderDecoder`` or
+        ``DecoderOnly``) on the CPU, in eval mode, with ``config`` and ``seeds`` as saved.
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: the file is not a dyckbook model, or its weights do not fit its config.
+        ValueError: ``path`` is not a str or path, the file is not a dyckbook model, or its
+            weights do not fit its config.
+
+    Example:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> from dyckbook.model import Classifier, ModelConfig
+        >>> from dyckbook.results import load_model, save_model
+        >>> model = Classifier(ModelConfig(k=2, n_ctx=10, d_model=8, d_mlp=16), seeds=[7])
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     loaded = load_model(save_model(Path(folder) / "model.pt", model))
+        >>> loaded.config == model.config, list(loaded.seeds), loaded.training
+        (True, [7], False)
+        >>> load_model(7)
+        Traceback (most recent call last):
+        ...
+        ValueError: load_model: path must be a str or os.PathLike, got 7 (int)
     """
     import torch
 
     from dyckbook.run import MODEL_CONFIGS, build_model
 
+    if not isinstance(path, (str, os.PathLike)):
+        raise ValueError(f"load_model: path must be a str or os.PathLike, "
+                         f"got {path!r} ({type(path).__name__})")
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no such model file: {path}")

@@ -1,4 +1,11 @@
-"""The papermill runner: a manifest's runs executed on any executor, published only when whole."""
+"""The papermill runner: a manifest's runs executed on any executor, published only when whole.
+
+Publication is a transaction per run: a run that succeeds replaces its results folder and page
+whole; a run that fails (or is blocked by an earlier stage's failure) leaves its last good
+publication in place, byte for byte, and records the attempt beside it (``run.json``'s
+``attempt``, ``failed.ipynb``, resume caches in ``.<run>.attempt/``). Each profile publishes
+into its own tree (``book/results/<profile>``, ``book/runs/<profile>``).
+"""
 
 from __future__ import annotations
 
@@ -14,7 +21,7 @@ import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,12 +29,23 @@ from typing import Any
 
 import yaml
 
-from dyckbook.version import __version__
+from dyckbook import pages
 from dyckbook import results as R
-from dyckbook.executors import Progress, check_scheduler, cores, make_executor
+from dyckbook.executors import (
+    TEMP_PREFIX,
+    Progress,
+    check_scheduler,
+    cores,
+    make_executor,
+    remove_orphaned_folders,
+    sigterm_interrupts,
+)
+from dyckbook.version import __version__
 
-__all__ = ["INJECTED", "Manifest", "Notebook", "Run", "Task", "describe_error", "execute",
-           "kernel_threads", "load_manifest", "longest_first", "prepare_for_book",
+__all__ = ["INJECTED", "Manifest", "Notebook", "Run", "Task", "assemble_pages", "describe_error",
+           "execute",
+           "external_runs", "kernel_threads", "load_manifest", "longest_first",
+           "published",
            "resolve_profile", "run", "run_hash", "run_status", "select_runs", "statuses"]
 
 log = logging.getLogger(__name__)
@@ -35,9 +53,10 @@ log = logging.getLogger(__name__)
 INJECTED = ("run_name", "results_dir", "num_threads")  # set by the runner, declared by notebooks
 UNHASHED = frozenset({"num_threads"})  # injected values that cannot change results
 CHAPTERS_GROUP = "chapters"
-RECORD = "run.json"
+RECORD = R.RUN_RECORD
 FAILED_NOTEBOOK = "failed.ipynb"
-INDEX = R.RESULTS_DIR / "index.json"
+ATTEMPT = "attempt"  # run.json key: the last attempt, when it failed after a good publication
+RESULTS_PLACEHOLDER = "{results}"  # in manifest params: this profile's book/results/<profile>
 MANIFEST_VERSION = 2
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _SCALARS = (str, int, float, bool, type(None))
@@ -65,6 +84,7 @@ class Run:
     name: str  # page and folder name, unique in the manifest
     notebook: Notebook
     params: dict[str, Any]  # every declared parameter, run_name and results_dir included
+    profile: str = ""  # the profile whose tree it publishes into
 
 
 @dataclass(frozen=True)
@@ -218,7 +238,8 @@ def resolve_profile(manifest: Manifest, profile: str) -> list[Run]:
 
     Later wins: notebook defaults, run params, profile params (to every notebook declaring the
     name), profile ``notebooks.<key>``, profile ``runs.<run>``, then ``run_name`` and
-    ``results_dir`` (``num_threads`` is set at execution).
+    ``results_dir`` (``num_threads`` is set at execution). ``{results}`` in a string value
+    stands for the profile's results tree, ``book/results/<profile>``.
     """
     if profile not in manifest.profiles:
         raise ValueError(f"profile must be one of {sorted(manifest.profiles)}, got {profile!r}")
@@ -232,8 +253,11 @@ def resolve_profile(manifest: Manifest, profile: str) -> list[Run]:
                 prof.get("params") or {}).items() if k in nb.defaults}}
             resolved.update((prof.get("notebooks") or {}).get(key) or {})
             resolved.update((prof.get("runs") or {}).get(name) or {})
-            resolved.update(run_name=name, results_dir=(R.RESULTS_DIR / nb.group / name).as_posix())
-            out.append(Run(name, nb, resolved))
+            tree = (R.RESULTS_DIR / profile).as_posix()
+            resolved = {k: v.replace(RESULTS_PLACEHOLDER, tree) if isinstance(v, str) else v
+                        for k, v in resolved.items()}
+            resolved.update(run_name=name, results_dir=f"{tree}/{nb.group}/{name}")
+            out.append(Run(name, nb, resolved, profile))
     return out
 
 
@@ -252,14 +276,19 @@ def select_runs(runs: Sequence[Run], only: Iterable[str] | None, profile: str) -
 
 
 def external_runs(manifest: Manifest, profile: str, root: Path) -> list[Run]:
-    """Runs the profile excludes by name that another profile published (say, the full grid):
-    the book lists them and later stages read them."""
+    """Runs the profile excludes by name that another profile published (say, the full grid
+    of profile ``grid``): the book lists them and later stages read them (the first profile of
+    the manifest that published one wins)."""
     out = []
     for name, (key, _) in manifest.runs.items():
-        record = _record(run := Run(name, manifest.notebooks[key], {}), root)
-        if (any(fnmatch.fnmatchcase(name, p) for p in manifest.profiles[profile].get("exclude")
-                or []) and record.get("status") == "ok" and _page(run, root).is_file()):
-            out.append(Run(name, run.notebook, record["params"]))
+        if not any(fnmatch.fnmatchcase(name, p)
+                   for p in manifest.profiles[profile].get("exclude") or []):
+            continue
+        for other in (p for p in manifest.profiles if p != profile):
+            record = _record(run := Run(name, manifest.notebooks[key], {}, other), root)
+            if record.get("status") == "ok" and _page(run, root).is_file():
+                out.append(Run(name, run.notebook, record["params"], other))
+                break
     return out
 
 
@@ -271,9 +300,11 @@ def notebook_hash(path: str | os.PathLike[str]) -> str:
 
 
 def file_hashes(folder: Path) -> dict[str, str]:
-    """``{relative path: SHA-256}`` of every file of a results folder but ``run.json``."""
+    """``{relative path: SHA-256}`` of the published files of a results folder (not
+    ``run.json`` nor a failed attempt's ``failed.ipynb``)."""
     return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != RECORD}
+            for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.name not in (RECORD, FAILED_NOTEBOOK)}
 
 
 def run_hash(run: Run, inputs: Mapping[str, str]) -> str:
@@ -291,12 +322,15 @@ def _inputs(runs: Iterable[Run], stage: int, root: Path) -> dict[str, str]:
 
 def run_status(run: Run, hash_: str, root: Path) -> str:
     """``ok``, ``stale`` (its hash changed), ``edited`` (a result file changed since it ran),
-    ``missing``, ``failed`` or ``blocked``."""
+    ``missing``, ``failed`` or ``blocked`` (the last attempt; a last good publication, if any,
+    is still in place: see ``published``)."""
     record = _record(run, root)
     if record.get("status", "missing") != "ok":
         return str(record.get("status", "missing"))
     if not _page(run, root).is_file():
         return "missing"
+    if record.get(ATTEMPT):
+        return str(record[ATTEMPT]["status"])
     if record.get("hash") != hash_:
         return "stale"
     return "ok" if file_hashes(_folder(run, root)) == record.get("files") else "edited"
@@ -306,6 +340,7 @@ def statuses(profile: str, manifest: str | os.PathLike[str] | None = None,
              out_root: str | os.PathLike[str] | None = None) -> list[tuple[Run, str, dict]]:
     """``(run, status, run.json)`` for every run of a profile (for ``dyckbook list``)."""
     root, man = Path(out_root or R.repo_root()).resolve(), load_manifest(manifest)
+    R.migrate_legacy_tree(root)
     every = (runs := resolve_profile(man, profile)) + external_runs(man, profile, root)
     return [(r, run_status(r, run_hash(r, _inputs(every, r.notebook.stage, root)), root),
              _record(r, root)) for r in runs]
@@ -319,12 +354,22 @@ def _record(run: Run, root: Path) -> dict[str, Any]:
         return {}  # unreadable: the run counts as missing and is redone
 
 
+def published(run: Run, root: Path) -> bool:
+    """Whether a run has a publication in place (its page and an ``ok`` record)."""
+    return _record(run, root).get("status") == "ok" and _page(run, root).is_file()
+
+
 def _folder(run: Run, root: Path) -> Path:
-    return R.run_results_dir(run.notebook.group, run.name, root)
+    return R.run_results_dir(run.profile, run.notebook.group, run.name, root)
+
+
+def _attempt_folder(run: Run, root: Path) -> Path:
+    """Where a failed attempt's resume caches wait for the next attempt (never published)."""
+    return _folder(run, root).with_name(f".{run.name}.attempt")
 
 
 def _page(run: Run, root: Path) -> Path:
-    return R.run_notebook_path(run.notebook.group, run.name, root)
+    return R.run_notebook_path(run.profile, run.notebook.group, run.name, root)
 
 
 def _digest(obj: Any) -> str:
@@ -355,7 +400,8 @@ def execute(task: Task) -> dict[str, Any]:
     from papermill.exceptions import PapermillExecutionError
 
     started, t0 = _now(), time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="dyckbook-run-") as tmp:
+    # named after this process, so a later run removes it if this worker is killed
+    with tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}{os.getpid()}-") as tmp:
         root, executed = Path(tmp) / "root", Path(tmp) / "executed.ipynb"
         out = root / task.params["results_dir"]
         for base, files in ((root, task.inputs), (out, task.files)):
@@ -417,61 +463,79 @@ def run(profile: str = "cpu", only: Sequence[str] | None = None, *, force: bool 
     by stage, on ``executor`` or one made by ``make_executor(scheduler, jobs)``; publish each.
 
     Each kernel gets ``kernel_threads``: the cores shared by the runs of its stage that run at
-    once (1 on an existing cluster), so a run alone in its stage gets every core. Returns 0 if
-    every selected run is up to date or succeeded, 1 if one failed (which blocks every later
-    stage); failures are logged at ERROR level. Bad arguments are ValueErrors; Ctrl-C cancels
-    the outstanding runs (none is published) and raises KeyboardInterrupt.
+    once (1 on an existing cluster), so a run alone in its stage gets every core. A run that
+    fails keeps its last good publication; a later-stage run that is not up to date is then
+    blocked (not run, its publication kept); one that is up to date is left alone. Returns 0 if
+    every selected run is up to date or succeeded, 1 if one failed or was blocked (logged at
+    ERROR level). Bad arguments are ValueErrors; Ctrl-C (or SIGTERM) cancels the outstanding
+    runs (none is published), stops the workers and raises KeyboardInterrupt.
     """
     if type(jobs) is not int or jobs < 0:
         raise ValueError(f"jobs must be an int >= 0, got {jobs!r}")
     root, man = Path(out_root or R.repo_root()).resolve(), load_manifest(manifest)
     runs = resolve_profile(man, profile)
-    chosen, external = select_runs(runs, only, profile), external_runs(man, profile, root)
-    every = runs + external
-    several = {key for key in man.notebooks if sum(k == key for k, _ in man.runs.values()) > 1}
+    chosen = select_runs(runs, only, profile)
     check_scheduler(scheduler)
-    _write_index(root, profile, man, runs, external)
+    R.migrate_legacy_tree(root)
+    remove_orphaned_folders()
+    every = runs + external_runs(man, profile, root)
+    several = {key for key in man.notebooks if sum(k == key for k, _ in man.runs.values()) > 1}
+    log.debug("output root %s, %d of %d runs of profile %s selected", root, len(chosen),
+              len(runs), profile)
     pool, futures, done, failures = executor, {}, {"ok": 0, "skipped": 0, "blocked": 0}, []
     t0, interrupted = time.perf_counter(), False
     try:
-        with Progress(len(chosen), f"profile {profile}", "run") as bar:
+        with sigterm_interrupts(), Progress(len(chosen), f"profile {profile}", "run") as bar:
             for stage in sorted({r.notebook.stage for r in chosen}):
                 batch = [r for r in chosen if r.notebook.stage == stage]
                 inputs = _inputs(every, stage, root)  # the earlier stages' results, as they are
                 hashes = {r.name: run_hash(r, inputs) for r in batch}
-                todo = [r for r in batch if not failures and (
-                    force or run_status(r, hashes[r.name], root) != "ok")]
+                status = {r.name: run_status(r, hashes[r.name], root) for r in batch}
+                todo = [r for r in batch if force or status[r.name] != "ok"]
                 for r in batch:
-                    if failures:
-                        _publish(r, None, {"status": "blocked"}, root, profile)
-                        log.error("[block] %s: not run, an earlier stage failed", r.name)
-                    elif r not in todo:
+                    if r not in todo:
                         log.info("[skip] %s (up to date)", r.name)
-                done["blocked" if failures else "skipped"] += len(batch) - len(todo)
+                    elif failures:
+                        _publish(r, None, {"status": "blocked", "error": {
+                            "ename": "Blocked", "evalue": "an earlier stage failed"}},
+                            root, man, every)
+                        log.error("[block] %s (%s): not run, an earlier stage failed%s", r.name,
+                                  status[r.name], ", its last good results stay published"
+                                  * published(r, root))
+                    else:
+                        log.debug("[todo] %s: %s", r.name, "forced" if force and
+                                  status[r.name] == "ok" else status[r.name])
+                done["skipped"] += len(batch) - len(todo)
                 bar.skip(len(batch) - len(todo))
+                if failures:
+                    done["blocked"] += len(todo)
+                    bar.skip(len(todo))
+                    continue
                 if todo:
                     pool = pool or make_executor(scheduler, jobs)
-                    files = _input_files(root, [r for r in every if r.notebook.stage < stage])
+                    files = _input_files(root, profile, man, every, stage)
                 todo = longest_first(todo, root, profile)
                 threads = kernel_threads(scheduler, jobs, len(todo))
                 for r in todo:
                     log.info("[queued] %s (%s)", r.name, r.notebook.key)
                     futures[pool.submit(execute, _task(r, threads, root, files))] = r
-                for future in cf.as_completed(list(futures)):
+                for future in _as_completed(futures, root):
                     r = futures.pop(future)
                     try:
                         result = future.result()
                     except Exception as exc:  # noqa: BLE001 - a lost worker fails its run only
                         result = {"status": "failed",
                                   "error": {"ename": type(exc).__name__, "evalue": str(exc)}}
-                    _publish(r, result, {**result, "hash": hashes[r.name]}, root, profile,
+                    _publish(r, result, {**result, "hash": hashes[r.name]}, root, man, every,
                              r.notebook.key in several)
                     if result["status"] == "ok":
                         done["ok"] += 1
                         log.info("[ok] %s %.1f s on %s", r.name, result["duration_s"],
                                  result["host"])
                     else:
-                        failures.append(f"FAILED {r.name}: {describe_error(result['error'])}")
+                        failures.append(f"FAILED {r.name}: {describe_error(result['error'])}"
+                                        + " (its last good results stay published)"
+                                        * published(r, root))
                         log.error("[FAIL] %s", failures[-1].removeprefix("FAILED "))
                     bar.update()
     except KeyboardInterrupt:
@@ -483,11 +547,32 @@ def run(profile: str = "cpu", only: Sequence[str] | None = None, *, force: bool 
             future.cancel()
         if pool is not None and executor is None:
             pool.shutdown(wait=not interrupted, cancel_futures=interrupted)
+        remove_orphaned_folders()
     log.info("done in %.1f s: %d ok, %d skipped, %d failed, %d blocked",
              time.perf_counter() - t0, done["ok"], done["skipped"], len(failures), done["blocked"])
     for line in failures:
         log.error("%s", line)
     return 1 if failures or done["blocked"] else 0
+
+
+REPORT_EVERY_S = 300.0  # how often a line names the runs still going
+
+
+def _as_completed(futures: Mapping[cf.Future, Run], root: Path,
+                  every: float = REPORT_EVERY_S) -> Iterator[cf.Future]:
+    """``futures`` as they finish; while none does, a line every ``every`` seconds names the
+    runs still going and what each took last time (a long run is not a frozen bar)."""
+    pending, start = set(futures), time.monotonic()
+    while pending:
+        done, pending = cf.wait(pending, timeout=every, return_when=cf.FIRST_COMPLETED)
+        if not done:
+            last = {f: _record(futures[f], root).get("longest_s") for f in pending}
+            log.info("[running] %d run(s) after %.0f min: %s", len(pending),
+                     (time.monotonic() - start) / 60, ", ".join(
+                         futures[f].name + (f" (took {last[f] / 60:.0f} min last time)"
+                                            if isinstance(last[f], (int, float)) else "")
+                         for f in sorted(pending, key=lambda f: futures[f].name)))
+        yield from done
 
 
 def longest_first(runs: Sequence[Run], root: Path, profile: str) -> list[Run]:
@@ -513,37 +598,60 @@ def kernel_threads(scheduler: str | None, jobs: int, n_runs: int) -> int:
 
 
 def _task(run: Run, threads: int, root: Path, inputs: dict[str, bytes]) -> Task:
-    rdir = _folder(run, root)
+    # resume caches: a failed attempt's, if one waits, else the published run's
+    rdir = next((d for d in (_attempt_folder(run, root), _folder(run, root))
+                 if any((d / k).is_file() for k in run.notebook.keep)), _folder(run, root))
     kept = {k: (rdir / k).read_bytes() for k in run.notebook.keep if (rdir / k).is_file()}
+    log.debug("task %s: %d kept file(s) from %s, %d input file(s)", run.name, len(kept), rdir,
+              len(inputs))
     return Task(run.name, run.notebook.path.read_text(encoding="utf-8"),
                 {**run.params, "num_threads": threads}, run.notebook.outputs, kept, inputs)
 
 
-def _input_files(root: Path, earlier: Sequence[Run]) -> dict[str, bytes]:
-    """The index and every file of the published earlier-stage runs, keyed relative to root."""
-    paths = [root / INDEX] if earlier else []
-    for r in earlier:
+def _input_files(root: Path, profile: str, man: Manifest,
+                 every: Sequence[Run], stage: int) -> dict[str, bytes]:
+    """What a run of ``stage`` reads, keyed relative to root: the profile's index as it stands
+    now, and the published files of the earlier-stage runs."""
+    paths = []
+    for r in (r for r in every if r.notebook.stage < stage):
         if _record(r, root).get("status") == "ok":
-            paths += [p for p in _folder(r, root).rglob("*") if p.is_file()]
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in paths}
+            paths += [p for p in _folder(r, root).rglob("*")
+                      if p.is_file() and p.name != FAILED_NOTEBOOK]
+    index = R.profile_index(profile, root).relative_to(root).as_posix()
+    return {index: json.dumps(_index(profile, man, every), indent=1, sort_keys=True).encode(),
+            **{p.relative_to(root).as_posix(): p.read_bytes() for p in paths}}
 
 
 def _publish(run: Run, result: Mapping[str, Any] | None, record: Mapping[str, Any], root: Path,
-             profile: str, several: bool = False) -> None:
-    """Swap in a run's results folder whole, then its page (only when it succeeded); a failed
-    or blocked run keeps only its kept files, its record and the failed notebook."""
+             man: Manifest, every: Sequence[Run], several: bool = False) -> None:
+    """A successful run: swap in its results folder whole, then its page, then the profile's
+    index. A failed or blocked one: its last good publication (if any) stays byte for byte;
+    ``run.json`` records the attempt, ``failed.ipynb`` holds the failed notebook and the
+    attempt's resume caches wait in ``.<run>.attempt/``. With no publication to keep, the
+    folder holds just those."""
     rdir, page, ok = _folder(run, root), _page(run, root), record["status"] == "ok"
     result = result or {}
     before = _record(run, root)
+    attempt = {k: record.get(k) for k in (
+        "status", "error", "started", "finished", "duration_s", "host")}
+    if not ok:
+        kept = {k: v for k, v in result.get("files", {}).items() if k in run.notebook.keep}
+        shutil.rmtree(_attempt_folder(run, root), ignore_errors=True)
+        for rel, data in kept.items():
+            R.write_bytes(_attempt_folder(run, root) / rel, data)
+        if published(run, root):
+            if result.get("notebook"):
+                R.write_bytes(rdir / FAILED_NOTEBOOK, result["notebook"])
+            R.write_json(rdir / RECORD, {**before, ATTEMPT: attempt})
+            log.debug("kept the publication of %s; recorded its %s attempt", run.name,
+                      record["status"])
+            return
     # the longest a run of this profile took: a run that resumed from kept files (the grid's
     # records) finishes in seconds, which is not what it costs from a fresh clone
     earlier = (before.get("longest_s"), before.get("duration_s")) \
-        if before.get("profile") == profile else ()
+        if before.get("profile") == run.profile else ()
     seconds = [s for s in (record.get("duration_s"), *earlier) if isinstance(s, (int, float))]
-    longest = max(seconds) if seconds else None
-    files = {k: (rdir / k).read_bytes() for k in run.notebook.keep if (rdir / k).is_file()}
-    files.update((k, v) for k, v in result.get("files", {}).items()
-                 if ok or k in run.notebook.keep)
+    files = dict(result.get("files", {})) if ok else {}
     if not ok and result.get("notebook"):
         files[FAILED_NOTEBOOK] = result["notebook"]
     new, old = rdir.with_name(f".{run.name}.new"), rdir.with_name(f".{run.name}.old")
@@ -552,20 +660,24 @@ def _publish(run: Run, result: Mapping[str, Any] | None, record: Mapping[str, An
     for rel, data in files.items():
         R.write_bytes(new / rel, data)
     R.write_json(new / RECORD, {
-        "run": run.name, "notebook": run.notebook.key, "profile": profile, "params": run.params,
-        "dyckbook": __version__, "hash": record.get("hash") if ok else None,
+        "run": run.name, "notebook": run.notebook.key, "profile": run.profile,
+        "params": run.params, "dyckbook": __version__, "hash": record.get("hash") if ok else None,
         "notebook_hash": notebook_hash(run.notebook.path), "params_hash": _digest(
             {k: v for k, v in run.params.items() if k not in UNHASHED}),
-        "files": file_hashes(new), **{k: record.get(k) for k in (
-            "status", "error", "started", "finished", "duration_s", "host")},
-        "longest_s": longest})
+        "files": file_hashes(new), **attempt, "longest_s": max(seconds) if seconds else None})
     page.unlink(missing_ok=True)  # first: an interruption from here on leaves no page at all
     if rdir.exists():
         os.replace(rdir, old)
     os.replace(new, rdir)
     shutil.rmtree(old, ignore_errors=True)
     if ok:
-        R.write_bytes(page, prepare_for_book(result["notebook"], run, profile, several))
+        shutil.rmtree(_attempt_folder(run, root), ignore_errors=True)
+        R.write_bytes(page, pages.prepare_for_book(
+            result["notebook"], name=run.name, source="/".join(run.notebook.path.parts[-2:]),
+            params=run.params, profile=run.profile, chapter=run.notebook.group == CHAPTERS_GROUP,
+            several=several, hidden=UNHASHED))
+        _write_index(root, run.profile, man, every)
+        log.debug("published %s: %d file(s) in %s, page %s", run.name, len(files), rdir, page)
 
 
 def describe_error(error: Mapping[str, Any]) -> str:
@@ -574,50 +686,56 @@ def describe_error(error: Mapping[str, Any]) -> str:
     return f"{error['cell']} raised {exc}" if "cell" in error else exc
 
 
-def prepare_for_book(notebook: bytes, run: Run, profile: str, several: bool) -> bytes:
-    """An executed notebook made into a page: parameter cells removed, the run's parameters in a
-    dropdown under the title (and the run name in the title when its notebook has several
-    runs), an experiment's code collapsed (a chapter's stays visible: it is the argument)."""
-    import nbformat
+def assemble_pages(profile: str, manifest: str | os.PathLike[str] | None = None,
+                   out_root: str | os.PathLike[str] | None = None) -> dict[str, str]:
+    """Fill ``book/pages/`` with the pages of ``profile`` and of the runs it takes from other
+    profiles, each marked with its state (``dyckbook.pages``), plus its ``index.json``; returns
+    ``{run: state}``. The stored pages are read, never changed."""
+    root, man = Path(out_root or R.repo_root()).resolve(), load_manifest(manifest)
+    listed = statuses(profile, manifest, root)
+    listed += [(r, "ok", _record(r, root)) for r in external_runs(man, profile, root)]
+    dest, states = root / R.PAGES_DIR, {}
+    shutil.rmtree(dest, ignore_errors=True)
+    for run, status, record in listed:
+        page = _page(run, root)
+        has_page = page.is_file() and record.get("status") == "ok"
+        error = (record.get(ATTEMPT) or record).get("error")
+        warning = pages.banner(name=run.name, made_by=run.profile, status=status, record=record,
+                               profile=profile, has_page=has_page,
+                               error=describe_error(error) if error else "")
+        target = dest / run.notebook.group / f"{run.name}.ipynb"
+        if warning is None:
+            R.write_bytes(target, page.read_bytes())  # byte for byte
+        else:
+            R.write_text(target, pages.marked_page(page.read_text(encoding="utf-8")
+                                                   if has_page else None, run.notebook.title,
+                                                   warning))
+        states[run.name] = status if has_page else f"not published ({status})"
+        log.debug("page %s: %s", run.name, states[run.name])
+    index = R.profile_index(profile, root)
+    built = R.read_json(index) if index.is_file() else {"profile": profile, "runs": {}}
+    R.write_json(dest / "index.json", {**built, "description": _description(man, profile),
+                                       "states": states})
+    return states
 
-    nb = nbformat.reads(notebook.decode("utf-8"), as_version=4)
-    chapter = run.notebook.group == CHAPTERS_GROUP
-    for cell in nb.cells:
-        tags = list(cell.metadata.get("tags", []))
-        if {"parameters", "injected-parameters"} & set(tags):
-            tags.append("remove-cell")
-        elif cell.cell_type == "code" and not chapter and not any(
-                t.startswith(("remove-", "hide-")) for t in tags):
-            tags.append("hide-input")
-        if tags:
-            cell.metadata["tags"] = tags
-    source = "/".join(run.notebook.path.parts[-2:])
-    nb.metadata.get("papermill", {}).update(input_path=source, output_path=f"{run.name}.ipynb")
-    if not chapter:
-        rows = "\n".join(f"| `{k}` | `{v!r}` |" for k, v in run.params.items() if k not in UNHASHED)
-        block = (f":::{{dropdown}} Parameters of run `{run.name}` (profile `{profile}`)\n"
-                 f"Executed from `{source}` by `dyckbook run --profile {profile}`.\n\n"
-                 f"| parameter | value |\n|---|---|\n{rows}\n:::\n")
-        first = next((i for i, c in enumerate(nb.cells) if c.cell_type == "markdown"), None)
-        if first is not None and several and nb.cells[first].source.startswith("# "):
-            title, _, rest = nb.cells[first].source.partition("\n")
-            nb.cells[first].source = f"{title} · `{run.name}`\n{rest}".rstrip("\n")
-        nb.cells.insert(0 if first is None else first + 1,
-                        nbformat.v4.new_markdown_cell(block, metadata={"tags": ["run-parameters"]}))
-    return nbformat.writes(nb).encode("utf-8")
+
+def _description(man: Manifest, profile: str) -> str:
+    return " ".join(str(man.profiles[profile].get("description", "")).split())
 
 
-def _write_index(root: Path, profile: str, man: Manifest, runs: Sequence[Run],
-                 external: Sequence[Run]) -> None:
-    # what the book and later stages read: the profile, and each run with the profile that made
-    # it (runs of another profile that this one excludes are listed once published)
-    made_by = {r.name: _record(r, root).get("profile") for r in external}
-    R.write_json(root / INDEX, {
-        "profile": profile,
-        "description": " ".join(str(man.profiles[profile].get("description", "")).split()),
-        "runs": {r.name: {"group": nb.group, "notebook": nb.key, "stage": nb.stage,
-                          "title": nb.title, "profile": made_by.get(r.name, profile)}
-                 for r in [*runs, *external] for nb in [r.notebook]}})
+def _index(profile: str, man: Manifest, every: Sequence[Run]) -> dict[str, Any]:
+    """A profile's ``index.json``: the profile, and each run with the profile that made it
+    (runs of another profile that this one excludes are listed once published)."""
+    return {"profile": profile, "description": _description(man, profile),
+            "runs": {r.name: {"group": nb.group, "notebook": nb.key, "stage": nb.stage,
+                              "title": nb.title, "profile": r.profile}
+                     for r in every for nb in [r.notebook]}}
+
+
+def _write_index(root: Path, profile: str, man: Manifest, every: Sequence[Run]) -> None:
+    """The index on disk (what the book's landing page names): rewritten only when one of the
+    profile's runs publishes."""
+    R.write_json(R.profile_index(profile, root), _index(profile, man, every))
 
 
 def _now() -> str:

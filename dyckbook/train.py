@@ -6,6 +6,8 @@ import contextlib
 import ctypes
 import functools
 import math
+import os
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -205,6 +207,22 @@ def _accuracy(model: nn.Module, task: Task, data: dict[str, torch.Tensor],
     return [float(h) / n for h, n in zip(hits, sizes)]
 
 
+def progress_bar(total: int) -> Any:
+    """A bar over ``total`` training steps. A widget only under a Jupyter front end (JupyterLab
+    sets ``JPY_SESSION_NAME`` for its kernels) or on a terminal; elsewhere (papermill, a log
+    file) plain text on stderr at most every 10 s, which ``papermill --log-output`` shows as it
+    trains and a saved notebook keeps at its final count, never a widget frozen at 0%."""
+    from tqdm import tqdm
+
+    if "ipykernel" in sys.modules and os.environ.get("JPY_SESSION_NAME"):
+        from tqdm.auto import tqdm as widget
+
+        return widget(total=total, desc="training", unit="step", leave=False)
+    tty = sys.stderr.isatty() and "ipykernel" not in sys.modules
+    return tqdm(total=total, desc="training", unit="step", file=sys.stderr, ascii=not tty,
+                mininterval=0.1 if tty else 10.0, leave=not tty)
+
+
 def train(model: nn.Module, task: Task, train_sets: Sequence[Dataset],
           val_sets: Sequence[Dataset] | None, config: TrainConfig,
           progress: bool = False) -> TrainResult:
@@ -273,9 +291,7 @@ def train(model: nn.Module, task: Task, train_sets: Sequence[Dataset],
     start = time.perf_counter()
     bar = None
     if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=total, desc="training", unit="step", leave=False)
+        bar = progress_bar(total)
     model.train()
     orders_now = torch.empty(0, n, dtype=torch.long)  # this epoch's rows of the active models
     step = 0

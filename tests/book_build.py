@@ -23,9 +23,9 @@ REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "test-artifacts"
 CACHE = ARTIFACTS / "book-build"
 
-#: Chapter notebooks (book/<name>.ipynb, committed without outputs) are executed into this folder;
-#: _toc.yml lists the executed copies.
-CHAPTERS_DIR = Path("book/runs/chapters")
+#: Chapter notebooks (book/<name>.ipynb, committed without outputs) are executed into
+#: book/runs/<profile>/chapters; _toc.yml lists the copies `dyckbook pages` makes here.
+CHAPTERS_DIR = Path("book/pages/chapters")
 
 #: What the book build reads: copied into the build's private source tree.
 SOURCE_ITEMS = ("_config.yml", "_toc.yml", "book", "notebooks")
@@ -114,8 +114,8 @@ def _iter_inputs(root: Path) -> Iterator[Path]:
 def _generated(rel: Path) -> bool:
     """Paths the runner or the build regenerate: executed runs, their results, the MathJax copy."""
     s = rel.as_posix()
-    return s.startswith(("book/runs/", "book/results/", "book/_static/mathjax/")) or s in (
-        "book/runs", "book/results")
+    return s.startswith(("book/runs/", "book/results/", "book/pages/", "book/_static/mathjax/")) \
+        or s in ("book/runs", "book/results", "book/pages")
 
 
 def source_hash(root: Path = REPO) -> str:
@@ -224,6 +224,15 @@ def build_book(dest: Path) -> Path:
     runs = smoke_root()
     for generated in ("book/runs", "book/results"):
         shutil.copytree(runs / generated, src / generated, dirs_exist_ok=True)
+    return build_tree(src, dest)
+
+
+def build_tree(src: Path, dest: Path, profile: str = SMOKE_PROFILE) -> Path:
+    """``dyckbook pages`` for ``profile`` in the source tree ``src`` (its runs and results
+    copied in), then the book build into ``dest``; returns the HTML folder."""
+    from dyckbook import runner
+
+    runner.assemble_pages(profile, REPO / "notebooks" / "experiments.yml", src)
     proc = subprocess.run(
         [_venv_bin("jupyter-book"), "build", str(src), *BUILD_FLAGS, "--path-output", str(dest)],
         capture_output=True, text=True, check=False,

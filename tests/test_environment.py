@@ -70,13 +70,69 @@ def test_dask_is_an_extra_and_make_venv_installs_it():
 
 
 def test_make_clean_keeps_every_result():
-    """`make clean` removes build artefacts only; results go only with `make clean-results`."""
+    """`make clean` removes build artefacts only; results go only with `make clean-results`,
+    one named profile at a time."""
     import subprocess
 
     root = Path(__file__).resolve().parents[1]
     clean = subprocess.run(["make", "-n", "clean"], cwd=root, capture_output=True, text=True,
                            check=True).stdout
     assert "_build" in clean and "book/results" not in clean and "book/runs" not in clean
-    results = subprocess.run(["make", "-n", "clean-results"], cwd=root, capture_output=True,
-                             text=True, check=True).stdout
-    assert "book/results" in results and "book/runs" in results
+    results = subprocess.run(["make", "-n", "clean-results", "PROFILE=smoke"], cwd=root,
+                             capture_output=True, text=True, check=True).stdout
+    assert "book/results/smoke" in results and "book/runs/smoke" in results
+    assert "book/results/cpu" not in results
+    unnamed = subprocess.run(["make", "clean-results"], cwd=root, capture_output=True, text=True,
+                             check=False)
+    assert unnamed.returncode != 0 and "name the profile" in unnamed.stdout
+
+
+def test_make_publish_checks_first_in_one_line(tmp_path):
+    """`make publish` refuses, in under 10 s and one line, without committing anything: no
+    remote, a local-path remote, uncommitted changes, no profile named."""
+    import subprocess
+    import time
+
+    root = Path(__file__).resolve().parents[1]
+    clone = tmp_path / "clone"
+    git = ["git", "-c", "user.email=t@example.org", "-c", "user.name=t"]
+    subprocess.run(["git", "init", "-q", str(clone)], check=True)
+    (clone / "Makefile").write_bytes((root / "Makefile").read_bytes())
+    subprocess.run([*git, "-C", str(clone), "add", "Makefile"], check=True)
+    subprocess.run([*git, "-C", str(clone), "commit", "-qm", "m"], check=True)
+
+    def publish(*args: str) -> str:
+        start = time.monotonic()
+        done = subprocess.run(["make", "-s", "publish", *args], cwd=clone, capture_output=True,
+                              text=True, check=False)
+        assert time.monotonic() - start < 10
+        assert done.returncode != 0 and not done.stdout
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+        return done.stderr
+
+    assert "no git remote 'origin'" in publish("PROFILE=cpu")
+    subprocess.run(["git", "-C", str(clone), "remote", "add", "origin", str(tmp_path)],
+                   check=True)
+    assert "origin is a local path" in publish("PROFILE=cpu")
+    subprocess.run(["git", "-C", str(clone), "remote", "set-url", "origin",
+                    "https://github.com/example/example.git"], check=True)
+    assert "name the profile" in publish()
+    (clone / "new.txt").write_text("x")
+    assert "uncommitted changes" in publish("PROFILE=cpu")
+    branches = subprocess.run(["git", "-C", str(clone), "branch", "--list", "gh-pages"],
+                              capture_output=True, text=True, check=True).stdout
+    assert not branches and not (clone / ".venv").exists()
+
+
+def test_ruff_is_pinned_once_with_explicit_rules():
+    """`make lint` and the pre-commit hook run the same ruff, pinned in the dev extra, with an
+    explicit rule set (ruff's default rules change between versions)."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    pins = [_split(r) for r in pyproject["project"]["optional-dependencies"]["dev"]]
+    ruff = [spec for name, spec in pins if name == "ruff"]
+    assert len(ruff) == 1 and re.fullmatch(r"==\d+\.\d+\.\d+", ruff[0]), ruff
+    hooks = yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text())["repos"]
+    revs = [h["rev"] for h in hooks if h["repo"] == "https://github.com/astral-sh/ruff-pre-commit"]
+    assert revs == [f"v{ruff[0].removeprefix('==')}"], revs
+    select = pyproject["tool"]["ruff"]["lint"]["select"]
+    assert isinstance(select, list) and select, select

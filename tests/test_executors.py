@@ -82,18 +82,22 @@ def test_a_killed_dask_worker_is_retried_once_then_reported(tmp_path: Path, dask
     root = tmp_path / "out"
     assert runner.run("killing", manifest=m, out_root=root, executor=dask) == 1
     assert len(marker.read_text().splitlines()) == 2  # retried once on a fresh worker
-    rec = record(root, "fixture_kill", "killed")
+    rec = record(root, "fixture_kill", "killed", "killing")
     assert rec["status"] == "failed" and rec["error"]["ename"] == "KilledWorker"
-    assert {p.name for p in results(root, "fixture_kill", "killed").iterdir()} == {"run.json"}
-    assert not page(root, "fixture_kill", "killed").exists()
+    assert {p.name for p in results(root, "fixture_kill", "killed", "killing").iterdir()} == {
+        "run.json"}
+    assert not page(root, "fixture_kill", "killed", "killing").exists()
 
 
 @pytest.mark.notebook
-def test_ctrl_c_cancels_outstanding_runs_and_publishes_none_of_them(tmp_path: Path) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_kill_cancels_outstanding_runs_and_leaves_nothing_behind(
+        tmp_path: Path, signum: int) -> None:
     marker = tmp_path / "started"
     m = manifest(tmp_path, lambda raw: raw["profiles"]["smoke"].update(
         notebooks={"fixture_ok": {"work_s": 60.0, "marker": str(marker)}}))
-    root = tmp_path / "out"
+    root, tmp = tmp_path / "out", tmp_path / "tmp"
+    tmp.mkdir()
     # a shell's background job (`make test &`) ignores SIGINT, and a Python started with SIGINT
     # ignored never raises KeyboardInterrupt: the CLI is exec'd with the default, as on a terminal
     argv = [sys.executable, "-m", "dyckbook", "run", "--profile", "smoke", "--only", "alpha",
@@ -102,11 +106,11 @@ def test_ctrl_c_cancels_outstanding_runs_and_publishes_none_of_them(tmp_path: Pa
               "os.execv(sys.executable, sys.argv[1:])")
     proc = subprocess.Popen([sys.executable, "-c", launch, *argv], cwd=tmp_path,
                             stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "DYCKBOOK_ROOT": str(root)})
+                            env={**os.environ, "DYCKBOOK_ROOT": str(root), "TMPDIR": str(tmp)})
     deadline = time.monotonic() + 120
     while not marker.is_file() and time.monotonic() < deadline:  # the first run has started
         time.sleep(0.2)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     start = time.monotonic()
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
@@ -116,6 +120,8 @@ def test_ctrl_c_cancels_outstanding_runs_and_publishes_none_of_them(tmp_path: Pa
     assert len(marker.read_text().splitlines()) == 1  # the second run never started
     assert not list((root / "book").rglob("*.ipynb"))
     assert not (results(root, "fixture_ok", "alpha") / "metrics.json").exists()
+    time.sleep(1)  # the stopped worker's kernel
+    assert not list(tmp.glob("dyckbook-run-*")), "a temporary folder was left behind"
 
 
 def test_make_executor_rejects_bad_arguments() -> None:

@@ -108,7 +108,7 @@ def test_every_smoke_run_is_published_with_its_promised_files(smoke: SimpleNames
         rdir = smoke.root / run.params["results_dir"]
         record = json.loads((rdir / "run.json").read_text())
         assert record["status"] == "ok", (run.name, record.get("error"))
-        page = smoke.root / "book" / "runs" / run.notebook.group / f"{run.name}.ipynb"
+        page = smoke.root / "book" / "runs" / PROFILE / run.notebook.group / f"{run.name}.ipynb"
         executed = json.loads(page.read_text())
         errors = [o for c in executed["cells"] for o in c.get("outputs", [])
                   if o.get("output_type") == "error"]
@@ -132,7 +132,8 @@ def test_notebooks_rerun_under_nbval_with_stable_checked_cells(smoke: SimpleName
     pages: dict[str, Path] = {}  # one executed copy per notebook
     for run in smoke.runs:
         pages.setdefault(run.notebook.key,
-                         work / "book" / "runs" / run.notebook.group / f"{run.name}.ipynb")
+                         work / "book" / "runs" / PROFILE / run.notebook.group
+                         / f"{run.name}.ipynb")
     checked = {p: sum(CHECK_TAG in c.get("metadata", {}).get("tags", []) for c in _cells(p))
                for p in pages.values()}
     chosen = [p for p, n in checked.items() if n]

@@ -12,12 +12,12 @@ import dyckbook
 PACKAGE = Path(dyckbook.__file__).parent
 # ARCHITECTURE.md's floors; a module may import only from its own floor or below
 FLOORS = {
-    1: {"vocab", "config", "languages", "presets", "intervals", "version"},
+    1: {"vocab", "config", "languages", "presets", "intervals", "version", "params"},
     2: {"hardness", "thesis", "negatives", "dataset", "protocol", "completion"},
     3: {"tokenizer", "kernels", "blocks", "model", "thesis_model", "seq2seq", "train", "evaluate",
         "baselines"},
     4: {"run", "results", "explain", "probes", "verdicts", "registry"},
-    5: {"grid", "plotting", "book", "verdict_tables"},
+    5: {"grid", "plotting", "book", "verdict_tables", "pages"},
     6: {"executors", "runner", "__main__"},
 }
 FLOOR_OF = {m: f for f, mods in FLOORS.items() for m in mods}

@@ -221,13 +221,15 @@ def test_model_file_errors(tmp_path):
 def test_result_paths(tmp_path, monkeypatch):
     monkeypatch.setenv(results.ROOT_ENV, str(tmp_path))
     assert results.repo_root() == tmp_path.resolve()
-    assert results.run_results_dir("g", "r") == tmp_path.resolve() / "book/results/g/r"
-    assert results.run_notebook_path("g", "r", root="/x") == results.resolve(
-        "book/runs/g/r.ipynb", "/x")
+    assert results.run_results_dir("cpu", "g", "r") == tmp_path.resolve() / "book/results/cpu/g/r"
+    assert results.run_notebook_path("cpu", "g", "r", root="/x") == results.resolve(
+        "book/runs/cpu/g/r.ipynb", "/x")
+    assert results.profile_index("smoke") == tmp_path.resolve() / "book/results/smoke/index.json"
     assert results.resolve("/abs/p") == results.resolve("/abs/p", "/elsewhere")
     for bad in ("", "a/b", ".hidden"):
-        with pytest.raises(ValueError, match="must be a plain file name"):
-            results.run_results_dir(bad, "r")
+        for args in ((bad, "g", "r"), ("cpu", bad, "r"), ("cpu", "g", bad)):
+            with pytest.raises(ValueError, match="must be a plain file name"):
+                results.run_results_dir(*args)
 
 
 def test_write_bytes_writes_through_a_link_and_keeps_permissions(tmp_path):

@@ -6,6 +6,8 @@ import ast
 import hashlib
 import json
 import logging
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,7 @@ import nbformat
 import pytest
 import yaml
 
-from dyckbook import runner
+from dyckbook import pages, runner
 from dyckbook.executors import make_executor
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,21 +36,21 @@ def manifest(tmp_path: Path, edit: Any = None, name: str = "m.yml") -> Path:
     return path
 
 
-def results(root: Path, group: str, run: str) -> Path:
-    return root / "book" / "results" / group / run
+def results(root: Path, group: str, run: str, profile: str = "smoke") -> Path:
+    return root / "book" / "results" / profile / group / run
 
 
-def page(root: Path, group: str, run: str) -> Path:
-    return root / "book" / "runs" / group / f"{run}.ipynb"
+def page(root: Path, group: str, run: str, profile: str = "smoke") -> Path:
+    return root / "book" / "runs" / profile / group / f"{run}.ipynb"
 
 
-def record(root: Path, group: str, run: str) -> dict[str, Any]:
-    return json.loads((results(root, group, run) / "run.json").read_text())
+def record(root: Path, group: str, run: str, profile: str = "smoke") -> dict[str, Any]:
+    return json.loads((results(root, group, run, profile) / "run.json").read_text())
 
 
 def ran(caplog: pytest.LogCaptureFixture) -> set[str]:
     """Runs that finished (ok or failed) according to the runner's log."""
-    return {r.getMessage().split()[1] for r in caplog.records
+    return {r.getMessage().split()[1].rstrip(":") for r in caplog.records
             if r.getMessage().startswith(("[ok]", "[FAIL]"))}
 
 
@@ -76,7 +78,7 @@ def test_resolution_order_defaults_then_run_then_profile() -> None:
     assert list(runs) == ["chapter", "alpha", "beta", "summary"]  # manifest order, boom excluded
     defaults = _parameters_cell(FIXTURES / "notebooks" / "ok.ipynb")
     assert runs["alpha"].params == {**defaults, "seed": 1, "scale": 10.0, "run_name": "alpha",
-                                    "results_dir": "book/results/fixture_ok/alpha"}
+                                    "results_dir": "book/results/scaled/fixture_ok/alpha"}
     assert runs["beta"].params["scale"] == 7.0  # profile runs.beta beats profile params
     assert runs["beta"].params["seed"] == 2  # run params beat notebook defaults
     assert "scale" not in runs["summary"].params  # profile params reach declaring notebooks only
@@ -195,15 +197,22 @@ def _executed(*cells: Any) -> bytes:
     return nbformat.writes(nb).encode()
 
 
+def _page(notebook: bytes, run: runner.Run, several: bool) -> bytes:
+    return pages.prepare_for_book(
+        notebook, name=run.name, source="/".join(run.notebook.path.parts[-2:]), params=run.params,
+        profile=run.profile, chapter=run.notebook.group == runner.CHAPTERS_GROUP,
+        several=several, hidden=runner.UNHASHED)
+
+
 def test_prepare_for_book_shows_parameters_and_hides_plumbing() -> None:
     alpha = runner.resolve_profile(runner.load_manifest(MANIFEST), "smoke")[1]
-    out = nbformat.reads(runner.prepare_for_book(_executed(
+    out = nbformat.reads(_page(_executed(
         nbformat.v4.new_markdown_cell("# Title\n\nThe question."),
         nbformat.v4.new_code_cell("seed = 0", metadata={"tags": ["parameters"]}),
         nbformat.v4.new_code_cell("seed = 1", metadata={"tags": ["injected-parameters"]}),
         nbformat.v4.new_code_cell("x = seed * 2"),
         nbformat.v4.new_code_cell("y = 1", metadata={"tags": ["remove-input"]}),
-    ), alpha, "smoke", several=True).decode(), as_version=4)
+    ), alpha, several=True).decode(), as_version=4)
     assert out.cells[0].source == "# Title · `alpha`\n\nThe question."
     block = out.cells[1].source
     assert "| `seed` | `1` |" in block and "num_threads" not in block and "`smoke`" in block
@@ -215,10 +224,10 @@ def test_prepare_for_book_shows_parameters_and_hides_plumbing() -> None:
 
 def test_prepare_for_book_keeps_a_chapter_as_written() -> None:
     chapter = runner.resolve_profile(runner.load_manifest(MANIFEST), "smoke")[0]
-    out = nbformat.reads(runner.prepare_for_book(_executed(
+    out = nbformat.reads(_page(_executed(
         nbformat.v4.new_markdown_cell("# Chapter"),
         nbformat.v4.new_code_cell("k = 1", metadata={"tags": ["parameters"]}),
-        nbformat.v4.new_code_cell("print(k)")), chapter, "smoke", several=False).decode(),
+        nbformat.v4.new_code_cell("print(k)")), chapter, several=False).decode(),
         as_version=4)
     assert out.cells[0].source == "# Chapter" and len(out.cells) == 3
     assert out.cells[1].metadata["tags"] == ["parameters", "remove-cell"]
@@ -247,13 +256,13 @@ def test_a_stage_starts_unknown_runs_in_manifest_order_then_the_longest_first(
     assert order() == ["alpha", "beta", "boom", "killed"]  # nothing known: manifest order
     for name, seconds, profile in (("alpha", 5.0, "scaled"), ("beta", 50.0, "scaled"),
                                    ("boom", 20.0, "scaled"), ("killed", 900.0, "smoke")):
-        folder = results(root, runs[name].notebook.group, name)
+        folder = results(root, runs[name].notebook.group, name, runs[name].profile)
         folder.mkdir(parents=True)
         (folder / "run.json").write_text(json.dumps({"duration_s": seconds, "profile": profile}))
     # killed's only duration is another profile's: unknown, so it goes first
     assert order() == ["killed", "beta", "boom", "alpha"]
     # a run that resumed (5 s this time) is ordered by the longest it ever took
-    folder = results(root, runs["alpha"].notebook.group, "alpha")
+    folder = results(root, runs["alpha"].notebook.group, "alpha", "scaled")
     (folder / "run.json").write_text(json.dumps({"duration_s": 5.0, "longest_s": 500.0,
                                                  "profile": "scaled"}))
     assert order() == ["killed", "alpha", "beta", "boom"]
@@ -261,18 +270,17 @@ def test_a_stage_starts_unknown_runs_in_manifest_order_then_the_longest_first(
 
 def test_publish_keeps_the_longest_duration_of_the_profile(tmp_path: Path) -> None:
     m = runner.load_manifest(manifest(tmp_path))
-    run = {r.name: r for r in runner.resolve_profile(m, "scaled")}["alpha"]
     root = tmp_path / "out"
 
     def publish(seconds: float, profile: str = "scaled") -> float | None:
+        run = {r.name: r for r in runner.resolve_profile(m, profile)}["alpha"]
         runner._publish(run, {"files": {}, "notebook": b"{}"},
-                        {"status": "failed", "duration_s": seconds}, root, profile)
-        return json.loads((results(root, run.notebook.group, "alpha") / "run.json")
-                          .read_text())["longest_s"]
+                        {"status": "failed", "duration_s": seconds}, root, m, [run])
+        return record(root, run.notebook.group, "alpha", profile)["longest_s"]
 
     assert publish(900.0) == 900.0
     assert publish(6.5) == 900.0  # resumed: the cost stays the fresh run's
-    assert publish(7.0, "smoke") == 7.0  # another profile's durations do not carry over
+    assert publish(7.0, "smoke") == 7.0  # another profile's tree: its own durations
 
 
 # ------------------------------------------------------------------------ executing (kernels)
@@ -298,7 +306,7 @@ def test_publish_skip_then_rerun_what_changed(tmp_path: Path, pool, caplog) -> N
     metrics = json.loads((rdir / "metrics.json").read_text())
     assert metrics["omp_num_threads"] == str(metrics["num_threads"])
     assert not metrics["cwd"].startswith(str(root))  # executed in a private folder
-    assert "book/results/fixture_ok/alpha" in page(root, "fixture_ok", "alpha").read_text()
+    assert "book/results/smoke/fixture_ok/alpha" in page(root, "fixture_ok", "alpha").read_text()
     summary = results(root, "fixture_summary", "summary") / "summary.json"
     assert json.loads(summary.read_text())["runs"] == ["alpha"]
     assert not [p for p in (root / "book").rglob(".*")]  # no staging folders left
@@ -325,8 +333,14 @@ def test_publish_skip_then_rerun_what_changed(tmp_path: Path, pool, caplog) -> N
     assert runner.run("smoke", manifest=m, out_root=root, executor=pool) == 0
     assert ran(caplog) == {"summary"}
     assert json.loads(summary.read_text())["runs"] == ["alpha", "beta"]
-    index = json.loads((root / "book" / "results" / "index.json").read_text())
+    index = json.loads((root / "book" / "results" / "smoke" / "index.json").read_text())
     assert index["profile"] == "smoke" and index["runs"]["beta"]["profile"] == "extra"
+    assert not results(root, "fixture_ok", "beta").exists()  # beta stays in extra's tree
+    states = runner.assemble_pages("smoke", m, root)
+    assert states == {"chapter": "ok", "alpha": "ok", "summary": "ok", "beta": "ok"}
+    assert (root / "book/pages/fixture_ok/alpha.ipynb").read_bytes() == page(
+        root, "fixture_ok", "alpha").read_bytes()
+    assert "comes from profile `extra`" in (root / "book/pages/fixture_ok/beta.ipynb").read_text()
 
     caplog.clear()
     assert runner.run("smoke", ["chapter"], force=True, manifest=m, out_root=root,
@@ -335,26 +349,105 @@ def test_publish_skip_then_rerun_what_changed(tmp_path: Path, pool, caplog) -> N
 
 
 @pytest.mark.notebook
-def test_failure_is_reported_never_published_and_blocks_later_stages(tmp_path: Path, pool,
-                                                                      caplog) -> None:
+def test_a_failure_never_published_is_reported_and_blocks_later_stages(tmp_path: Path, pool,
+                                                                       caplog) -> None:
     caplog.set_level(logging.INFO, logger="dyckbook")
     root, m = tmp_path / "out", manifest(tmp_path)
-    stale = page(root, "fixture_fail", "boom")  # a page from an earlier success must go
-    stale.parent.mkdir(parents=True)
-    stale.write_text("{}")
     assert runner.run("failing", manifest=m, out_root=root, executor=pool) == 1
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert "FAILED boom: cell 3 [# cell: explode] raised ValueError: boom at seed 0" in errors
     assert any(e.startswith("[block] summary") for e in errors)
-    assert not stale.exists()
-    rdir = results(root, "fixture_fail", "boom")
-    rec = record(root, "fixture_fail", "boom")
+    rdir = results(root, "fixture_fail", "boom", "failing")
+    rec = record(root, "fixture_fail", "boom", "failing")
     assert rec["status"] == "failed" and rec["error"]["ename"] == "ValueError"
     assert rec["hash"] is None
-    assert {p.name for p in rdir.iterdir()} == {"run.json", "failed.ipynb", "cache.jsonl"}
-    assert record(root, "fixture_summary", "summary")["status"] == "blocked"
-    assert not page(root, "fixture_summary", "summary").exists()
+    assert {p.name for p in rdir.iterdir()} == {"run.json", "failed.ipynb"}
+    # the failed attempt's resume cache waits beside it, never in the published folder
+    assert (rdir.parent / ".boom.attempt" / "cache.jsonl").is_file()
+    assert record(root, "fixture_summary", "summary", "failing")["status"] == "blocked"
+    assert not page(root, "fixture_summary", "summary", "failing").exists()
     assert [s for _, s, _ in runner.statuses("failing", m, root)] == ["failed", "blocked"]
+    assert not (root / "book/results/failing/index.json").exists()  # nothing published
+    # the book still builds: each page says what happened
+    states = runner.assemble_pages("failing", m, root)
+    assert states == {"boom": "not published (failed)", "summary": "not published (blocked)"}
+    text = (root / "book/pages/fixture_fail/boom.ipynb").read_text()
+    assert "Not published" in text and "boom at seed 0" in text
+
+
+@pytest.mark.notebook
+def test_a_failed_run_keeps_the_last_good_publication_and_every_other_page(
+        tmp_path: Path, pool, caplog) -> None:
+    """Publication is a transaction: break one run of a built tree; every page and result
+    file stays byte for byte, the broken page is marked in the book and in list."""
+    caplog.set_level(logging.INFO, logger="dyckbook")
+    root, m = tmp_path / "out", manifest(tmp_path)
+    assert runner.run("smoke", manifest=m, out_root=root, executor=pool) == 0
+    tree = {p: p.read_bytes() for p in sorted((root / "book").rglob("*"))
+            if p.is_file() and p.name != "run.json"}
+    broken = manifest(tmp_path, lambda raw: raw["runs"]["alpha"]["params"].update(
+        work_s="not a number"), name="broken.yml")  # alpha's setup cell raises a TypeError
+    caplog.clear()
+    assert runner.run("smoke", manifest=broken, out_root=root, executor=pool) == 1
+    assert ran(caplog) == {"alpha"}  # chapter and summary: inputs unchanged, left alone
+    assert not [e for e in caplog.records if e.getMessage().startswith("[block]")]
+    after = {p: p.read_bytes() for p in sorted((root / "book").rglob("*"))
+             if p.is_file() and p.name not in ("run.json", "failed.ipynb")
+             and ".alpha.attempt" not in p.parts}
+    assert after == tree
+    rec = record(root, "fixture_ok", "alpha")
+    assert rec["status"] == "ok" and rec["attempt"]["status"] == "failed"
+    assert rec["attempt"]["error"]["ename"] == "TypeError"
+    assert (results(root, "fixture_ok", "alpha") / "failed.ipynb").is_file()
+    listed = {r.name: s for r, s, _ in runner.statuses("smoke", broken, root)}
+    assert listed == {"chapter": "ok", "alpha": "failed", "beta": "ok", "summary": "ok"}
+    states = runner.assemble_pages("smoke", broken, root)
+    assert states == listed
+    marked = (root / "book/pages/fixture_ok/alpha.ipynb").read_text()
+    assert "Its last run failed" in marked and "TypeError" in marked
+    assert "last good" in marked
+    for name, group in (("chapter", "chapters"), ("beta", "fixture_ok"),
+                        ("summary", "fixture_summary")):
+        assert (root / "book/pages" / group / f"{name}.ipynb").read_bytes() == page(
+            root, group, name).read_bytes()
+    assert json.loads((root / "book/pages/index.json").read_text())["states"]["alpha"] == "failed"
+    # the next good run replaces the publication whole and clears the attempt
+    caplog.clear()
+    assert runner.run("smoke", manifest=m, out_root=root, executor=pool) == 0
+    assert ran(caplog) == {"alpha", "summary"}  # alpha's cache grew: summary's inputs changed
+    assert "attempt" not in record(root, "fixture_ok", "alpha")
+    assert not (results(root, "fixture_ok", "alpha") / "failed.ipynb").exists()
+    assert not (results(root, "fixture_ok", "alpha").parent / ".alpha.attempt").exists()
+
+
+def test_orphaned_temporary_folders_are_removed(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    gone, mine = (tmp_path / f"dyckbook-run-{dead}-x1", tmp_path / f"dyckbook-run-{os.getpid()}-x2")
+    other = tmp_path / "dyckbook-run-abc"  # not ours to judge: left alone
+    for folder in (gone, mine, other):
+        (folder / "root").mkdir(parents=True)
+    assert runner.remove_orphaned_folders(tmp_path) == [gone]
+    assert mine.is_dir() and other.is_dir() and not gone.exists()
+
+
+def test_a_tree_of_the_layout_before_profiles_moves_under_its_profile(tmp_path: Path) -> None:
+    from dyckbook import results as R
+
+    old = tmp_path / "book/results/g/r"
+    old.mkdir(parents=True)
+    (old / "run.json").write_text("{}")
+    (tmp_path / "book/runs/g").mkdir(parents=True)
+    (tmp_path / "book/runs/g/r.ipynb").write_text("{}")
+    (tmp_path / "book/results/index.json").write_text('{"profile": "cpu", "runs": {}}')
+    assert R.migrate_legacy_tree(tmp_path) == "cpu"
+    assert (tmp_path / "book/results/cpu/g/r/run.json").is_file()
+    assert (tmp_path / "book/runs/cpu/g/r.ipynb").is_file()
+    assert (tmp_path / "book/results/cpu/index.json").is_file()
+    assert R.migrate_legacy_tree(tmp_path) is None  # once
 
 
 @pytest.mark.notebook
@@ -365,8 +458,10 @@ def test_a_killed_pool_worker_fails_its_run_and_publishes_nothing(tmp_path: Path
         runs={"killed": {"marker": str(marker), "kills": 5}}))
     root = tmp_path / "out"
     assert runner.run("killing", manifest=m, out_root=root) == 1
-    assert record(root, "fixture_kill", "killed")["error"]["ename"] == "BrokenProcessPool"
-    assert not page(root, "fixture_kill", "killed").exists()
+    assert record(root, "fixture_kill", "killed", "killing")["error"]["ename"] == \
+        "BrokenProcessPool"
+    assert not page(root, "fixture_kill", "killed", "killing").exists()
+    assert not list(Path(tempfile.gettempdir()).glob("dyckbook-run-*-*"))  # none orphaned
     assert len(marker.read_text().splitlines()) == 1  # the process pool does not retry
 
 
@@ -390,3 +485,45 @@ def test_papermill_directly_defaults_to_scratch_and_takes_typed_parameters(
     assert (published / "metrics.json").read_text() == "published"
     helptext = CliRunner().invoke(papermill, ["--help-notebook", source]).output
     assert "seed: int (default 0)" in helptext and "Unknown type" not in helptext
+
+
+def test_a_line_names_the_runs_still_going(tmp_path: Path, caplog) -> None:
+    import concurrent.futures as cf
+    import threading
+
+    caplog.set_level(logging.INFO, logger="dyckbook")
+    run = runner.resolve_profile(runner.load_manifest(MANIFEST), "smoke")[1]
+    release = threading.Event()
+    with cf.ThreadPoolExecutor(1) as pool:
+        future = pool.submit(release.wait, 5)
+        gen = runner._as_completed({future: run}, tmp_path, every=0.05)
+        timer = threading.Timer(0.3, release.set)
+        timer.start()
+        assert list(gen) == [future]
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("[running]")]
+    assert lines and "alpha" in lines[0]
+
+
+@pytest.mark.notebook
+def test_profiles_publish_apart_and_the_index_changes_only_on_publication(
+        tmp_path: Path, pool) -> None:
+    """A smoke run after a built profile leaves that profile's results, pages and index byte for
+    byte; a run that publishes nothing (all up to date, or refused) rewrites no index."""
+    root, m = tmp_path / "out", manifest(tmp_path)
+    assert runner.run("scaled", manifest=m, out_root=root, executor=pool) == 0
+
+    def tree(profile: str) -> dict[str, bytes]:
+        return {p.relative_to(root).as_posix(): p.read_bytes()
+                for base in ("results", "runs") for p in (root / "book" / base / profile).rglob("*")
+                if p.is_file()}
+
+    scaled = tree("scaled")
+    assert "book/results/scaled/index.json" in scaled
+    assert runner.run("smoke", manifest=m, out_root=root, executor=pool) == 0
+    assert tree("scaled") == scaled
+    smoke = tree("smoke")
+    assert runner.run("smoke", manifest=m, out_root=root, executor=pool) == 0  # up to date
+    with pytest.raises(ValueError, match="matches no run"):
+        runner.run("smoke", ["nothing*"], manifest=m, out_root=root, executor=pool)
+    assert tree("smoke") == smoke and tree("scaled") == scaled
+    assert json.loads(scaled["book/results/scaled/index.json"])["profile"] == "scaled"

@@ -8,7 +8,7 @@ from typing import Any
 
 from docutils import nodes
 
-INDEX = Path("book") / "results" / "index.json"  # written by `dyckbook run` (dyckbook.runner)
+INDEX = Path("book") / "pages" / "index.json"  # written by `dyckbook pages` (dyckbook.pages)
 
 
 def _dedupe_scripts(app: Any, pagename: str, templatename: str, context: dict,
@@ -43,6 +43,10 @@ def _profile_note(app: Any, doctree: nodes.document, docname: str) -> None:
     para += nodes.literal(text=built["profile"])
     para += nodes.Text(f" of notebooks/experiments.yml ({len(built['runs'])} runs)"
                        + (f": {built['description']}" if built.get("description") else "."))
+    marked = sorted(name for name, state in built.get("states", {}).items() if state != "ok")
+    if marked:
+        para += nodes.Text(f" {len(marked)} of its pages {'is' if len(marked) == 1 else 'are'} "
+                           f"not up to date, each marked on the page: {', '.join(marked)}.")
     note = nodes.note("", para, classes=["build-profile"])
     section = next(doctree.findall(nodes.section))
     section.insert(section.first_child_matching_class(nodes.title) + 1, note)

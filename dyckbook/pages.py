@@ -1,0 +1,112 @@
+"""A run's page in the book: the executed notebook made into a page, and the warning it carries
+when it is not up to date.
+
+The runner stores each profile's pages in ``book/runs/<profile>/`` and never changes a stored
+page after a failed attempt; ``dyckbook pages --profile P`` (``make book`` runs it) copies one
+profile's pages into ``book/pages/`` (what ``_toc.yml`` lists), each marked here with its state,
+and writes a page saying what happened for a run never published, so the book always builds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import nbformat
+
+__all__ = ["STATES", "banner", "marked_page", "prepare_for_book"]
+
+#: what a page in each state says under its title (``{when}``: when its publication finished)
+STATES = {
+    "stale": "**Stale.** The notebook, its parameters, the package version or the results it "
+             "reads changed after this run published ({when}): these are its last results, not "
+             "the current code's.",
+    "edited": "**Edited.** A result file of this run changed after it published ({when}).",
+    "failed": "**Its last run failed**{attempt}: {error}. The results below are the last good "
+              "ones, published {when}.",
+    "blocked": "**Not rerun**{attempt}: an earlier stage failed. The results below are the "
+               "last good ones, published {when}.",
+    "missing": "**Not published.** Run `{name}` of profile `{profile}` has no results yet.",
+}
+
+
+def prepare_for_book(notebook: bytes, *, name: str, source: str, params: Mapping[str, Any],
+                     profile: str, chapter: bool, several: bool,
+                     hidden: Iterable[str] = ()) -> bytes:
+    """An executed notebook made into a page: parameter cells removed, the run's parameters
+    (but ``hidden``) in a dropdown under the title (and the run name in the title when its
+    notebook has several runs), an experiment's code collapsed (a chapter's stays visible: it
+    is the argument). ``source`` is the notebook's path as the reader finds it."""
+    nb = nbformat.reads(notebook.decode("utf-8"), as_version=4)
+    for cell in nb.cells:
+        tags = list(cell.metadata.get("tags", []))
+        if {"parameters", "injected-parameters"} & set(tags):
+            tags.append("remove-cell")
+        elif cell.cell_type == "code" and not chapter and not any(
+                t.startswith(("remove-", "hide-")) for t in tags):
+            tags.append("hide-input")
+        if tags:
+            cell.metadata["tags"] = tags
+    nb.metadata.get("papermill", {}).update(input_path=source, output_path=f"{name}.ipynb")
+    if not chapter:
+        rows = "\n".join(f"| `{k}` | `{v!r}` |" for k, v in params.items() if k not in hidden)
+        block = (f":::{{dropdown}} Parameters of run `{name}` (profile `{profile}`)\n"
+                 f"Executed from `{source}` by `dyckbook run --profile {profile}`.\n\n"
+                 f"| parameter | value |\n|---|---|\n{rows}\n:::\n")
+        first = _title(nb)
+        if first is not None and several and nb.cells[first].source.startswith("# "):
+            title, _, rest = nb.cells[first].source.partition("\n")
+            nb.cells[first].source = f"{title} · `{name}`\n{rest}".rstrip("\n")
+        nb.cells.insert(0 if first is None else first + 1,
+                        nbformat.v4.new_markdown_cell(block, metadata={"tags": ["run-parameters"]}))
+    return nbformat.writes(nb).encode("utf-8")
+
+
+def banner(*, name: str, made_by: str, status: str, record: Mapping[str, Any], profile: str,
+           has_page: bool = True, error: str = "") -> str | None:
+    """The warning under a page's title (None for an up-to-date page of ``profile``).
+
+    Args:
+        name: the run. made_by: the profile that published it. status: its state
+            (``runner.run_status``). record: its ``run.json``. profile: the book's profile.
+        has_page: whether a publication is in place (else the page is a stand-in).
+        error: the last attempt's error, one line.
+    """
+    lines = []
+    if status != "ok" or not has_page:
+        attempt = record.get("attempt") or (record if status in ("failed", "blocked") else {})
+        fields = {"when": record.get("finished") or "never", "name": name, "profile": made_by,
+                  "attempt": f" ({attempt['finished']})" if attempt.get("finished") else "",
+                  "error": error or "no error recorded"}
+        if has_page:
+            lines.append(STATES.get(status, STATES["stale"]).format(**fields))
+        else:
+            lines.append(STATES["missing"].format(**fields) + (
+                " Its last attempt{attempt} {status}: {error}.".format(**fields, status=status)
+                if status in ("failed", "blocked") else ""))
+        lines.append(f"`python -m dyckbook run --profile {made_by} --only {name}` reruns it "
+                     "(`python -m dyckbook list` shows every run's state).")
+    if made_by != profile:
+        lines.append(f"This page comes from profile `{made_by}`, which this build's profile "
+                     f"`{profile}` leaves out.")
+    return ":::{warning}\n" + "\n\n".join(lines) + "\n:::\n" if lines else None
+
+
+def marked_page(page: str | None, title: str, warning: str | None) -> str:
+    """A stored page (or, with None, a stand-in holding only ``title``) with ``warning``
+    inserted under its title."""
+    if page is None:
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(f"# {title}")])
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                     "language": "python"}
+    else:
+        nb = nbformat.reads(page, as_version=4)
+    if warning:
+        first = _title(nb)
+        nb.cells.insert(0 if first is None else first + 1, nbformat.v4.new_markdown_cell(
+            warning, metadata={"tags": ["run-state"]}))
+    return nbformat.writes(nb)
+
+
+def _title(nb: Any) -> int | None:
+    return next((i for i, c in enumerate(nb.cells) if c.cell_type == "markdown"), None)

@@ -1,0 +1,77 @@
+"""Every command the docs show parses: make targets and variables exist, dyckbook's flags exist,
+papermill's ``-p`` names are parameters of the notebook it runs. A doc that sends users wrong
+fails here."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import papermill
+import pytest
+
+from dyckbook.__main__ import build_parser
+
+REPO = Path(__file__).resolve().parents[1]
+DOCS = [REPO / "README.md", REPO / "CONTRIBUTING.md", REPO / "ARCHITECTURE.md",
+        REPO / "benchmarks" / "README.md", *sorted((REPO / "book").glob("*.md"))]
+PREFIXES = ("make ", "python -m dyckbook", "dyckbook ", ".venv/bin/python -m dyckbook",
+            "papermill ", ".venv/bin/papermill ")
+
+
+def commands(path: Path) -> list[str]:
+    """The commands of a doc: each line of its ``bash`` blocks (continuations joined, comments
+    dropped) and each inline code span that starts like a command."""
+    text = path.read_text(encoding="utf-8")
+    found = []
+    for block in re.findall(r"```(?:bash|sh|console)\n(.*?)```", text, flags=re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = re.sub(r"(^|\s)#.*$", "", line).strip()
+            if line.startswith(PREFIXES) or " -m dyckbook " in line:
+                found.append(line)
+    for span in re.findall(r"`([^`\n]+)`", re.sub(r"```.*?```", "", text, flags=re.S)):
+        if span.startswith(PREFIXES) and "..." not in span and "<" not in span:
+            found.append(span)
+    return found
+
+
+ALL = [(path, command) for path in DOCS for command in commands(path)]
+
+
+def test_the_docs_show_commands_of_every_kind() -> None:
+    kinds = {next(p for p in ("make", "dyckbook", "papermill") if p in c) for _, c in ALL}
+    assert kinds == {"make", "dyckbook", "papermill"} and len(ALL) >= 20
+
+
+def _makefile() -> tuple[set[str], set[str]]:
+    text = (REPO / "Makefile").read_text()
+    targets = set(re.findall(r"^([a-z][\w-]*):", text, flags=re.M))
+    variables = set(re.findall(r"\$\((\w+)\)", text)) | set(re.findall(r"^(\w+) \?=", text,
+                                                                     flags=re.M))
+    return targets, variables
+
+
+@pytest.mark.parametrize(("path", "command"), ALL,
+                         ids=[f"{p.name}:{c[:40]}" for p, c in ALL])
+def test_a_documented_command_parses(path: Path, command: str) -> None:
+    words = [w.strip("[]") for w in shlex.split(command) if w.strip("[]")]
+    if words[0] == "make":
+        targets, variables = _makefile()
+        for word in words[1:]:
+            if "=" in word:
+                assert word.split("=")[0] in variables, f"{path.name}: make has no {word}"
+            elif not word.startswith("-"):
+                assert word in targets, f"{path.name}: make has no target {word!r}"
+    elif "papermill" in words[0]:
+        notebook = next(w for w in words if w.endswith(".ipynb"))
+        declared = papermill.inspect_notebook(str(REPO / notebook))
+        names = [words[i + 1] for i, w in enumerate(words) if w in ("-p", "--parameters")]
+        unknown = [n for n in names if n not in declared]
+        assert not unknown, f"{path.name}: {notebook} has no parameter {unknown}"
+    else:
+        args = words[words.index("dyckbook") + 1:] if "dyckbook" in words else words[1:]
+        try:
+            build_parser().parse_args(args)
+        except SystemExit as exit_:
+            pytest.fail(f"{path.name}: `{command}` does not parse (exit {exit_.code})")
