@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,9 +15,10 @@ from dyckbook.dataset import string_hash
 from dyckbook.languages import Dyck
 from dyckbook.vocab import PAD_CODE, check_codes
 
-__all__ = ["BIGBENCH_SENTENCE", "REGIMES", "CompletionDataConfig", "CompletionSet",
-           "CompletionSplits", "closing_codes", "completion_target", "make_completion_splits",
-           "open_positions", "parse_bigbench", "to_bigbench_json"]
+__all__ = ["BBH_DYCK_FILE", "BIGBENCH_SENTENCE", "REGIMES", "CompletionDataConfig",
+           "CompletionSet", "CompletionSplits", "check_items", "close_by_counts", "closing_codes",
+           "completion_target", "make_completion_splits", "open_positions", "order_blind_best",
+           "order_blind_expected", "parse_bigbench", "to_bigbench_json", "to_items"]
 
 REGIMES = ("suffix", "bbh")
 #: The sentence before the tokens of every BIG-bench / BIG-Bench Hard ``dyck_languages`` input.
@@ -310,3 +312,100 @@ def parse_bigbench(text: str, source: str, k: int = 4) -> CompletionSet:
                              f"completion of {' '.join(tokens)!r}, which is {' '.join(expected)!r}")
         prefixes.append("".join(tokens))
     return CompletionSet(Dyck(k), *Dyck(k).alphabet.encode(prefixes), "bigbench")
+
+
+# ------------------------------------------------------------------ items and order-blind scores
+#: Where the real BIG-Bench Hard ``dyck_languages`` items (250, MIT) lie, from the source root
+#: (``results.source_root()``); read them with ``results.read_bigbench`` and :func:`to_items`.
+BBH_DYCK_FILE = "benchmarks/bbh/dyck_languages.json"
+
+
+def to_items(completions: CompletionSet) -> list[tuple[str, str]]:
+    """The ``(prefix, target)`` pairs of a set, as text without spaces, e.g. ``("[{[", "]}]")``:
+    ``to_items(results.read_bigbench(path))`` are a BIG-bench file's items in file order."""
+    targets = completions.language.alphabet.decode(*completions.targets())
+    return list(zip(completions.strings(), targets))
+
+
+def check_items(items: Sequence[tuple[str, str]], k: int = 4) -> list[tuple[str, str]]:
+    """``items`` as a list of ``(prefix, target)`` str pairs over the k pairs' symbols; a
+    ValueError names the first item (by index) that is not such a pair (targets are not checked
+    against the prefixes here: :func:`parse_bigbench` does that)."""
+    symbols = set(Dyck(k).alphabet.symbols)
+    if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
+        raise ValueError(f"items must be a sequence of (prefix, target) pairs, got "
+                         f"{type(items).__name__}")
+    out = []
+    for i, item in enumerate(items):
+        if not (isinstance(item, (tuple, list)) and len(item) == 2
+                and all(isinstance(s, str) for s in item)):
+            raise ValueError(f"item {i}: expected a (prefix, target) pair of str, got "
+                             f"{str(item)[:80]}")
+        for name, text in zip(("prefix", "target"), item):
+            unknown = sorted(set(text) - symbols)
+            if unknown:
+                raise ValueError(f"item {i}: {name} {text!r} holds {unknown[0]!r}, which is not "
+                                 f"one of the symbols {''.join(sorted(symbols))!r}")
+        out.append((item[0], item[1]))
+    return out
+
+
+def _unmatched(prefix: str, pairs: Sequence[str]) -> list[int]:
+    """Per pair: openers minus closers in ``prefix`` (never below 0) -- all an order-blind rule
+    knows about what is left open."""
+    return [max(0, prefix.count(p[0]) - prefix.count(p[1])) for p in pairs]
+
+
+def close_by_counts(prefix: str, order: str | None = None, k: int = 4) -> str:
+    """The order-blind rule "close the unmatched counts in a fixed order": every closer of
+    ``order`` (default the k pairs' closers, ``")]}>"`` for k = 4), repeated as often as its
+    opener outnumbers it in ``prefix``. E.g. ``close_by_counts("([") == ")]"`` (the right
+    completion is ``"])"``); ``close_by_counts("[[") == "]]"``."""
+    pairs = Dyck(k).alphabet.pairs
+    closers = "".join(p[1] for p in pairs)
+    order = closers if order is None else order
+    if not isinstance(order, str) or sorted(order) != sorted(closers):
+        raise ValueError(f"order must arrange the closers {closers!r} once each, got {order!r}")
+    left = dict(zip(closers, _unmatched(prefix, pairs)))
+    return "".join(c * left[c] for c in order)
+
+
+def _bag_keys(items: list[tuple[str, str]], k: int) -> list[tuple[int, ...]]:
+    symbols = Dyck(k).alphabet.symbols
+    return [tuple(prefix.count(s) for s in symbols) for prefix, _ in items]
+
+
+def order_blind_best(items: Sequence[tuple[str, str]], k: int = 4) -> float:
+    """The best exact-match share any order-blind predictor (a function of how often each symbol
+    occurs in the prefix) can reach on these very items: each count vector answered with the
+    most frequent target among the items sharing it. An upper bound, fitted to the items: where
+    (almost) every count vector is unique it memorises them (see :func:`order_blind_expected`).
+    NaN for no items."""
+    items = check_items(items, k)
+    if not items:
+        return float("nan")
+    groups: dict[tuple[int, ...], dict[str, int]] = {}
+    for key, (_, target) in zip(_bag_keys(items, k), items):
+        counts = groups.setdefault(key, {})
+        counts[target] = counts.get(target, 0) + 1
+    return sum(max(c.values()) for c in groups.values()) / len(items)
+
+
+def order_blind_expected(items: Sequence[tuple[str, str]], k: int = 4) -> float:
+    """The expected exact-match share of closing the unmatched counts in a uniformly random
+    order (each arrangement of the closers left open equally likely): per item 1 / (distinct
+    arrangements of its target) when its target uses exactly the unmatched closers, else 0.
+    NaN for no items."""
+    items = check_items(items, k)
+    if not items:
+        return float("nan")
+    pairs, total = Dyck(k).alphabet.pairs, 0.0
+    for prefix, target in items:
+        left = _unmatched(prefix, pairs)
+        if [target.count(p[1]) for p in pairs] != left or len(target) != sum(left):
+            continue
+        arrangements = math.factorial(sum(left))
+        for n in left:
+            arrangements //= math.factorial(n)
+        total += 1.0 / arrangements
+    return total / len(items)

@@ -33,15 +33,16 @@ from dyckbook.blocks import (
     dropout,
     init_models,
 )
-from dyckbook.completion import CompletionSet, open_positions
+from dyckbook.completion import CompletionSet, check_items, open_positions
 from dyckbook.config import Config
 from dyckbook.evaluate import Score, evaluating
+from dyckbook.languages import Dyck
 from dyckbook.model import seed_for
 from dyckbook.vocab import BOS, EOS, N_SPECIAL, SEQ_PAD
 
-__all__ = ["ARCHS", "CompletionTask", "DecoderOnly", "EncoderDecoder", "Seq2SeqConfig",
-           "build_seq2seq", "evaluate_completions", "greedy_decode", "source_tokens",
-           "target_tokens"]
+__all__ = ["ARCHS", "CompletionTask", "DecoderOnly", "EncoderDecoder", "ItemScores",
+           "Seq2SeqConfig", "build_seq2seq", "evaluate_completions", "greedy_decode",
+           "score_items", "source_tokens", "target_tokens"]
 
 ARCHS = ("encoder_decoder", "decoder_only")
 Hooks = Iterable[str] | Callable[[str], bool] | None
@@ -498,3 +499,111 @@ def evaluate_completions(model: _Model, data: CompletionSet, batch_size: int = 5
                   per_kind={data.regime: [len(data), int(exact.sum())]},
                   per_depth=_table(data.depths(), exact))
     return score, measures
+
+
+# ------------------------------------------------------------------ scoring (prefix, target) items
+@dataclass
+class ItemScores:
+    """Exact match of one completer on a list of ``(prefix, target)`` items, item by item.
+
+    Attributes:
+        score: a :class:`~dyckbook.evaluate.Score`: ``n``, ``correct``, ``interval`` (Wilson,
+            95%), ``per_length`` (prefix length), ``per_depth`` (target length), ``per_kind``.
+        correct: bool (n,): item i completed exactly.
+        predictions: the completion given for each item, as text without spaces (a model's
+            special tokens shown as ``?``; ``…`` after one that did not end in time).
+    """
+
+    score: Score
+    correct: np.ndarray
+    predictions: list[str]
+
+    @property
+    def accuracy(self) -> float:
+        return self.score.accuracy
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return self.score.interval
+
+    @property
+    def missed(self) -> list[int]:
+        """Indices of the items not completed exactly, in order."""
+        return np.flatnonzero(~self.correct).tolist()
+
+
+def _model_predictions(model: _Model, prefixes: list[str], targets: list[str],
+                       batch_size: int) -> tuple[list[str], np.ndarray]:
+    """Greedy completions of a single model, and whether each is its target then ``<eos>``;
+    each batch decodes up to its longest target + 1 tokens, as in :func:`evaluate_completions`."""
+    alphabet = Dyck(model.config.k).alphabet
+    longest = max(map(len, prefixes))
+    if longest > model.config.n_ctx:
+        raise ValueError(f"a prefix of length {longest} is longer than the model's n_ctx "
+                         f"({model.config.n_ctx})")
+    symbols = {N_SPECIAL + c: s for c, s in enumerate(alphabet.symbols)}
+    predictions, exact = [], np.zeros(len(prefixes), bool)
+    for start in range(0, len(prefixes), batch_size):
+        rows = range(start, min(start + batch_size, len(prefixes)))
+        codes, lengths = alphabet.encode([prefixes[i] for i in rows])
+        steps = min(max(len(targets[i]) for i in rows) + 1, model.config.n_ctx + 1)
+        out = greedy_decode(model, source_tokens(codes, lengths, codes.shape[1]), steps)
+        for i, row in zip(rows, out.tolist()):
+            ended = EOS in row
+            row = row[:row.index(EOS)] if ended else row
+            text = "".join(symbols.get(t, "?") for t in row)
+            predictions.append(text if ended else text + "…")
+            exact[i] = ended and text == targets[i]
+    return predictions, exact
+
+
+def score_items(model: _Model | Callable[[list[str]], Sequence[str]],
+                items: Sequence[tuple[str, str]], kind: str = "bbh",
+                batch_size: int = 500) -> ItemScores:
+    """Exact match of a completer on ``(prefix, target)`` items (e.g. ``completion.to_items`` of
+    ``results.read_bigbench``'s set), with a Wilson interval and every item's outcome.
+
+    Args:
+        model: a single sequence model (:func:`build_seq2seq`; greedy decoding, exact = its
+            target then ``<eos>``, as :func:`evaluate_completions` counts), or a function from
+            the list of all prefixes to their completions as text (spaces are ignored).
+        items: ``(prefix, target)`` str pairs over the model's symbols (``k`` pairs; 4 for a
+            function); errors name the item.
+        kind: the ``per_kind`` key of the score.
+    """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
+    if isinstance(model, _Model):
+        if model.n_models != 1:
+            raise ValueError(f"score_items needs a single model, got {model.n_models}; "
+                             f"use split()")
+        items = check_items(items, model.config.k)
+    elif callable(model):
+        items = check_items(items, 4)
+    else:
+        raise ValueError(f"model must be a sequence model or a function of the prefixes, got "
+                         f"{type(model).__name__}")
+    prefixes, targets = [p for p, _ in items], [t for _, t in items]
+    if not items:
+        predictions, exact = [], np.zeros(0, bool)
+    elif isinstance(model, _Model):
+        predictions, exact = _model_predictions(model, prefixes, targets, batch_size)
+    else:
+        given = model(list(prefixes))
+        if isinstance(given, str) or len(given) != len(items):
+            raise ValueError(f"model gave {len(given)} completions for {len(items)} prefixes"
+                             if not isinstance(given, str) else
+                             "model must return one completion per prefix, got one str")
+        predictions = []
+        for i, text in enumerate(given):
+            if not isinstance(text, str):
+                raise ValueError(f"item {i}: the model's completion must be a str, got "
+                                 f"{type(text).__name__}")
+            predictions.append("".join(text.split()))
+        exact = np.array([p == t for p, t in zip(predictions, targets)], bool)
+    lengths = np.array([len(p) for p in prefixes], np.int64)
+    depths = np.array([len(t) for t in targets], np.int64)
+    score = Score(n=len(items), correct=int(exact.sum()), per_length=_table(lengths, exact),
+                  per_kind={kind: [len(items), int(exact.sum())]},
+                  per_depth=_table(depths, exact))
+    return ItemScores(score, exact, predictions)
