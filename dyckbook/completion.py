@@ -6,6 +6,7 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -315,9 +316,10 @@ def parse_bigbench(text: str, source: str, k: int = 4) -> CompletionSet:
 
 
 # ------------------------------------------------------------------ items and order-blind scores
-#: Where the real BIG-Bench Hard ``dyck_languages`` items (250, MIT) lie, from the source root
-#: (``results.source_root()``); read them with ``results.read_bigbench`` and :func:`to_items`.
-BBH_DYCK_FILE = "benchmarks/bbh/dyck_languages.json"
+#: The real BIG-Bench Hard ``dyck_languages`` items (250, MIT; shipped with the package, so a
+#: worker without a checkout has them); read them with ``results.read_bigbench`` and
+#: :func:`to_items`.
+BBH_DYCK_FILE = Path(__file__).resolve().parent / "external" / "bbh" / "dyck_languages.json"
 
 
 def to_items(completions: CompletionSet) -> list[tuple[str, str]]:

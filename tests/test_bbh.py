@@ -38,7 +38,7 @@ from dyckbook.seq2seq import (
 from dyckbook.train import TrainConfig, train
 
 ROOT = Path(__file__).resolve().parent.parent
-FILE = ROOT / BBH_DYCK_FILE
+FILE = BBH_DYCK_FILE
 PAIRS = {"(": ")", "[": "]", "{": "}", "<": ">"}
 CLOSERS = set(PAIRS.values())
 
