@@ -16,7 +16,7 @@ FLOORS = {
     2: {"hardness", "thesis", "negatives", "dataset", "protocol", "completion"},
     3: {"tokenizer", "kernels", "blocks", "model", "thesis_model", "seq2seq", "train", "evaluate",
         "baselines"},
-    4: {"run", "results", "explain", "probes", "verdicts", "registry"},
+    4: {"run", "results", "explain", "probes", "verdicts", "registry", "constructions"},
     5: {"grid", "plotting", "book", "verdict_tables", "pages"},
     6: {"executors", "runner", "__main__"},
 }
