@@ -93,6 +93,10 @@ class _Pool(cf.ProcessPoolExecutor):
             running = list((self._processes or {}).values())
             for process in running:
                 process.terminate()
+            # the queue of submitted tasks (megabytes each: a task carries its input files) can
+            # no longer drain into dead workers: do not wait for its feeder thread at exit
+            if self._call_queue is not None:
+                self._call_queue.cancel_join_thread()
             for process in running:  # gone before the caller sweeps their temporary folders
                 process.join(timeout=10)
         super().shutdown(wait=wait, cancel_futures=cancel_futures)

@@ -98,6 +98,10 @@ def test_ctrl_c_or_kill_cancels_outstanding_runs_and_leaves_nothing_behind(
         notebooks={"fixture_ok": {"work_s": 60.0, "marker": str(marker)}}))
     root, tmp = tmp_path / "out", tmp_path / "tmp"
     tmp.mkdir()
+    for name in ("alpha", "beta"):  # big resume caches: a queued task no pipe buffer holds
+        cache = root / "book/results/smoke/fixture_ok" / name / "cache.jsonl"
+        cache.parent.mkdir(parents=True)
+        cache.write_text('{"seed": 0}\n' * 400_000)
     # a shell's background job (`make test &`) ignores SIGINT, and a Python started with SIGINT
     # ignored never raises KeyboardInterrupt: the CLI is exec'd with the default, as on a terminal
     argv = [sys.executable, "-m", "dyckbook", "run", "--profile", "smoke", "--only", "alpha",
