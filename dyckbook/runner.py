@@ -437,14 +437,22 @@ def execute(task: Task) -> dict[str, Any]:
                 "duration_s": round(time.perf_counter() - t0, 3), "host": socket.gethostname()}
 
 
+MAX_SOCKET_PATH = 100  # bytes of a Unix socket path the kernel's IPC transport may use
+
+
 def _kernel_manager(env: dict[str, str], cwd: Path, sockets: Path) -> type:
     from jupyter_client.manager import AsyncKernelManager
 
     sockets.mkdir()
+    # IPC sockets in the run's folder; a socket path is limited to ~107 bytes, so under a long
+    # $TMPDIR the kernel talks over loopback TCP instead
+    ipc = len(str(sockets / "ipc-99")) <= MAX_SOCKET_PATH
+    where = {"transport": "ipc", "ip": str(sockets / "ipc")} if ipc else {
+        "transport": "tcp", "ip": "127.0.0.1"}
 
     class _Manager(AsyncKernelManager):
         def __init__(self, **kw: Any) -> None:
-            super().__init__(**kw, transport="ipc", ip=str(sockets / "ipc"))
+            super().__init__(**kw, **where)
 
         async def start_kernel(self, **kw: Any) -> None:
             # per-run environment and folder without touching this (maybe threaded) process's

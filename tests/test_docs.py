@@ -75,3 +75,21 @@ def test_a_documented_command_parses(path: Path, command: str) -> None:
             build_parser().parse_args(args)
         except SystemExit as exit_:
             pytest.fail(f"{path.name}: `{command}` does not parse (exit {exit_.code})")
+
+
+def test_every_cross_reference_names_a_page_of_the_toc() -> None:
+    """``{doc}`` links in the chapters and notebooks point at pages the toc lists (the build's
+    -n finds them too, but only after every notebook has run)."""
+    import json
+
+    from book_build import toc_files
+
+    listed = set(toc_files())
+    texts = {p: p.read_text(encoding="utf-8") for p in (REPO / "book").rglob("*.md")}
+    for p in [*(REPO / "book").glob("*.ipynb"), *(REPO / "notebooks").glob("*.ipynb")]:
+        cells = json.loads(p.read_text(encoding="utf-8"))["cells"]
+        texts[p] = "\n".join("".join(c["source"]) for c in cells)
+    for path, text in texts.items():
+        for target in re.findall(r"\{doc\}`(?:[^<`]*<)?/?([^>`]+)>?`", text):
+            assert target in listed or target.startswith("book/pages/06_ablation_grid/"), (
+                f"{path.relative_to(REPO)} links to {target}, which the toc does not list")

@@ -7,9 +7,11 @@ import json
 import os
 import pty
 import select
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -96,8 +98,8 @@ def test_ctrl_c_or_kill_cancels_outstanding_runs_and_leaves_nothing_behind(
     marker = tmp_path / "started"
     m = manifest(tmp_path, lambda raw: raw["profiles"]["smoke"].update(
         notebooks={"fixture_ok": {"work_s": 60.0, "marker": str(marker)}}))
-    root, tmp = tmp_path / "out", tmp_path / "tmp"
-    tmp.mkdir()
+    root = tmp_path / "out"
+    tmp = Path(tempfile.mkdtemp(prefix="dk"))  # a private $TMPDIR, short (socket paths)
     for name in ("alpha", "beta"):  # big resume caches: a queued task no pipe buffer holds
         cache = root / "book/results/smoke/fixture_ok" / name / "cache.jsonl"
         cache.parent.mkdir(parents=True)
@@ -126,6 +128,7 @@ def test_ctrl_c_or_kill_cancels_outstanding_runs_and_leaves_nothing_behind(
     assert not (results(root, "fixture_ok", "alpha") / "metrics.json").exists()
     time.sleep(1)  # the stopped worker's kernel
     assert not list(tmp.glob("dyckbook-run-*")), "a temporary folder was left behind"
+    shutil.rmtree(tmp)
 
 
 def test_make_executor_rejects_bad_arguments() -> None:

@@ -461,7 +461,11 @@ def test_a_killed_pool_worker_fails_its_run_and_publishes_nothing(tmp_path: Path
     assert record(root, "fixture_kill", "killed", "killing")["error"]["ename"] == \
         "BrokenProcessPool"
     assert not page(root, "fixture_kill", "killed", "killing").exists()
-    assert not list(Path(tempfile.gettempdir()).glob("dyckbook-run-*-*"))  # none orphaned
+    from dyckbook.executors import _alive
+
+    left = [f for f in Path(tempfile.gettempdir()).glob("dyckbook-run-*-*")  # other tests' are
+            if not _alive(int(f.name.split("-")[2]))]  # alive: only a dead worker's count
+    assert not left
     assert len(marker.read_text().splitlines()) == 1  # the process pool does not retry
 
 
@@ -527,3 +531,11 @@ def test_profiles_publish_apart_and_the_index_changes_only_on_publication(
         runner.run("smoke", ["nothing*"], manifest=m, out_root=root, executor=pool)
     assert tree("smoke") == smoke and tree("scaled") == scaled
     assert json.loads(scaled["book/results/scaled/index.json"])["profile"] == "scaled"
+
+
+def test_a_long_temporary_folder_makes_the_kernel_use_tcp(tmp_path: Path) -> None:
+    short = runner._kernel_manager({}, tmp_path, tmp_path / "s")(kernel_name="python3")
+    deep = tmp_path / ("d" * 120)
+    deep.mkdir()
+    long = runner._kernel_manager({}, deep, deep / "s")(kernel_name="python3")
+    assert short.transport == "ipc" and long.transport == "tcp"
