@@ -204,4 +204,4 @@ def test_a_broken_run_keeps_every_page_and_the_book_builds(tmp_path: Path) -> No
     page = (html / "book/pages/01_dyck1/dyck1.html").read_text()
     assert "Its last run failed" in page and "n_seeds" in page
     assert "Its last run failed" not in (html / "book/pages/02_dyck3/dyck3.html").read_text()
-    assert "1 of its pages is not up to date" in (html / "index.html").read_text()
+    assert "1 of its pages is not up to date" in (html / "book/intro.html").read_text()

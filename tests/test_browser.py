@@ -238,7 +238,7 @@ def test_landing_page_footer_logo_favicon_and_notebook_download(html_dir: Path, 
     icon = page.get_attribute("link[rel='icon']", "href")
     assert icon and (landing.parent / icon).is_file()
     assert page.get_attribute("a[href^='https://github.com/dyckbook/dyckbook']", "href")
-    run = next(p for p in sorted((html_dir / "book" / "runs").rglob("*.html"))
+    run = next(p for p in sorted((html_dir / "book" / "pages").rglob("*.html"))
                if "chapters" not in p.parts)
     page.goto(run.as_uri(), wait_until="load")
     download = page.get_attribute("a[href$='.ipynb']", "href")
