@@ -43,10 +43,9 @@ from dyckbook.executors import (
 from dyckbook.version import __version__
 
 __all__ = ["INJECTED", "Manifest", "Notebook", "Run", "Task", "assemble_pages", "describe_error",
-           "execute",
-           "external_runs", "kernel_threads", "load_manifest", "longest_first",
-           "published",
-           "resolve_profile", "run", "run_hash", "run_status", "select_runs", "statuses"]
+           "execute", "external_runs", "kernel_threads", "load_manifest", "longest_first",
+           "published", "resolve_profile", "run", "run_hash", "run_status", "select_runs",
+           "statuses"]
 
 log = logging.getLogger(__name__)
 
@@ -336,10 +335,12 @@ def run_status(run: Run, hash_: str, root: Path) -> str:
     return "ok" if file_hashes(_folder(run, root)) == record.get("files") else "edited"
 
 
-def statuses(profile: str, manifest: str | os.PathLike[str] | None = None,
+def statuses(profile: str, manifest: str | os.PathLike[str] | Manifest | None = None,
              out_root: str | os.PathLike[str] | None = None) -> list[tuple[Run, str, dict]]:
-    """``(run, status, run.json)`` for every run of a profile (for ``dyckbook list``)."""
-    root, man = Path(out_root or R.repo_root()).resolve(), load_manifest(manifest)
+    """``(run, status, run.json)`` for every run of a profile (for ``dyckbook list``);
+    ``manifest``: a path, or one already loaded."""
+    root = Path(out_root or R.repo_root()).resolve()
+    man = manifest if isinstance(manifest, Manifest) else load_manifest(manifest)
     R.migrate_legacy_tree(root)
     every = (runs := resolve_profile(man, profile)) + external_runs(man, profile, root)
     return [(r, run_status(r, run_hash(r, _inputs(every, r.notebook.stage, root)), root),
@@ -642,11 +643,12 @@ def _publish(run: Run, result: Mapping[str, Any] | None, record: Mapping[str, An
     before = _record(run, root)
     attempt = {k: record.get(k) for k in (
         "status", "error", "started", "finished", "duration_s", "host")}
-    if not ok:
-        kept = {k: v for k, v in result.get("files", {}).items() if k in run.notebook.keep}
+    if not ok and "files" in result:  # an attempt that ran: its caches replace the last's
+        kept = {k: v for k, v in result["files"].items() if k in run.notebook.keep}
         shutil.rmtree(_attempt_folder(run, root), ignore_errors=True)
         for rel, data in kept.items():
             R.write_bytes(_attempt_folder(run, root) / rel, data)
+    if not ok:
         if published(run, root):
             if result.get("notebook"):
                 R.write_bytes(rdir / FAILED_NOTEBOOK, result["notebook"])
@@ -684,7 +686,8 @@ def _publish(run: Run, result: Mapping[str, Any] | None, record: Mapping[str, An
             result["notebook"], name=run.name, source="/".join(run.notebook.path.parts[-2:]),
             params=run.params, profile=run.profile, chapter=run.notebook.group == CHAPTERS_GROUP,
             several=several, hidden=UNHASHED))
-        _write_index(root, run.profile, man, every)
+        # the index the landing page names: rewritten only when a run of the profile publishes
+        R.write_json(R.profile_index(run.profile, root), _index(run.profile, man, every))
         log.debug("published %s: %d file(s) in %s, page %s", run.name, len(files), rdir, page)
 
 
@@ -700,7 +703,7 @@ def assemble_pages(profile: str, manifest: str | os.PathLike[str] | None = None,
     profiles, each marked with its state (``dyckbook.pages``), plus its ``index.json``; returns
     ``{run: state}``. The stored pages are read, never changed."""
     root, man = Path(out_root or R.repo_root()).resolve(), load_manifest(manifest)
-    listed = statuses(profile, manifest, root)
+    listed = statuses(profile, man, root)
     listed += [(r, "ok", _record(r, root)) for r in external_runs(man, profile, root)]
     dest, states = root / R.PAGES_DIR, {}
     shutil.rmtree(dest, ignore_errors=True)
@@ -738,12 +741,6 @@ def _index(profile: str, man: Manifest, every: Sequence[Run]) -> dict[str, Any]:
             "runs": {r.name: {"group": nb.group, "notebook": nb.key, "stage": nb.stage,
                               "title": nb.title, "profile": r.profile}
                      for r in every for nb in [r.notebook]}}
-
-
-def _write_index(root: Path, profile: str, man: Manifest, every: Sequence[Run]) -> None:
-    """The index on disk (what the book's landing page names): rewritten only when one of the
-    profile's runs publishes."""
-    R.write_json(R.profile_index(profile, root), _index(profile, man, every))
 
 
 def _now() -> str:

@@ -539,3 +539,17 @@ def test_a_long_temporary_folder_makes_the_kernel_use_tcp(tmp_path: Path) -> Non
     deep.mkdir()
     long = runner._kernel_manager({}, deep, deep / "s")(kernel_name="python3")
     assert short.transport == "ipc" and long.transport == "tcp"
+
+
+def test_a_blocked_run_keeps_the_caches_of_an_earlier_failed_attempt(tmp_path: Path) -> None:
+    m = runner.load_manifest(manifest(tmp_path))
+    boom = {r.name: r for r in runner.resolve_profile(m, "failing")}["boom"]
+    root = tmp_path / "out"
+    runner._publish(boom, {"files": {"cache.jsonl": b"{}\n", "metrics.json": b"{}"},
+                           "notebook": b"{}"}, {"status": "failed"}, root, m, [boom])
+    cache = results(root, "fixture_fail", "boom", "failing").parent / ".boom.attempt"
+    assert (cache / "cache.jsonl").read_bytes() == b"{}\n"
+    assert not (cache / "metrics.json").exists()  # only what the manifest keeps
+    runner._publish(boom, None, {"status": "blocked"}, root, m, [boom])
+    assert (cache / "cache.jsonl").read_bytes() == b"{}\n"
+    assert record(root, "fixture_fail", "boom", "failing")["status"] == "blocked"
