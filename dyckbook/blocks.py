@@ -19,11 +19,16 @@ from torch import nn
 
 from dyckbook import kernels
 
-__all__ = ["ACTIVATIONS", "MATMUL", "NORMS", "POS_ENCODINGS", "Attention", "Block", "Embedding",
-           "LayerNorm", "Linear", "PositionalEncoding", "Recorder", "affine", "dropout",
-           "init_models", "sinusoidal_table"]
+__all__ = ["ACTIVATIONS", "MATMUL", "NORMS", "POS_ENCODINGS", "RELATIVE", "Attention", "Block",
+           "Embedding", "LayerNorm", "Linear", "PositionalEncoding", "Recorder", "affine",
+           "alibi_slopes", "dropout", "init_models", "random_positions", "rotate",
+           "sinusoidal_table"]
 
-POS_ENCODINGS = ("none", "absolute", "absolute_ctx", "sinusoidal", "learned")
+POS_ENCODINGS = ("none", "absolute", "absolute_ctx", "sinusoidal", "learned", "rope", "alibi",
+                 "randomized")
+#: encodings that act inside self-attention on the distance between query and key, not on
+#: the embeddings (cross-attention ignores them: source and target positions do not compare)
+RELATIVE = ("rope", "alibi")
 NORMS = ("post", "pre")
 ACTIVATIONS = ("relu", "gelu")
 
@@ -230,24 +235,37 @@ def sinusoidal_table(n_positions: int, d_model: int) -> torch.Tensor:
 class PositionalEncoding(nn.Module):
     """Position information added to the embeddings.
 
-    ``none`` adds nothing (attention alone is then blind to order); ``absolute`` adds
-    ``(i / n) * u`` with n the number of tokens of the string and u a learned direction (Yao et
-    al.'s i/n); ``absolute_ctx`` the same with n = n_ctx (the thesis' constant denominator);
-    ``sinusoidal`` the fixed table of Vaswani et al.; ``learned`` a trained table.
+    ``none`` adds nothing (attention alone is then blind to order; under a causal mask the
+    model can still count, Kazemnejad et al.'s NoPE); ``absolute`` adds ``(i / n) * u`` with n
+    the number of tokens of the string and u a learned direction (Yao et al.'s i/n);
+    ``absolute_ctx`` the same with n = n_ctx (the thesis' constant denominator); ``sinusoidal``
+    the fixed table of Vaswani et al.; ``learned`` a trained table; ``randomized`` the
+    sinusoidal table read at a sorted random subset of ``0 .. n_positions - 1`` per row (Ruoss et
+    al.: a short training string sees the positions of long ones), drawn from each model's
+    stream in training and from a fixed seed in evaluation. ``rope`` (Su et al.) and ``alibi``
+    (Press et al.) add nothing here: :class:`Attention` applies them (see :data:`RELATIVE`).
     """
 
     def __init__(self, kind: str, n_models: int, n_positions: int, d_model: int,
-                 n_ctx: int) -> None:
+                 n_ctx: int, streams: Streams = ()) -> None:
         super().__init__()
         if kind not in POS_ENCODINGS:
             raise ValueError(f"pos_encoding must be one of {POS_ENCODINGS}, got {kind!r}")
-        self.kind, self.n_ctx = kind, n_ctx
+        if kind == "randomized" and len(streams) != n_models:
+            raise ValueError(f"pos_encoding 'randomized' needs one stream per model "
+                             f"({n_models}), got {len(streams)}")
+        self.kind, self.n_ctx, self.streams = kind, n_ctx, streams
         if kind == "learned":
             self.table = nn.Parameter(torch.empty(n_models, n_positions, d_model))
         elif kind in ("absolute", "absolute_ctx"):
             self.direction = nn.Parameter(torch.empty(n_models, d_model))
-        elif kind == "sinusoidal":
+        elif kind in ("sinusoidal", "randomized"):
             self.register_buffer("fixed", sinusoidal_table(n_positions, d_model), persistent=False)
+
+    @property
+    def relative(self) -> str | None:
+        """``rope`` or ``alibi`` (for the blocks' self-attention), else None."""
+        return self.kind if self.kind in RELATIVE else None
 
     def forward(self, n_pos: int, n_tokens: torch.Tensor) -> torch.Tensor | None:
         """Encoding broadcastable to (S, batch, pos, d_model), or None for ``none``.
@@ -256,8 +274,11 @@ class PositionalEncoding(nn.Module):
             n_pos: positions in the batch.
             n_tokens: (S, batch) real tokens per row (for ``absolute``).
         """
-        if self.kind == "none":
+        if self.kind in ("none", *RELATIVE):
             return None
+        if self.kind == "randomized":
+            return self.fixed[random_positions(n_tokens, n_pos, self.fixed.shape[0],
+                                               self.streams if self.training else None)]
         if self.kind == "learned":
             return self.table[:, None, :n_pos]
         if self.kind == "sinusoidal":
@@ -275,6 +296,63 @@ class PositionalEncoding(nn.Module):
             self.table[s].normal_(0.0, 1.0, generator=g)
         elif self.kind in ("absolute", "absolute_ctx"):
             self.direction[s].normal_(0.0, 1.0, generator=g)
+
+
+def random_positions(n_tokens: torch.Tensor, n_pos: int, n_positions: int,
+                     streams: Streams | None) -> torch.Tensor:
+    """Randomized positions: for every row a sorted random subset of ``0 .. n_positions - 1``,
+    one position per real token (pads get ``n_positions - 1``).
+
+    Args:
+        n_tokens: (S, batch) real tokens per row (the subset's size; the row's own length, so
+            a row's positions never depend on how wide its batch is padded).
+        n_pos: positions in the batch.
+        n_positions: the range drawn from.
+        streams: S generators (model s draws from its own), or None (evaluation): a
+            generator seeded with the row's length, so a row's positions depend on its length
+            alone (under a causal mask they leak the length to earlier tokens).
+
+    Returns:
+        int64 (S, batch, n_pos).
+    """
+    n, batch = n_tokens.shape
+    lengths = n_tokens.cpu()
+    if lengths.numel() and int(lengths.max()) > n_positions:
+        raise ValueError(f"a row has {int(lengths.max())} tokens, more than the "
+                         f"{n_positions} positions randomized positions draw from")
+    if streams is not None:
+        keys = torch.stack([torch.rand(batch, n_positions, generator=g) for g in streams])
+    else:  # evaluation: a row's positions depend on its length alone
+        keys = torch.empty(n, batch, n_positions)
+        for length in lengths.unique().tolist():
+            g = torch.Generator().manual_seed(int(length))
+            keys[lengths == length] = torch.rand(n_positions, generator=g)
+    chosen = keys.argsort(-1).argsort(-1) < lengths[..., None]  # the n_tokens smallest keys
+    every = torch.arange(n_positions)
+    picked = torch.where(chosen, every, n_positions - 1).sort(-1).values[..., :n_pos]
+    return picked.to(n_tokens.device)
+
+
+def rotate(x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """RoPE (Su et al.): rotate dims (2i, 2i + 1) of every head by ``position * 10000^(-2i /
+    d_head)``, so a query's dot product with a key depends on their positions' difference only.
+
+    Args:
+        x: (rows, head, pos, d_head) queries or keys, d_head even.
+        positions: int (rows or 1, pos).
+    """
+    half = x.shape[-1] // 2
+    freq = torch.exp(-math.log(10000.0) * torch.arange(half, device=x.device) * 2 / x.shape[-1])
+    angle = positions[:, None, :, None].to(x.dtype) * freq.to(x.dtype)  # (rows, 1, pos, half)
+    cos, sin = angle.cos(), angle.sin()
+    even, odd = x[..., 0::2], x[..., 1::2]
+    return torch.stack((even * cos - odd * sin, even * sin + odd * cos), -1).flatten(-2)
+
+
+def alibi_slopes(n_heads: int) -> torch.Tensor:
+    """ALiBi's head slopes (Press et al.): the geometric sequence 2^(-8 i / n_heads), i = 1..h."""
+    return torch.pow(2.0, -8.0 * torch.arange(1, n_heads + 1, dtype=torch.float64) / n_heads
+                     ).float()
 
 
 def _to_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -295,18 +373,29 @@ class Attention(nn.Module):
 
     One fused projection ``qkv`` (S, d_model, 3 d_model): columns [0, d) are W_Q, then W_K, then
     W_V; heads are contiguous blocks of d_head columns. Cross-attention takes queries from ``x``
-    and keys and values from ``memory`` with the same layout. Short rows on the CPU go through
-    ``dyckbook.kernels`` (one pass per row and head, dropout included); otherwise torch's fused
-    ``scaled_dot_product_attention``, or, when recording activations or dropping attention
-    weights, the explicit path (same arithmetic).
+    and keys and values from ``memory`` with the same layout. ``relative`` (self-attention)
+    rotates queries and keys by their positions (``rope``; ``hook_q`` / ``hook_k`` record them
+    rotated) or adds ``-slope_h * |i - j|`` to the scores (``alibi``). Short rows on the CPU
+    go through ``dyckbook.kernels`` (one pass per row and head, dropout included; not with
+    ``relative``); otherwise torch's fused ``scaled_dot_product_attention``, or, when recording
+    activations or dropping attention weights, the explicit path (same arithmetic).
     """
 
     def __init__(self, n_models: int, d_model: int, n_heads: int, p_drop: float,
-                 streams: Streams, n_positions: int | None = None) -> None:
+                 streams: Streams, n_positions: int | None = None,
+                 relative: str | None = None) -> None:
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
+        if relative not in (None, *RELATIVE):
+            raise ValueError(f"relative must be one of {(None, *RELATIVE)}, got {relative!r}")
+        if relative == "rope" and (d_model // n_heads) % 2:
+            raise ValueError(f"rope rotates pairs of dimensions: d_model / n_heads "
+                             f"({d_model} / {n_heads}) must be even")
         self.n_heads, self.p_drop, self.streams = n_heads, p_drop, streams
+        self.relative = relative  # rope | alibi | None (self-attention only)
+        if relative == "alibi":
+            self.register_buffer("slopes", alibi_slopes(n_heads), persistent=False)
         self.n_positions = n_positions  # dropout masks are drawn at this many positions
         # (S, head) multipliers of each head's output, e.g. 0 to ablate a head; None: all 1
         self.head_scale: torch.Tensor | None = None
@@ -326,27 +415,49 @@ class Attention(nn.Module):
         return q, kv.view(rows, -1, 2 * d)
 
     def _project(self, x: torch.Tensor, memory: torch.Tensor | None, cache: dict | None,
-                 x_q: torch.Tensor | None):
+                 x_q: torch.Tensor | None, positions: torch.Tensor | None = None,
+                 query: torch.Tensor | None = None):
         """q, k, v (rows, head, pos, d_head) for torch's path: queries from ``x`` (or from
         ``x_q``, a few positions of it); keys and values from ``x`` or ``memory``, appended to
-        or read from ``cache`` (``{"k", "v"}``) when decoding step by step."""
+        or read from ``cache`` (``{"k", "v"}``) when decoding step by step. With ``relative``
+        (self-attention) also the queries' and keys' positions, (rows or 1, pos), else None."""
         d, rows, h = x.shape[-1], x.shape[0] * x.shape[1], self.n_heads
+        rel = self.relative if memory is None else None
         if memory is None and x_q is None:
             q, k, v = (_to_heads(t, h) for t in self.qkv(x).view(rows, -1, 3 * d).split(d, -1))
+            pos = None
+            if rel is not None:
+                pos = (positions.reshape(rows, -1) if positions is not None else
+                       torch.arange(q.shape[2], device=x.device)[None]
+                       + (cache["k"].shape[2] if cache is not None and "k" in cache else 0))
+                if rel == "rope":
+                    q, k = rotate(q, pos), rotate(k, pos)
+            key_pos = pos
             if cache is not None:
                 if "k" in cache:
                     k, v = torch.cat([cache["k"], k], 2), torch.cat([cache["v"], v], 2)
-                cache["k"], cache["v"] = k, v
-            return q, k, v
+                    if pos is not None:
+                        key_pos = torch.cat([cache["pos"].expand(rows, -1),
+                                             pos.expand(rows, -1)], 1)
+                cache["k"], cache["v"], cache["pos"] = k, v, key_pos
+            return q, k, v, pos, key_pos
+        if rel is not None:  # one query per row (``query``) over every position of x
+            q, kv = self._q_kv(x_q, x)
+            q, k, v = _to_heads(q, h), *(_to_heads(t, h) for t in kv.split(d, -1))
+            q_pos = query.reshape(rows, 1)
+            key_pos = torch.arange(k.shape[2], device=x.device)[None]
+            if rel == "rope":
+                q, k = rotate(q, q_pos), rotate(k, key_pos)
+            return q, k, v, q_pos, key_pos
         cached = memory is not None and cache is not None and "k" in cache
         q, kv = self._q_kv(x if x_q is None else x_q, None if cached else
                            x if memory is None else memory)
         if cached:
-            return _to_heads(q, h), cache["k"], cache["v"]
+            return _to_heads(q, h), cache["k"], cache["v"], None, None
         k, v = (_to_heads(t, h) for t in kv.split(d, -1))
         if memory is not None and cache is not None:
             cache["k"], cache["v"] = k, v
-        return _to_heads(q, h), k, v
+        return _to_heads(q, h), k, v, None, None
 
     def _kernel(self, x: torch.Tensor, mask: torch.Tensor | None, causal: bool,
                 memory: torch.Tensor | None, x_q: torch.Tensor | None,
@@ -356,7 +467,7 @@ class Attention(nn.Module):
         n, batch, n_pos, d = x.shape
         keys = x if memory is None else memory
         mask = _key_mask(mask, n * batch, keys.shape[2])
-        if mask is False or not kernels.available():
+        if mask is False or not kernels.available() or (self.relative and memory is None):
             return None
         out = torch.bfloat16  # a bfloat16 product's output goes to the kernel as it is
         if memory is None and x_q is None:
@@ -377,7 +488,8 @@ class Attention(nn.Module):
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None, causal: bool = False, *,
                 memory: torch.Tensor | None = None, cache: dict | None = None,
                 record: Recorder | None = None, prefix: str = "",
-                query: torch.Tensor | None = None) -> torch.Tensor:
+                query: torch.Tensor | None = None,
+                positions: torch.Tensor | None = None) -> torch.Tensor:
         """Attend.
 
         Args:
@@ -391,6 +503,8 @@ class Attention(nn.Module):
             prefix: hook prefix, e.g. ``blocks.0.attn``.
             query: (S, batch) int64: attend from this one position of every row only (the
                 last block of a classifier read at one position; self-attention, no cache).
+            positions: (S, batch, query) int64 positions of ``x``'s tokens for ``relative``
+                (default 0, 1, ... after the cached keys).
 
         Returns:
             (S, batch, query, d_model), or (S, batch, 1, d_model) with ``query``.
@@ -403,31 +517,41 @@ class Attention(nn.Module):
         if record is None and cache is None:
             z = self._kernel(x, mask, causal, memory, x_q, query)
         if z is None:
-            z = self._torch(x, mask, causal, memory, cache, record, prefix, x_q, query)
+            z = self._torch(x, mask, causal, memory, cache, record, prefix, x_q, query, positions)
         if self.head_scale is not None:
             heads = self.head_scale.repeat_interleave(batch, 0)[:, None, :, None]
             z = (z.view(n * batch, -1, self.n_heads, d // self.n_heads) * heads).flatten(2)
         return self.out(z.view(n, batch, -1, d))
 
-    def _torch(self, x, mask, causal, memory, cache, record, prefix, x_q, query) -> torch.Tensor:
+    def _torch(self, x, mask, causal, memory, cache, record, prefix, x_q, query,
+               positions=None) -> torch.Tensor:
         """:meth:`forward` with torch's ops: the attention in row layout (rows, q_pos, d)."""
         n, batch, n_pos, d = x.shape
         if query is not None and causal:  # the query at position p sees keys 0..p
             later = torch.arange(n_pos, device=x.device) > query.reshape(-1, 1, 1, 1)
             mask = ~later if mask is None else mask & ~later
             causal = False
-        q, k, v = self._project(x, memory, cache, x_q)  # (S * batch, head, pos, d_head)
+        # (S * batch, head, pos, d_head); positions (rows or 1, pos) with ``relative``
+        q, k, v, q_pos, k_pos = self._project(x, memory, cache, x_q, positions, query)
         n_q, n_k = q.shape[2], k.shape[2]
         if causal:
             future = torch.ones(n_q, n_k, dtype=torch.bool, device=x.device).tril(n_k - n_q)
             mask = future if mask is None else mask & future
         if mask is not None:  # a query that sees no key (an all-pad row) may see every key
             mask = mask | ~mask.any(dim=-1, keepdim=True)
+        bias = None  # ALiBi: -slope_h * |i - j|, (rows or 1, head, q, k)
+        if self.relative == "alibi" and q_pos is not None:
+            distance = (q_pos[:, None, :, None] - k_pos[:, None, None, :]).abs().to(q.dtype)
+            bias = -self.slopes.to(q.dtype)[None, :, None, None] * distance
         p = self.p_drop if self.training else 0.0
         if record is None and p == 0.0:
+            if bias is not None:
+                mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
             z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         else:
             scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])  # (S*batch, head, q, k)
+            if bias is not None:
+                scores = scores + bias
             if mask is not None:
                 scores = scores.masked_fill(~mask, float("-inf"))
             pattern = scores.softmax(dim=-1)
@@ -477,13 +601,13 @@ class Block(nn.Module):
 
     def __init__(self, n_models: int, d_model: int, n_heads: int, d_mlp: int, p_drop: float,
                  norm: str, act_fn: str, streams: Streams, cross: bool = False,
-                 n_positions: int | None = None) -> None:
+                 n_positions: int | None = None, relative: str | None = None) -> None:
         super().__init__()
         if norm not in NORMS:
             raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
         self.norm, self.p_drop, self.streams = norm, p_drop, streams
         self.n_positions = n_positions  # dropout masks are drawn at this many positions
-        self.attn = Attention(n_models, d_model, n_heads, p_drop, streams, n_positions)
+        self.attn = Attention(n_models, d_model, n_heads, p_drop, streams, n_positions, relative)
         self.cross_attn = (Attention(n_models, d_model, n_heads, p_drop, streams, n_positions)
                            if cross else None)
         self.mlp = MLP(n_models, d_model, d_mlp, act_fn)
@@ -506,7 +630,8 @@ class Block(nn.Module):
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None, causal: bool = False, *,
                 memory: torch.Tensor | None = None, memory_mask: torch.Tensor | None = None,
                 cache: dict | None = None, record: Recorder | None = None,
-                prefix: str = "blocks.0", query: torch.Tensor | None = None) -> torch.Tensor:
+                prefix: str = "blocks.0", query: torch.Tensor | None = None,
+                positions: torch.Tensor | None = None) -> torch.Tensor:
         """(S, batch, pos, d_model) -> same shape, or (S, batch, 1, d_model) with ``query``.
 
         ``cache`` (decoding) is ``{"self": {...}, "cross": {...}}`` for this layer. ``query``
@@ -523,7 +648,7 @@ class Block(nn.Module):
             residual = x.gather(2, query[..., None, None].expand(*query.shape, 1, x.shape[-1]))
         x = self._sub(x, self.ln1, lambda h: self.attn(
             h, mask, causal, cache=cache.get("self"), record=record, prefix=f"{prefix}.attn",
-            query=query), record, f"{prefix}.hook_attn_out", residual)
+            query=query, positions=positions), record, f"{prefix}.hook_attn_out", residual)
         if self.cross_attn is not None:
             x = self._sub(x, self.ln_cross, lambda h: self.cross_attn(
                 h, memory_mask, memory=memory, cache=cache.get("cross"), record=record,

@@ -26,11 +26,14 @@ from dyckbook.run import RunConfig, RunRecord, config_digest, run_seeds
 from dyckbook.run import summarise as run_summarise
 from dyckbook.train import TrainConfig
 
-__all__ = ["CELL_SETS", "SOLVED", "Cell", "GridSpec", "cell_of", "cells_named", "run_cell",
-           "run_grid", "summarise"]
+__all__ = ["CELL_SETS", "GRID_POS_ENCODINGS", "SOLVED", "Cell", "GridSpec", "cell_of",
+           "cells_named", "run_cell", "run_grid", "summarise"]
 
 LAYERS = (1, 2, 3)
 KS = (1, 3)
+#: the full grid's encodings (its 1,800 published models); a cell may name any of
+#: blocks.POS_ENCODINGS (rope, alibi, randomized are studied in 07's length runs)
+GRID_POS_ENCODINGS = ("none", "absolute", "absolute_ctx", "sinusoidal", "learned")
 SOLVED = 0.99  # test accuracy at which a seed counts as having learned the language
 
 
@@ -67,7 +70,7 @@ class Cell:
 
 def all_cells() -> list[Cell]:
     """k x layers x mask x PE x readout: 180 cells, in a fixed order."""
-    return [Cell(*c) for c in product(KS, LAYERS, MASKS, POS_ENCODINGS, READOUTS)]
+    return [Cell(*c) for c in product(KS, LAYERS, MASKS, GRID_POS_ENCODINGS, READOUTS)]
 
 
 def _reduced() -> list[Cell]:

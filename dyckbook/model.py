@@ -39,7 +39,8 @@ class ModelConfig(Config):
     n_layers: int = 2  # encoder blocks
     dropout: float = 0.1  # on embeddings, attention weights and sub-block outputs
     mask: str = "bidirectional"  # bidirectional (pads hidden) | causal (also later tokens)
-    # none | absolute (i/n) | absolute_ctx (i/n_ctx) | sinusoidal | learned
+    # none | absolute (i/n) | absolute_ctx (i/n_ctx) | sinusoidal | learned | rope | alibi |
+    # randomized (blocks.PositionalEncoding)
     pos_encoding: str = "none"
     readout: str = "start"  # start ([start], the thesis) | end ([end]) | mean (over real tokens)
     norm: str = "post"  # post (the thesis, torch's default) | pre
@@ -95,10 +96,11 @@ class Classifier(blocks.Stacked):
         c = config
         self.embed = blocks.Embedding(n, c.d_vocab, c.d_model)
         self.pos = blocks.PositionalEncoding(c.pos_encoding, n, c.n_positions, c.d_model,
-                                             c.n_ctx)
+                                             c.n_ctx, self.streams)
         self.blocks = nn.ModuleList(
             blocks.Block(n, c.d_model, c.n_heads, c.d_mlp, c.dropout, c.norm, c.act_fn,
-                         self.streams, n_positions=c.n_positions) for _ in range(c.n_layers))
+                         self.streams, n_positions=c.n_positions, relative=self.pos.relative)
+            for _ in range(c.n_layers))
         self.ln_final = blocks.LayerNorm(n, c.d_model) if c.norm == "pre" else None
         self.classifier = blocks.Linear(n, c.d_model, 2)
         blocks.init_models(self, [seed_for(s, "init") for s in seeds])

@@ -92,6 +92,10 @@ class Seq2SeqConfig(Config):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"Seq2SeqConfig.{name} must be one of {allowed}, "
                                  f"got {getattr(self, name)!r}")
+        if self.decoder_pe == "randomized":
+            raise ValueError("Seq2SeqConfig: the decoder cannot read 'randomized' positions: "
+                             "they are drawn from a row's length, unknown while decoding; set "
+                             "target_pos_encoding (decoder_only: pos_encoding) to another")
         if self.decoder_pe == "absolute":
             raise ValueError("Seq2SeqConfig: the decoder cannot read 'absolute' (i/n): n is "
                              "unknown while decoding; set target_pos_encoding to another")
@@ -151,10 +155,11 @@ class _Model(Stacked):
             raise ValueError("seeds must name at least one model, got an empty sequence")
         self.streams = [torch.Generator().manual_seed(seed_for(s, "dropout")) for s in self.seeds]
 
-    def _blocks(self, n_layers: int, cross: bool) -> nn.ModuleList:
+    def _blocks(self, n_layers: int, cross: bool, pos: PositionalEncoding) -> nn.ModuleList:
         c = self.config
         return nn.ModuleList(Block(self.n_models, c.d_model, c.n_heads, c.d_mlp, c.dropout, c.norm,
-                                   c.act_fn, self.streams, cross) for _ in range(n_layers))
+                                   c.act_fn, self.streams, cross, relative=pos.relative)
+                             for _ in range(n_layers))
 
     def _head(self) -> None:
         """The final LayerNorm (pre-LN only) and unembedding, then every initialisation."""
@@ -253,12 +258,13 @@ class EncoderDecoder(_Model):
         super().__init__(config, seeds, "encoder_decoder")
         c, n = config, self.n_models
         self.embed_source = Embedding(n, c.d_vocab, c.d_model)
-        self.pos_source = PositionalEncoding(c.pos_encoding, n, c.n_ctx + 2, c.d_model, c.n_ctx)
-        self.encoder = self._blocks(c.n_encoder_layers, cross=False)
+        self.pos_source = PositionalEncoding(c.pos_encoding, n, c.n_ctx + 2, c.d_model, c.n_ctx,
+                                             self.streams)
+        self.encoder = self._blocks(c.n_encoder_layers, False, self.pos_source)
         self.ln_memory = LayerNorm(n, c.d_model) if c.norm == "pre" else None
         self.embed_target = Embedding(n, c.d_vocab, c.d_model)
         self.pos_target = PositionalEncoding(c.decoder_pe, n, c.n_ctx + 1, c.d_model, c.n_ctx)
-        self.blocks = self._blocks(c.n_decoder_layers, cross=True)
+        self.blocks = self._blocks(c.n_decoder_layers, True, self.pos_target)
         self._head()
 
     def encode(self, source: torch.Tensor, record: Recorder | None = None):
@@ -276,7 +282,8 @@ class EncoderDecoder(_Model):
         x = self._embed(self.embed_target, self.pos_target, target, record, "", positions)
         for layer, block in enumerate(self.blocks):
             x = block(x, None, True, memory=memory, memory_mask=mask, record=record,
-                      cache=None if caches is None else caches[layer], prefix=f"blocks.{layer}")
+                      cache=None if caches is None else caches[layer], prefix=f"blocks.{layer}",
+                      positions=positions)
         return self._logits(x, record)
 
     def _run(self, source, target, record):
@@ -307,14 +314,14 @@ class DecoderOnly(_Model):
         c, n = config, self.n_models
         self.embed = Embedding(n, c.d_vocab, c.d_model)
         self.pos = PositionalEncoding(c.pos_encoding, n, 2 * c.n_ctx + 2, c.d_model, c.n_ctx)
-        self.blocks = self._blocks(c.n_decoder_layers, cross=False)
+        self.blocks = self._blocks(c.n_decoder_layers, False, self.pos)
         self._head()
 
     def _stack(self, tokens, record, caches=None, positions=None, mask=None) -> torch.Tensor:
         x = self._embed(self.embed, self.pos, tokens, record, "", positions)
         for layer, block in enumerate(self.blocks):
             x = block(x, mask, True, record=record, prefix=f"blocks.{layer}",
-                      cache=None if caches is None else caches[layer])
+                      cache=None if caches is None else caches[layer], positions=positions)
         return self._logits(x, record)
 
     def _run(self, source, target, record):

@@ -7,9 +7,16 @@ from itertools import product
 import pytest
 
 from dyckbook import grid, results
-from dyckbook.blocks import POS_ENCODINGS
 from dyckbook.evaluate import Score, wilson
-from dyckbook.grid import Cell, GridSpec, cell_of, cells_named, run_grid, summarise
+from dyckbook.grid import (
+    GRID_POS_ENCODINGS,
+    Cell,
+    GridSpec,
+    cell_of,
+    cells_named,
+    run_grid,
+    summarise,
+)
 from dyckbook.model import MASKS, READOUTS
 from dyckbook.run import RunConfig, RunRecord
 
@@ -21,15 +28,15 @@ TINY = GridSpec(d_model=8, n_heads=1, d_mlp=16, max_length=12, max_length_k1=12,
 def test_cell_names_round_trip():
     cells = cells_named("full")
     assert len(cells) == len(set(cells)) == 180
-    assert set(cells) == {Cell(*c) for c in product((1, 3), (1, 2, 3), MASKS, POS_ENCODINGS,
-                                                     READOUTS)}
+    assert set(cells) == {Cell(*c) for c in product((1, 3), (1, 2, 3), MASKS,
+                                                     GRID_POS_ENCODINGS, READOUTS)}
     for cell in cells:
         assert Cell.from_name(cell.name) == cell
     assert Cell(3, 2, "causal", "learned", "end").name == "k3-L2-causal-learned-end"
 
 
 @pytest.mark.parametrize("name", ["k1-L2-causal", "kx-L2-causal-none-start",
-                                  "k1-L2-causal-rope-start", "k1-L2-left-none-start",
+                                  "k1-L2-causal-xpos-start", "k1-L2-left-none-start",
                                   "k1-L2-causal-none-max", "k1-L2-causal-none-start-extra", "",
                                   42])
 def test_cell_from_name_errors(name):

@@ -17,7 +17,7 @@ FLOORS = {
     3: {"tokenizer", "kernels", "blocks", "model", "thesis_model", "seq2seq", "train", "evaluate",
         "baselines"},
     4: {"run", "results", "explain", "probes", "verdicts", "registry", "constructions"},
-    5: {"grid", "plotting", "book", "verdict_tables", "pages"},
+    5: {"grid", "plotting", "book", "verdict_tables", "completion_tables", "pages"},
     6: {"executors", "runner", "__main__"},
 }
 FLOOR_OF = {m: f for f, mods in FLOORS.items() for m in mods}

@@ -53,7 +53,7 @@ def _problems(**kw: Any) -> str:
     (params.text, ["a", "scratch/x"], ["", "   ", 3, None], "a non-empty string"),
     (params.comma_list("none", "learned", "sinusoidal"),
      ["none", "none,learned", " learned , sinusoidal"],
-     ["rope", "none,rope", "", "none,,learned", "none,", 3, None, ["none"]],
+     ["xpos", "none,xpos", "", "none,,learned", "none,", 3, None, ["none"]],
      "a comma list of none|learned|sinusoidal"),
     (params.comma_list(), ["scratch/a", "a,b"], ["", "a,,b", 3],
      "a comma list of non-empty strings"),
@@ -63,7 +63,7 @@ def _problems(**kw: Any) -> str:
     (params.comma_list(params.joined(("causal", "bidirectional"), ("none", "learned"),
                                      ("end", "mean"))),
      ["causal-none-end", "causal-none-end,bidirectional-learned-mean"],
-     ["causal-rope-end", "causal-none", "causal-none-end-x", "causal_none_end"],
+     ["causal-xpos-end", "causal-none", "causal-none-end-x", "causal_none_end"],
      "a comma list of (causal|bidirectional)-(none|learned)-(end|mean)"),
 ])
 def test_rule_accepts_good_values_and_names_the_allowed_ones_for_bad(rule, good, bad, must):
@@ -75,8 +75,8 @@ def test_rule_accepts_good_values_and_names_the_allowed_ones_for_bad(rule, good,
 
 def test_the_brief_example_message():
     rule = params.comma_list("none", "learned", "sinusoidal")
-    assert _problems(pos_encodings=("rope", rule)) == (
-        "pos_encodings must be a comma list of none|learned|sinusoidal, got 'rope'")
+    assert _problems(pos_encodings=("xpos", rule)) == (
+        "pos_encodings must be a comma list of none|learned|sinusoidal, got 'xpos'")
 
 
 def test_comma_lists_refuse_repeated_items():
@@ -117,9 +117,9 @@ def test_satisfies_reports_the_parser_message():
 
     cells = params.satisfies(grid.cells_named, "smoke|reduced|full or cell names")
     assert _problems(cells=("smoke", cells)) == _problems(cells=("k1-L1-causal-none-end", cells))
-    message = _problems(cells=("k1-L1-causal-rope-end", cells))
+    message = _problems(cells=("k1-L1-causal-xpos-end", cells))
     assert message.startswith("cells must be smoke|reduced|full or cell names, got "
-                              "'k1-L1-causal-rope-end' (") and "unknown mask" in message
+                              "'k1-L1-causal-xpos-end' (") and "unknown mask" in message
     assert _problems(cells=(3, cells)).startswith("cells must be smoke|reduced|full")
 
 
@@ -263,8 +263,8 @@ def test_completion_accepts_every_documented_pos_encoding(monkeypatch: pytest.Mo
     parameters, check = _parameters_and_check(REPO / "notebooks" / "10_completion.ipynb")
     for value in ("none", "learned", "sinusoidal", "sinusoidal,none", "none,learned,sinusoidal"):
         _run(parameters, check, monkeypatch, pos_encodings=value)
-    with pytest.raises(ValueError, match="none|learned|sinusoidal, got 'rope'"):
-        _run(parameters, check, monkeypatch, pos_encodings="rope")
+    with pytest.raises(ValueError, match="none|learned|sinusoidal, got 'xpos'"):
+        _run(parameters, check, monkeypatch, pos_encodings="xpos")
 
 
 def test_every_run_of_every_profile_passes_its_check(monkeypatch: pytest.MonkeyPatch) -> None:

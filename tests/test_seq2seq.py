@@ -211,7 +211,7 @@ def test_config_round_trip_and_bad_values():
                             ({"n_encoder_layers": 0}, "n_encoder_layers must be an int >= 1"),
                             ({"d_model": 30}, r"d_model \(30\) must be divisible by n_heads"),
                             ({"dropout": 1.0}, r"dropout must be in \[0, 1\)"),
-                            ({"pos_encoding": "rope"}, "pos_encoding must be one of"),
+                            ({"pos_encoding": "xpos"}, "pos_encoding must be one of"),
                             ({"target_pos_encoding": "absolute"}, "'absolute' .* decoding"),
                             ({"arch": "decoder_only"}, "set n_encoder_layers=0"),
                             ({"norm": "mid"}, "norm must be one of")]:
