@@ -47,9 +47,12 @@ class CompletionDataConfig(Config):
     kind = "completion"  # RunConfig tells data configs apart by this
 
     def __post_init__(self) -> None:
-        # lengths >= 3: every regime can remove three closers; min < max: both parities occur
-        for name, low in (("k", 1), ("n_train", 1), ("n_val", 0), ("n_test", 0), ("min_length", 3),
-                          ("max_length", 4), ("test_min_length", 3), ("test_max_length", 4)):
+        # suffix: lengths >= 3; bbh: >= 2 (BIG-Bench Hard has prefixes of 2, two closers
+        # removed); min < max: both parities occur
+        short = 2 if self.regime == "bbh" else 3
+        for name, low in (("k", 1), ("n_train", 1), ("n_val", 0), ("n_test", 0),
+                          ("min_length", short), ("max_length", short + 1),
+                          ("test_min_length", short), ("test_max_length", short + 1)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"CompletionDataConfig.{name} must be an int >= {low}, "

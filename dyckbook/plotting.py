@@ -371,7 +371,8 @@ def pooled_strata(keys: np.ndarray, n: np.ndarray, correct: np.ndarray, min_stri
 def plot_accuracy_by_length(series: Mapping[str, Score | Mapping[int, Sequence[int]]],
                             train_max_length: int | None = None, *, by: str = "length",
                             title: str | None = None, measure: str = "accuracy",
-                            chance: float | None = 0.5, min_strings: int = 100) -> Figure:
+                            chance: float | None = 0.5, min_strings: int = 100,
+                            xlabel: str | None = None) -> Figure:
     """Accuracy against string length (or maximum depth), with 95% Wilson bands, and the
     longest training length marked and the region beyond it shaded. Adjacent lengths are
     pooled until each point rests on >= ``min_strings`` strings (:func:`pooled_strata`).
@@ -382,6 +383,7 @@ def plot_accuracy_by_length(series: Mapping[str, Score | Mapping[int, Sequence[i
         by: ``length`` (``Score.per_length``) or ``depth`` (``Score.per_depth``).
         measure: the y label (e.g. ``exact match`` for completions, by prefix length).
         chance: a dotted line at this accuracy (None: none, e.g. for exact match).
+        xlabel: the x axis' label (default: string length, or maximum nesting depth).
 
     Returns:
         A Figure with one panel.
@@ -411,7 +413,7 @@ def plot_accuracy_by_length(series: Mapping[str, Score | Mapping[int, Sequence[i
             ax.axhline(chance, color="0.6", lw=0.8, ls=":")
         ax.set(ylim=(-0.02, 1.02), ylabel=f"{measure} (95% Wilson band, >= {min_strings} "
                                           f"strings a point)",
-               xlabel="string length" if by == "length" else "maximum nesting depth")
+               xlabel=xlabel or ("string length" if by == "length" else "maximum nesting depth"))
         ax.grid(True)
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return fig

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from dyckbook import book
+from dyckbook import completion_tables
 from dyckbook.languages import Dyck
 from dyckbook.model import ModelConfig
 from dyckbook.negatives import sample_negatives
@@ -172,8 +172,23 @@ def test_completion_layers_reach_the_built_model():
     assert "ks" not in flat and "run_name" not in flat
     direct = RunConfig.from_flat(flat, model="seq2seq")
     assert (direct.model.n_encoder_layers, direct.model.n_decoder_layers) == (3, 1)
-    configs = book.completion_configs("1", "none", flat)  # the notebook's path
-    encoder_decoder = build_model(configs["Dyck-1, encoder-decoder, none"].model, [0])
+    configs = completion_tables.chapter_configs(  # the notebook's path
+        flat, "1", "none", "rope", 30, (2, 20), {"norm": "pre", "max_steps": 5},
+        budgets={"lengths": 0, "bbh": 7})
+    encoder_decoder = build_model(configs["main"]["Dyck-1, encoder-decoder, none"].model, [0])
     assert (len(encoder_decoder.encoder), len(encoder_decoder.blocks)) == (3, 1)
-    decoder_only = build_model(configs["Dyck-1, decoder-only, learned"].model, [0])
-    assert len(decoder_only.blocks) == 3 + 1 and not hasattr(decoder_only, "encoder")
+    assert encoder_decoder.config.norm == "post"  # the seed's Add & Norm by default
+    for family, label in (("main", "Dyck-1, decoder-only, learned"),
+                          ("lengths", "Dyck-1, decoder-only, rope"),
+                          ("bbh", "BBH Dyck-4, decoder-only, learned")):
+        config = configs[family][label]
+        decoder_only = build_model(config.model, [0])
+        assert len(decoder_only.blocks) == 3 + 1 and not hasattr(decoder_only, "encoder")
+        assert (config.model.norm, config.train.max_steps) == ("pre", 7 if family == "bbh" else 5)
+    study = configs["lengths"]["Dyck-1, decoder-only, rope"]
+    assert (study.data.test_max_length, study.model.n_ctx, study.model.pos_encoding) == (
+        30, 30, "rope")
+    bbh = configs["bbh"]["BBH Dyck-4, encoder-decoder, learned"]
+    assert (bbh.data.k, bbh.data.regime, bbh.data.min_length, bbh.data.max_length) == (
+        4, "bbh", 2, 20)
+    assert bbh.model.n_ctx >= bbh.data.test_max_length and bbh.train.max_steps == 7

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from dyckbook import book
+from dyckbook import book, completion_tables
 from dyckbook.evaluate import Score
 from dyckbook.presets import thesis_result
 from dyckbook.run import RunRecord
@@ -123,21 +123,54 @@ def test_completion_sentence_names_the_best_and_the_seed_model():
             _summary_row("Dyck-1, decoder-only, learned", 0.5),
             _summary_row("Dyck-3, encoder-decoder, none", 0.2),
             _summary_row("Dyck-3, decoder-only, learned", 0.8)]
-    text = book.completion_sentence(rows).splitlines()
+    text = completion_tables.completion_sentence(rows).splitlines()
     assert text[0].startswith("- Dyck-1: best encoder-decoder, none, 99.0%")
     assert text[1].startswith("- Dyck-3: best decoder-only, learned, 80.0%")
     assert "without positions 20.0%" in text[1]
     rows[3]["accuracy"] = float("nan")  # a configuration with no trained seed is never "best"
-    assert "- Dyck-3: best encoder-decoder, none, 20.0%" in book.completion_sentence(rows)
+    assert ("- Dyck-3: best encoder-decoder, none, 20.0%"
+            in completion_tables.completion_sentence(rows))
 
 
 def test_completion_rows_and_agreement_sentence():
     rows = {"in_distribution": [_summary_row("a", 0.9)], "ood": [_summary_row("a", 0.4)]}
-    (out,) = book.completion_rows(rows)
+    (out,) = completion_tables.completion_rows(rows)
     assert out["exact match, training lengths"].startswith("90.0%")
     assert out["exact match, longer prefixes"].startswith("40.0%")
-    assert "a: 100.0% of completions unchanged" in book.agreement_sentence({"a": 1.0})
-    assert "no such model ran" in book.agreement_sentence({})
+    assert "a: 100.0% of completions unchanged" in completion_tables.agreement_sentence({"a": 1.0})
+    assert "no such model ran" in completion_tables.agreement_sentence({})
+    learned = {"in_distribution": [_summary_row("Dyck-3, decoder-only, learned", 0.99)],
+               "ood": [_summary_row("Dyck-3, decoder-only, learned", 0.1)]}
+    (out,) = completion_tables.completion_rows(learned, {"Dyck-3, decoder-only, learned": "9"})
+    assert out["exact match, longer prefixes"].startswith("untrained positions (10.0%")
+    assert out["steps to 99% validation (median)"] == "9"
+
+
+def test_bbh_rows_count_items_missed_by_every_and_by_some_seed():
+    from dyckbook.seq2seq import score_items
+
+    items = [("([", "])"), ("{<", ">}"), ("((", "))"), ("[", "]")]
+    right = score_items(lambda prefixes: [t for _, t in items], items)
+    one_wrong = score_items(lambda prefixes: ["])", ">}", ")", "]"], items)
+    two_wrong = score_items(lambda prefixes: ["])", "}>", ")", "]"], items)
+    (row,) = completion_tables.bbh_rows({"m": [right, one_wrong, two_wrong]})
+    assert row["each seed"] == "4/4, 3/4, 2/4"
+    assert (row["items missed by every seed"], row["by some seed"]) == (0, 2)
+    missed = completion_tables.missed_rows({"Dyck-4, m, learned": [one_wrong, two_wrong]}, items)
+    assert [(r["item"], r["target"], r["wrong answers"]) for r in missed] == [
+        (2, "))", "m: ), )"), (1, ">}", "m: }>")]
+
+
+def test_bbh_references_are_computed_on_the_items():
+    items = [("([", "])"), ("[(", ")]"), ("((", "))")]
+    rows = {r["reference"].split(" (")[0]: r["exact match"]
+            for r in completion_tables.bbh_reference_rows(items)}
+    # random order: 1/2 + 1/2 + 1 over 3 items; a fixed order gets one of the two mixed ones
+    assert rows["order-blind: the unmatched closers in a random order"] == "66.7%"
+    assert rows["order-blind: the unmatched closers in the best fixed order"] == "66.7%"
+    # "([" and "[(" share their counts and differ in target: no order-blind rule gets both
+    assert rows["order-blind, fitted to these items"] == "66.7%"
+    assert rows["code-davinci-002, chain of thought"] == "56.8%"
 
 
 def test_group_by_label_and_evidence_rows():
