@@ -41,7 +41,7 @@ BASE_MODEL = {"k": 3, "n_ctx": 100, "d_model": 64, "n_heads": 4, "d_mlp": 256,
 BASE_TRAIN = {"lr": 2e-3, "batch_size": 64, "warmup_steps": 200, "schedule": "cosine",
               "grad_clip": 1.0, "max_steps": 6000}
 WIDE = {"d_model": 128, "d_mlp": 512}
-#: name: (model overrides, training overrides); "post-2e-3" is bench_seq2seq's recipe
+#: name: (model overrides, training overrides); "post-2e-3" was bench_seq2seq's recipe
 DECODER_ONLY = {"arch": "decoder_only", "n_encoder_layers": 0, "n_decoder_layers": 4}
 SWEEP = {
     "post-2e-3": ({}, {}),
