@@ -48,6 +48,7 @@ from dyckbook.intervals import interval
 from dyckbook.model import ClassificationTask, Classifier, ModelConfig
 from dyckbook.presets import thesis_experiment
 from dyckbook.protocol import DataConfig, Splits, make_splits
+from dyckbook.recurrent import RecurrentClassifier, RecurrentConfig
 from dyckbook.seq2seq import Seq2SeqConfig
 from dyckbook.thesis_model import ThesisClassifier, ThesisModelConfig, thesis_permutation
 from dyckbook.train import TrainConfig, TrainResult, train
@@ -56,7 +57,8 @@ from dyckbook.version import __version__
 __all__ = ["FAILURE_RULES", "MODEL_CONFIGS", "RunConfig", "RunRecord", "RunResult", "build_model",
            "config_digest", "config_fields", "judge", "run", "run_seeds", "thesis_config"]
 
-MODEL_CONFIGS = {"classifier": ModelConfig, "thesis": ThesisModelConfig, "seq2seq": Seq2SeqConfig}
+MODEL_CONFIGS = {"classifier": ModelConfig, "thesis": ThesisModelConfig, "seq2seq": Seq2SeqConfig,
+                 "recurrent": RecurrentConfig}
 FAILURE_RULES = {
     "constant": "the output does not depend on the input (margin spread < 1e-5 on the tests; "
                 "a completion model: one completion for every test prefix)",
@@ -370,11 +372,13 @@ def judge(train_accuracy: float, margin_std: float, majority: float) -> str | No
     return None
 
 
-def build_model(config: ModelConfig | ThesisModelConfig | Seq2SeqConfig,
+def build_model(config: ModelConfig | ThesisModelConfig | Seq2SeqConfig | RecurrentConfig,
                 seeds: Sequence[int]) -> nn.Module:
     """The network of a model config, one model per seed (the thesis' port: one seed only)."""
     if isinstance(config, Seq2SeqConfig):
         return seq2seq.build_seq2seq(config, seeds)
+    if isinstance(config, RecurrentConfig):
+        return RecurrentClassifier(config, seeds)
     if isinstance(config, ThesisModelConfig):
         if len(seeds) != 1:
             raise ValueError(f"the thesis' classifier holds one model, got seeds {list(seeds)}")
@@ -520,7 +524,7 @@ def run_seeds(config: RunConfig, seeds: Sequence[int], batched: bool = True,
     completion = isinstance(config.data, CompletionDataConfig)
     task = seq2seq.CompletionTask() if completion else ClassificationTask()
     val = all(len(sp.val) for sp in splits)
-    batchable = isinstance(config.model, (ModelConfig, Seq2SeqConfig))
+    batchable = isinstance(config.model, (ModelConfig, Seq2SeqConfig, RecurrentConfig))
     groups = ([list(range(len(seeds)))] if batched and batchable
               else [[i] for i in range(len(seeds))])
     results: list[RunResult | None] = [None] * len(seeds)
@@ -529,7 +533,7 @@ def run_seeds(config: RunConfig, seeds: Sequence[int], batched: bool = True,
         result = train(model, task, [splits[i].train for i in group],
                        [splits[i].val for i in group] if val else None, config.train,
                        progress=progress)
-        networks = (Classifier, seq2seq.EncoderDecoder, seq2seq.DecoderOnly)
+        networks = (Classifier, RecurrentClassifier, seq2seq.EncoderDecoder, seq2seq.DecoderOnly)
         singles = model.split() if isinstance(model, networks) else [model]
         for s, (i, single) in enumerate(zip(group, singles)):
             results[i] = RunResult(_record(configs[i], single, splits[i], result, s), single,

@@ -15,7 +15,7 @@ FLOORS = {
     1: {"vocab", "config", "languages", "presets", "intervals", "version", "params"},
     2: {"hardness", "thesis", "negatives", "dataset", "protocol", "completion"},
     3: {"tokenizer", "kernels", "blocks", "model", "thesis_model", "seq2seq", "train", "evaluate",
-        "baselines"},
+        "baselines", "recurrent"},
     4: {"run", "results", "explain", "probes", "verdicts", "registry", "constructions"},
     5: {"grid", "plotting", "book", "verdict_tables", "completion_tables", "pages"},
     6: {"executors", "runner", "__main__"},
