@@ -41,7 +41,12 @@ MATMUL: contextvars.ContextVar[str] = contextvars.ContextVar("dyckbook_matmul",
 
 
 class Recorder:
-    """Collects activations of a single model (S = 1) by TransformerLens-style hook name."""
+    """Collects activations of a single model (S = 1) by TransformerLens-style hook name.
+
+    At ``hook_z``, ``hook_attn_out``, ``hook_mlp_out`` and ``hook_resid_pre|mid|post`` the
+    forward pass continues with what the call returns: :meth:`replace` (here: nothing) lets a
+    subclass patch an activation (``dyckbook.patching``).
+    """
 
     def __init__(self, names: Iterable[str] | Callable[[str], bool] | None = None) -> None:
         self.cache: dict[str, torch.Tensor] = {}
@@ -52,10 +57,16 @@ class Recorder:
         else:
             self.wants = set(names).__contains__
 
-    def __call__(self, name: str, value: torch.Tensor) -> None:
-        """Store ``value[0]`` (the model dimension dropped) under ``name`` if it is wanted."""
+    def __call__(self, name: str, value: torch.Tensor) -> torch.Tensor:
+        """Store ``value[0]`` (the model dimension dropped) under ``name`` if it is wanted;
+        return the activation the model goes on with (:meth:`replace`'s)."""
         if self.wants(name):
             self.cache[name] = value[0].detach()
+        return self.replace(name, value)
+
+    def replace(self, name: str, value: torch.Tensor) -> torch.Tensor:
+        """The activation to continue with, (S, ...) like ``value``: ``value`` itself."""
+        return value
 
 
 def dropout(x: torch.Tensor, p: float, streams: Streams, training: bool,
@@ -566,8 +577,9 @@ class Attention(nn.Module):
                     else (batch * self.n_heads, self.n_positions, self.n_positions))
             pattern = dropout(pattern.view(n, -1, n_q, n_k), p, self.streams, self.training, full)
             z = pattern.view(n * batch, self.n_heads, n_q, n_k) @ v
-            if record is not None:
-                record(f"{prefix}.hook_z", z.view(n, batch, self.n_heads, n_q, -1).transpose(2, 3))
+            if record is not None:  # (S, batch, pos, head, d_head) in and out
+                z = record(f"{prefix}.hook_z", z.view(n, batch, self.n_heads, n_q, -1)
+                           .transpose(2, 3)).transpose(2, 3).reshape(z.shape)
         return z.transpose(1, 2).reshape(n * batch, n_q, d)
 
 
@@ -623,7 +635,7 @@ class Block(nn.Module):
         out = dropout(fn(ln(x) if self.norm == "pre" else x), self.p_drop, self.streams,
                       self.training, full)
         if record is not None:
-            record(name, out)
+            out = record(name, out)
         x = x if residual is None else residual
         return ln(x, out) if self.norm == "post" else x + out
 
@@ -642,7 +654,7 @@ class Block(nn.Module):
         """
         cache = {} if cache is None else cache
         if record is not None:
-            record(f"{prefix}.hook_resid_pre", x)
+            x = record(f"{prefix}.hook_resid_pre", x)
         residual = None
         if query is not None:
             residual = x.gather(2, query[..., None, None].expand(*query.shape, 1, x.shape[-1]))
@@ -654,11 +666,11 @@ class Block(nn.Module):
                 h, memory_mask, memory=memory, cache=cache.get("cross"), record=record,
                 prefix=f"{prefix}.cross_attn"), record, f"{prefix}.hook_cross_out")
         if record is not None:
-            record(f"{prefix}.hook_resid_mid", x)
+            x = record(f"{prefix}.hook_resid_mid", x)
         x = self._sub(x, self.ln2, lambda h: self.mlp(h, record, f"{prefix}.mlp"), record,
                       f"{prefix}.hook_mlp_out")
         if record is not None:
-            record(f"{prefix}.hook_resid_post", x)
+            x = record(f"{prefix}.hook_resid_post", x)
         return x
 
 

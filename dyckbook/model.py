@@ -171,9 +171,11 @@ class Classifier(blocks.Stacked):
         return logits[0] if squeeze else logits
 
     def run_with_cache(self, tokens: torch.Tensor,
-                       names: Iterable[str] | Callable[[str], bool] | None = None
-                       ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """Logits (batch, 2) and the activations of the same forward pass (single model only).
+                       names: Iterable[str] | Callable[[str], bool] | blocks.Recorder | None
+                       = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Logits (batch, 2) and the activations of the same forward pass (single model only);
+        ``names`` may be a :class:`~dyckbook.blocks.Recorder` itself (one that patches
+        activations: ``dyckbook.patching``).
 
         Hook names follow TransformerLens: ``hook_embed``, ``hook_pos_embed``,
         ``blocks.{l}.hook_resid_pre|mid|post``, ``blocks.{l}.attn.hook_q|k|v|z`` (batch, pos,
@@ -184,7 +186,7 @@ class Classifier(blocks.Stacked):
         if self.n_models != 1:
             raise ValueError(f"run_with_cache needs a single model, this network holds "
                              f"{self.n_models}; use split()")
-        record = blocks.Recorder(names)
+        record = names if isinstance(names, blocks.Recorder) else blocks.Recorder(names)
         return self._run(self._check(tokens), record)[0], record.cache
 
     def split(self) -> list[Classifier]:

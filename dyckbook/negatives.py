@@ -82,7 +82,8 @@ from dyckbook.languages import (
 from dyckbook.vocab import PAD_CODE
 
 __all__ = ["HARD_KINDS", "LONG_RANGE_KINDS", "NEGATIVE_KINDS", "NegativeKind", "available_kinds",
-           "long_range_window", "sample_matched_members", "sample_negatives", "stack_kind"]
+           "long_range_window", "sample_matched_members", "sample_minimal_pairs",
+           "sample_negatives", "stack_kind"]
 
 _MAX_ROUNDS = 64  # rejection rounds before giving up (each round oversamples the rare kinds)
 _MAX_CELLS = 1 << 22  # candidate cells generated per round at most
@@ -607,3 +608,50 @@ def sample_matched_members(language: Dyck, rng: np.random.Generator, lengths: Se
     if lengths.size == 0:
         return np.zeros((0, 0), np.uint8), lengths
     return _sample_kind(language, rng, kind, lengths, None, members=True), lengths
+
+
+def sample_minimal_pairs(language: Dyck, rng: np.random.Generator, lengths: Sequence[int],
+                         kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Long-range negatives of ``kind``, each beside the member it was made from: pairs that
+    differ only by the one change a stack detects (``stack``: two closers exchanged), for
+    patching activations from one into the other.
+
+    Args:
+        language: A :class:`~dyckbook.languages.Dyck`.
+        rng: Source of randomness.
+        lengths: ints ``(batch,)``; the kind must be available at each.
+        kind: One of :data:`LONG_RANGE_KINDS`.
+
+    Returns:
+        ``(members, negatives, lengths)``: uint8 ``(batch, pos)`` each, padded with
+        ``PAD_CODE``, and int64 ``(batch,)``; row i of both has length ``lengths[i]``.
+    """
+    sample_matched_members(language, np.random.default_rng(0), [], kind)  # checks the kind
+    rng = check_rng(rng)
+    lengths = check_lengths(lengths)
+    for length in np.unique(lengths).tolist():
+        if not available_kinds(language, length, kind):
+            raise ValueError(f"lengths holds {length}, but no {kind} negative exists at length "
+                             f"{length} for {language.name}")
+    width = int(lengths.max(initial=0))
+    members = np.full((lengths.size, width), PAD_CODE, dtype=np.uint8)
+    negatives = members.copy()
+    todo = np.arange(lengths.size)
+    for _ in range(_MAX_ROUNDS):
+        if todo.size == 0:
+            return members, negatives, lengths
+        drawn = np.repeat(lengths[todo], 4)
+        codes, ok, words = _LONG_RANGE[kind](language, rng, drawn)
+        ok[ok] = _keeps_promises(language, kind, codes[ok], drawn[ok], None)
+        passed = np.flatnonzero(ok)
+        into, src = _by_length(lengths[todo], drawn[passed])
+        negatives[todo[into], : codes.shape[1]] = codes[passed[src]]
+        members[todo[into], : words.shape[1]] = words[passed[src]]
+        missing = np.ones(todo.size, dtype=bool)
+        missing[into] = False
+        todo = todo[missing]
+    if todo.size:
+        raise RuntimeError(f"no {kind} pair of length {lengths[todo[0]]} for {language.name} "
+                           f"in {_MAX_ROUNDS} rounds")
+    return members, negatives, lengths
+

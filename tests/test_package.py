@@ -16,7 +16,8 @@ FLOORS = {
     2: {"hardness", "thesis", "negatives", "dataset", "protocol", "completion"},
     3: {"tokenizer", "kernels", "blocks", "model", "thesis_model", "seq2seq", "train", "evaluate",
         "baselines", "recurrent"},
-    4: {"run", "results", "explain", "probes", "verdicts", "registry", "constructions"},
+    4: {"run", "results", "explain", "probes", "verdicts", "registry", "constructions",
+        "patching"},
     5: {"grid", "plotting", "book", "verdict_tables", "completion_tables", "pages"},
     6: {"executors", "runner", "__main__"},
 }

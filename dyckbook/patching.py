@@ -1,0 +1,155 @@
+"""Mechanism by intervention: activation patching on minimal pairs, with "loss recovered".
+
+A minimal pair is a member and the long-range negative made from it
+(``negatives.sample_minimal_pairs``): they differ only by the change a stack detects. A
+*hypothesis* names components of a single classifier that carry that difference: heads
+``(layer, head)``, MLPs ``(layer, "mlp")``, or the whole residual stream after a layer
+``(layer, "resid")``. Patching runs the negative with the named components' outputs taken from
+the member's own run; the hypothesis explains the model to the extent that the output moves to
+the member's:
+
+    loss recovered = (L(negative) - L(patched)) / (L(negative) - L(member)),
+
+L the mean cross-entropy against the *member* label over the pairs: 1 when the components carry
+all of the difference, 0 when none. :func:`complement_recovered` asks the converse question
+(causal scrubbing's): run the member with every component *outside* the hypothesis taken from
+the negative; if the hypothesis holds, the output stays the member's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Union
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from dyckbook import tokenizer
+from dyckbook.blocks import Recorder
+from dyckbook.model import Classifier
+
+__all__ = ["Component", "Patcher", "all_components", "complement_recovered", "component_name",
+           "loss_recovered", "pair_tokens", "patched_logits"]
+
+Component = tuple[int, Union[int, str]]  # (layer, head) | (layer, "mlp") | (layer, "resid")
+
+
+def component_name(component: Component) -> str:
+    """``L1H0``, ``L0 MLP``, ``L1 resid``."""
+    layer, part = component
+    return f"L{layer}H{part}" if isinstance(part, int) else f"L{layer} {part.replace('mlp', 'MLP')}"
+
+
+def all_components(model: Classifier) -> list[Component]:
+    """Every head and MLP, layer by layer."""
+    c = model.config
+    return [(layer, part) for layer in range(c.n_layers)
+            for part in (*range(c.n_heads), "mlp")]
+
+
+def _check(model: Classifier, components: Iterable[Component]) -> list[Component]:
+    if not isinstance(model, Classifier) or model.n_models != 1:
+        raise ValueError(f"model must be a single-model Classifier, got {type(model).__name__}"
+                         + (f" of {model.n_models} models" if isinstance(model, Classifier)
+                            else ""))
+    c, out = model.config, []
+    for component in components:
+        ok = isinstance(component, tuple) and len(component) == 2
+        layer, part = component if ok else (None, None)
+        ok = ok and isinstance(layer, int) and 0 <= layer < c.n_layers and (
+            (isinstance(part, int) and not isinstance(part, bool) and 0 <= part < c.n_heads)
+            or part in ("mlp", "resid"))
+        if not ok:
+            raise ValueError(f"components: {component!r} is not (layer < {c.n_layers}, head < "
+                             f"{c.n_heads} | 'mlp' | 'resid')")
+        out.append((layer, part))
+    return out
+
+
+class Patcher(Recorder):
+    """Runs a model with the named components' activations taken from a cache of another input
+    of the same shape (``hook_z`` per head, ``hook_mlp_out``, ``hook_resid_post``)."""
+
+    def __init__(self, source: dict[str, torch.Tensor], components: Sequence[Component]) -> None:
+        super().__init__(lambda name: False)  # records nothing
+        self.source = source
+        self.heads: dict[str, list[int]] = {}
+        self.whole: set[str] = set()
+        for layer, part in components:
+            if isinstance(part, int):
+                self.heads.setdefault(f"blocks.{layer}.attn.hook_z", []).append(part)
+            else:
+                hook = "mlp_out" if part == "mlp" else "resid_post"
+                self.whole.add(f"blocks.{layer}.hook_{hook}")
+
+    @staticmethod
+    def hooks(components: Sequence[Component]) -> set[str]:
+        """The hook names a source run must record for ``components``."""
+        return set(Patcher({}, components).heads) | Patcher({}, components).whole
+
+    def replace(self, name: str, value: torch.Tensor) -> torch.Tensor:
+        if name in self.whole:
+            return self.source[name][None].to(value.dtype)
+        if name in self.heads:  # (S = 1, batch, pos, head, d_head)
+            value = value.clone()
+            heads = self.heads[name]
+            value[..., heads, :] = self.source[name][None][..., heads, :].to(value.dtype)
+        return value
+
+
+def pair_tokens(members: np.ndarray, negatives: np.ndarray,
+                lengths: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """The classifier's tokens of both sides of every pair, at one width."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    width = int(lengths.max(initial=0))
+    return tokenizer.encode(members, lengths, width), tokenizer.encode(negatives, lengths, width)
+
+
+@torch.no_grad()
+def patched_logits(model: Classifier, target: torch.Tensor, source: torch.Tensor,
+                   components: Sequence[Component]) -> torch.Tensor:
+    """Logits (batch, 2) of ``target`` tokens with ``components`` taken from ``source``'s run."""
+    components = _check(model, components)
+    if target.shape != source.shape:
+        raise ValueError(f"target and source must have one shape, got {tuple(target.shape)} "
+                         f"and {tuple(source.shape)}")
+    was = model.training
+    model.eval()
+    try:
+        _, cache = model.run_with_cache(source, Patcher.hooks(components))
+        return model.run_with_cache(target, Patcher(cache, components))[0]
+    finally:
+        model.train(was)
+
+
+def _loss(logits: torch.Tensor, label: int) -> float:
+    return float(F.cross_entropy(logits, torch.full((logits.shape[0],), label)).item())
+
+
+def loss_recovered(model: Classifier, members: torch.Tensor, negatives: torch.Tensor,
+                   components: Sequence[Component]) -> float:
+    """How much of the member/negative loss gap patching ``components`` from the members into
+    the negatives' run closes (module docstring); NaN where the model does not tell the pairs
+    apart (a gap under 1e-6)."""
+    clean = _loss(patched_logits(model, members, members, []), 1)
+    corrupt = _loss(patched_logits(model, negatives, negatives, []), 1)
+    patched = _loss(patched_logits(model, negatives, members, components), 1)
+    gap = corrupt - clean
+    return (corrupt - patched) / gap if abs(gap) > 1e-6 else math.nan
+
+
+def complement_recovered(model: Classifier, members: torch.Tensor, negatives: torch.Tensor,
+                         components: Sequence[Component]) -> float:
+    """Run the members with every head and MLP *outside* ``components`` taken from the
+    negatives: the share of the loss gap kept, ``(L(all from negatives) - L(complement)) /
+    (L(all from negatives) - L(member))``; 1 when the components alone carry the difference.
+    NaN where patching every component leaves no gap."""
+    keep = set(_check(model, components))
+    rest = [c for c in all_components(model) if c not in keep]
+    clean = _loss(patched_logits(model, members, members, []), 1)
+    everything = _loss(patched_logits(model, members, negatives, all_components(model)), 1)
+    scrubbed = _loss(patched_logits(model, members, negatives, rest), 1)
+    gap = everything - clean
+    return (everything - scrubbed) / gap if abs(gap) > 1e-6 else math.nan
