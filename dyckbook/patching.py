@@ -30,8 +30,9 @@ from dyckbook import tokenizer
 from dyckbook.blocks import Recorder
 from dyckbook.model import Classifier
 
-__all__ = ["Component", "Patcher", "all_components", "complement_recovered", "component_name",
-           "loss_recovered", "pair_tokens", "patched_logits"]
+__all__ = ["Component", "Patcher", "all_components", "complement_recovered", "component_effects",
+           "component_name", "effect_rows", "hypothesis_rows", "hypothesis_sentences",
+           "judge_hypotheses", "loss_recovered", "model_rows", "pair_tokens", "patched_logits"]
 
 Component = tuple[int, Union[int, str]]  # (layer, head) | (layer, "mlp") | (layer, "resid")
 
@@ -153,3 +154,115 @@ def complement_recovered(model: Classifier, members: torch.Tensor, negatives: to
     scrubbed = _loss(patched_logits(model, members, negatives, rest), 1)
     gap = everything - clean
     return (everything - scrubbed) / gap if abs(gap) > 1e-6 else math.nan
+
+
+def component_effects(models: Sequence[Classifier], members: torch.Tensor,
+                      negatives: torch.Tensor) -> dict[str, list[float]]:
+    """``{component name: [loss recovered by patching it alone, per model]}`` over every head
+    and MLP (NaN for a model that does not tell the pairs apart)."""
+    out: dict[str, list[float]] = {}
+    for model in models:
+        for component in all_components(model):
+            out.setdefault(component_name(component), []).append(
+                loss_recovered(model, members, negatives, [component]))
+    return out
+
+
+def judge_hypotheses(models: Sequence[Classifier], members: torch.Tensor, negatives: torch.Tensor,
+                    hypotheses: dict[str, Sequence[Component]], accept: float = 0.8,
+                    floor: float = 0.6) -> list[dict[str, object]]:
+    """Each hypothesis (a name and the components it says carry the difference) against every
+    model: loss recovered by patching its components, and by its complement (scrubbing), each
+    the mean over the models with its 95% interval. *Accepted* when both means are >= ``accept``
+    and both intervals' lower ends >= ``floor``, else *rejected* (a model with no gap counts as
+    a failure, not as missing)."""
+    from dyckbook.intervals import interval
+
+    rows = []
+    for name, components in hypotheses.items():
+        row: dict[str, object] = {"hypothesis": name,
+                                  "components": ", ".join(map(component_name, components))}
+        verdict = True
+        for label, fn in (("patched in", loss_recovered), ("kept by scrubbing",
+                                                            complement_recovered)):
+            values = [fn(m, members, negatives, components) for m in models]
+            scored = [0.0 if math.isnan(v) else v for v in values]  # no gap: nothing explained
+            mean = float(np.mean(scored)) if scored else math.nan
+            low, high = interval(scored, bounds=(-math.inf, math.inf))
+            row[f"loss recovered, {label}"] = mean
+            row[f"interval, {label}"] = (low, high)
+            row[f"per model, {label}"] = values
+            verdict &= bool(mean >= accept and (len(scored) < 2 or low >= floor))
+        row["verdict"] = "accepted" if verdict else "rejected"
+        rows.append(row)
+    return rows
+
+
+# ------------------------------------------------------------------------------ display rows
+def _mean_text(values: Sequence[float], low: float, high: float) -> str:
+    mean = float(np.mean(values)) if len(values) else math.nan
+    if len(values) < 2 or not (math.isfinite(low) and math.isfinite(high)):
+        return f"{mean:.2f}"
+    return f"{mean:.2f} [{low:.2f}, {high:.2f}]"
+
+
+def model_rows(runs: dict[str, Sequence[object]]) -> list[dict[str, object]]:
+    """Per trained configuration (``book.run_all``'s result): its models' stack-set accuracy,
+    mean with its 95% interval, and how many reached 99%."""
+    from dyckbook.intervals import interval
+
+    rows = []
+    for label, group in runs.items():
+        acc = [r.record.scores["stack"].accuracy for r in group]
+        low, high = interval(acc)
+        rows.append({"models": label, "seeds": len(acc),
+                     "stack-set accuracy": _mean_text(acc, low, high),
+                     "solved (>= 99%)": f"{sum(a >= 0.99 for a in acc)}/{len(acc)}"})
+    return rows
+
+
+def hypothesis_rows(tested: dict[str, list[dict[str, object]]]) -> list[dict[str, object]]:
+    """One display row per (models, hypothesis) of :func:`judge_hypotheses`' results."""
+    rows = []
+    for models, results in tested.items():
+        for r in results:
+            row = {"models": models, "hypothesis": r["hypothesis"],
+                   "components": r["components"]}
+            for label in ("patched in", "kept by scrubbing"):
+                values = [0.0 if math.isnan(v) else v for v in r[f"per model, {label}"]]
+                row[f"loss recovered, {label}"] = _mean_text(values, *r[f"interval, {label}"])
+            row["verdict"] = r["verdict"]
+            rows.append(row)
+    return rows
+
+
+def hypothesis_sentences(tested: dict[str, list[dict[str, object]]]) -> str:
+    """The verdicts in words, one line per hypothesis."""
+    lines = []
+    for models, results in tested.items():
+        for r in results:
+            gaps = sum(math.isnan(v) for v in r["per model, patched in"])
+            note = (f" ({gaps} of {len(r['per model, patched in'])} models do not separate the "
+                    f"pairs: nothing to recover)" if gaps else "")
+            lines.append(f"- {models}: *{r['hypothesis']}* is **{r['verdict']}**: patching its "
+                         f"components recovers {r['loss recovered, patched in']:.2f} of the "
+                         f"loss, scrubbing the rest keeps "
+                         f"{r['loss recovered, kept by scrubbing']:.2f}{note}.")
+    return "\n".join(lines)
+
+
+def effect_rows(effects: dict[str, dict[str, list[float]]]) -> list[dict[str, object]]:
+    """``{language: component_effects(...)}`` as rows: one per component, a column per
+    language (mean over its models with the 95% interval)."""
+    from dyckbook.intervals import interval
+
+    names = list(dict.fromkeys(n for table in effects.values() for n in table))
+    rows = []
+    for name in names:
+        row: dict[str, object] = {"component": name}
+        for language, table in effects.items():
+            values = [v for v in table.get(name, []) if not math.isnan(v)]
+            low, high = interval(values, bounds=(-math.inf, math.inf))
+            row[language] = _mean_text(values, low, high) if values else "no gap"
+        rows.append(row)
+    return rows

@@ -83,3 +83,17 @@ def test_an_untrained_model_has_no_gap_to_recover_and_bad_components_are_named()
             patching.loss_recovered(model, members, negatives, [bad])
     with pytest.raises(ValueError, match="single-model Classifier"):
         patching.patched_logits(Classifier(model.config, [0, 1]), members, members, [])
+
+
+def test_a_hypothesis_is_accepted_only_when_patching_and_scrubbing_agree():
+    model = constructions.dyck1_counter(48)
+    members, negatives = _pairs(1, "far", [40] * 10)
+    rows = patching.judge_hypotheses([model, model], members, negatives,
+                                     {"count then flag": [(0, 0), (0, "mlp")],
+                                      "the count alone": [(0, 0)]})
+    assert [r["verdict"] for r in rows] == ["accepted", "rejected"]
+    assert rows[1]["loss recovered, patched in"] > 0.95  # patching alone would have accepted it
+    assert rows[1]["loss recovered, kept by scrubbing"] < 0.05
+    assert rows[0]["components"] == "L0H0, L0 MLP"
+    effects = patching.component_effects([model], members, negatives)
+    assert set(effects) == {"L0H0", "L0 MLP"} and min(v[0] for v in effects.values()) > 0.95
