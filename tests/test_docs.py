@@ -93,3 +93,18 @@ def test_every_cross_reference_names_a_page_of_the_toc() -> None:
         for target in re.findall(r"\{doc\}`(?:[^<`]*<)?/?([^>`]+)>?`", text):
             assert target in listed or target.startswith("book/pages/06_ablation_grid/"), (
                 f"{path.relative_to(REPO)} links to {target}, which the toc does not list")
+
+
+def test_the_methods_page_scores_a_bigbench_file_as_it_says(capsys) -> None:
+    """The methods page's snippet runs as written (on the BBH file, at a tiny budget)."""
+    from dyckbook import completion
+
+    text = (REPO / "book" / "methods.md").read_text(encoding="utf-8")
+    code = re.search(r"## Scoring a BIG-bench completion file.*?```python\n(.*?)```", text,
+                     re.S).group(1)
+    assert '"my_dyck_file.json"' in code and '{"max_steps": 2500}' in code
+    code = code.replace('"my_dyck_file.json"', repr(str(completion.BBH_DYCK_FILE))).replace(
+        '{"max_steps": 2500}', '{"max_steps": 2, "n_train": 100, "n_val": 10, "n_test": 10}')
+    exec(compile(code, "methods.md", "exec"), {})
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and all(line.endswith("items missed") for line in lines)
