@@ -85,8 +85,15 @@ class Config:
     class's ``kind`` if it has one) and ``from_dict``, which refuses a non-mapping and unknown
     or missing keys by name."""
 
+    #: fields added after records were written: left out of ``to_dict`` at their default, so a
+    #: configuration that does not use one keeps its digest (and its stored records match)
+    LATER_FIELDS: tuple[str, ...] = ()
+
     def to_dict(self) -> dict[str, Any]:
-        data = {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
+        later = {f.name: f.default for f in fields(self)  # type: ignore[arg-type]
+                 if f.name in self.LATER_FIELDS}
+        data = {f.name: getattr(self, f.name) for f in fields(self)  # type: ignore[arg-type]
+                if f.name not in later or getattr(self, f.name) != later[f.name]}
         data = {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
         kind = getattr(type(self), "kind", None)
         return {"kind": kind, **data} if kind else data

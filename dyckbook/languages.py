@@ -248,6 +248,39 @@ class Dyck:
         """
         return _heights(*self._codes(codes, lengths))
 
+    def next_symbols(self, codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """Which symbols may follow each prefix of each row and keep it a prefix of a word.
+
+        Returns:
+            bool ``(batch, pos + 1, 2k + 1)``: ``[b, i, c]`` for symbol code c after the first i
+            symbols of row b, and ``[b, i, 2k]`` for the end of the string; every entry False
+            from the first prefix that is no prefix of a word (and past the row's length).
+        """
+        codes, lengths = self._codes(codes, lengths)
+        n, width = codes.shape
+        k, depth = self.k, self.max_depth
+        out = np.zeros((n, width + 1, 2 * k + 1), dtype=bool)
+        for b in range(n):
+            stack: list[int] = []
+            for i in range(int(lengths[b]) + 1):
+                if depth is None or len(stack) < depth:
+                    out[b, i, 0:2 * k:2] = True  # any opener
+                if stack:
+                    out[b, i, 2 * stack[-1] + 1] = True  # the closer of the innermost opener
+                else:
+                    out[b, i, 2 * k] = True  # balanced: the string may end
+                if i == lengths[b]:
+                    break
+                c = int(codes[b, i])
+                if not out[b, i, c]:
+                    out[b, i + 1:] = False
+                    break
+                if c % 2 == 0:
+                    stack.append(c // 2)
+                else:
+                    stack.pop()
+        return out
+
     def max_depths(self, codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """Maximum height of each row (0 for the empty string): int64 ``(batch,)``."""
         codes, lengths = self._codes(codes, lengths)

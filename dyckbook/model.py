@@ -13,12 +13,17 @@ from torch import nn
 from dyckbook import blocks, tokenizer
 from dyckbook.config import Config
 from dyckbook.dataset import Dataset
-from dyckbook.vocab import N_SPECIAL, PAD
+from dyckbook.vocab import N_SPECIAL, PAD, PAD_CODE
 
-__all__ = ["MASKS", "READOUTS", "ClassificationTask", "Classifier", "ModelConfig", "seed_for"]
+__all__ = ["MASKS", "OBJECTIVES", "READOUTS", "ClassificationTask", "Classifier", "ModelConfig",
+           "seed_for"]
 
 MASKS = ("bidirectional", "causal")
 READOUTS = ("start", "end", "mean")
+#: membership alone, or with an auxiliary loss at every position of a causal model (FLaRe,
+#: Butoi et al. 2024): ``next_symbols``, which symbols (and the end) may follow the prefix
+#: (multi-label); ``language_model``, the next symbol of the members
+OBJECTIVES = ("membership", "next_symbols", "language_model")
 
 
 def seed_for(seed: int, purpose: str) -> int:
@@ -45,8 +50,10 @@ class ModelConfig(Config):
     readout: str = "start"  # start ([start], the thesis) | end ([end]) | mean (over real tokens)
     norm: str = "post"  # post (the thesis, torch's default) | pre
     act_fn: str = "relu"  # MLP non-linearity: relu | gelu
+    objective: str = "membership"  # membership | next_symbols | language_model (OBJECTIVES)
 
     kind = "classifier"  # RunConfig tells model configs apart by this
+    LATER_FIELDS = ("objective",)  # added after the grid's records: out of to_dict at default
 
     def __post_init__(self) -> None:
         for name in ("k", "n_ctx", "d_model", "n_heads", "d_mlp", "n_layers"):
@@ -61,10 +68,13 @@ class ModelConfig(Config):
             raise ValueError(f"ModelConfig.dropout must be in [0, 1), got {self.dropout!r}")
         for name, allowed in (("mask", MASKS), ("pos_encoding", blocks.POS_ENCODINGS),
                               ("readout", READOUTS), ("norm", blocks.NORMS),
-                              ("act_fn", blocks.ACTIVATIONS)):
+                              ("act_fn", blocks.ACTIVATIONS), ("objective", OBJECTIVES)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"ModelConfig.{name} must be one of {allowed}, "
                                  f"got {getattr(self, name)!r}")
+        if self.objective != "membership" and self.mask != "causal":
+            raise ValueError(f"ModelConfig.objective {self.objective!r} predicts from each "
+                             f"prefix: it needs mask='causal', got {self.mask!r}")
 
     @property
     def d_vocab(self) -> int:
@@ -103,6 +113,9 @@ class Classifier(blocks.Stacked):
             for _ in range(c.n_layers))
         self.ln_final = blocks.LayerNorm(n, c.d_model) if c.norm == "pre" else None
         self.classifier = blocks.Linear(n, c.d_model, 2)
+        # the auxiliary objective's head: symbols and the end, at every position
+        self.aux = (blocks.Linear(n, c.d_model, 2 * c.k + 1) if c.objective != "membership"
+                    else None)
         blocks.init_models(self, [seed_for(s, "init") for s in seeds])
 
     def _check(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -119,7 +132,8 @@ class Classifier(blocks.Stacked):
         tokenizer.check_ids(tokens, self.config.d_vocab)
         return tokens
 
-    def _run(self, tokens: torch.Tensor, record: blocks.Recorder | None) -> torch.Tensor:
+    def _run(self, tokens: torch.Tensor, record: blocks.Recorder | None,
+             aux: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         c = self.config
         real = tokens != PAD  # (S, batch, pos)
         n_tokens = real.sum(-1)  # (S, batch)
@@ -139,7 +153,7 @@ class Classifier(blocks.Stacked):
             mask = real.flatten(0, 1)[:, None, None, :]  # (S * batch, 1, 1, key)
         # The last block is needed at the readout position only (start / end readouts, and no
         # dropout mask to keep in step): computing it there alone gives the same logits.
-        single = (record is None and c.readout != "mean"
+        single = (record is None and c.readout != "mean" and not aux
                   and not (self.training and c.dropout > 0))
         at = (n_tokens - 1).clamp(min=0) if c.readout == "end" else torch.zeros_like(n_tokens)
         last = len(self.blocks) - 1
@@ -161,7 +175,17 @@ class Classifier(blocks.Stacked):
         logits = self.classifier(out)  # (S, batch, 2)
         if record is not None:
             record("hook_logits", logits)
+        if aux:
+            return logits, self.aux(x)  # (S, batch, pos, 2k + 1)
         return logits
+
+    def with_auxiliary(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Logits (S, batch, 2) and the auxiliary head's (S, batch, pos, 2k + 1) at every
+        position (a model trained with an auxiliary ``objective``)."""
+        if self.aux is None:
+            raise ValueError("with_auxiliary needs a model with an auxiliary objective, this one "
+                             "has objective='membership'")
+        return self._run(self._check(tokens), None, aux=True)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """Logits (S, batch, 2) of tokens (S, batch, pos); a single model also takes (batch,
@@ -201,25 +225,71 @@ class Classifier(blocks.Stacked):
 
 
 class ClassificationTask:
-    """How :func:`dyckbook.train.train` feeds a classifier: tokens in, member / non-member out."""
+    """How :func:`dyckbook.train.train` feeds a classifier: tokens in, member / non-member out;
+    with an auxiliary ``objective`` (``OBJECTIVES``) also its per-position targets."""
+
+    def __init__(self, objective: str = "membership") -> None:
+        if objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+        self.objective = objective
 
     def tensors(self, dataset: Dataset, width: int) -> dict[str, torch.Tensor]:
-        """``tokens`` (batch, width + 2) and ``labels`` (batch,) of a dataset."""
-        return {"tokens": tokenizer.encode(dataset.codes, dataset.lengths, width),
-                "labels": torch.from_numpy(dataset.labels.astype(np.int64)),
-                "lengths": torch.from_numpy(dataset.lengths)}
+        """``tokens`` (batch, width + 2) and ``labels`` (batch,) of a dataset; with an auxiliary
+        objective ``aux`` (batch, width + 2, 2k + 1) float targets and ``aux_mask`` (batch,
+        width + 2): at token position i (i symbols read), the symbols that may follow
+        (``next_symbols``) or the one that does in a member (``language_model``, one-hot)."""
+        out = {"tokens": tokenizer.encode(dataset.codes, dataset.lengths, width),
+               "labels": torch.from_numpy(dataset.labels.astype(np.int64)),
+               "lengths": torch.from_numpy(dataset.lengths)}
+        if self.objective == "membership":
+            return out
+        allowed = dataset.language.next_symbols(dataset.codes, dataset.lengths)
+        n, k2 = len(dataset), allowed.shape[2]
+        target = np.zeros((n, width + 2, k2), dtype=np.float32)
+        target[:, :allowed.shape[1]] = allowed[:, :width + 2]
+        mask = target.any(-1)
+        if self.objective == "language_model":  # the next symbol of each member, then the end
+            target[:] = 0.0
+            positions = np.arange(width + 2)
+            lengths = dataset.lengths
+            inside = positions[None, :] < lengths[:, None]
+            codes = np.zeros((n, width + 2), dtype=np.int64)
+            m = min(dataset.codes.shape[1], width + 2)
+            codes[:, :m] = np.where(dataset.codes[:, :m] == PAD_CODE, 0, dataset.codes[:, :m])
+            nxt = np.where(inside, codes, k2 - 1)  # at i: symbol i + 1, or the end at i = n
+            rows, cols = np.nonzero(positions[None, :] <= lengths[:, None])
+            target[rows, cols, nxt[rows, cols]] = 1.0
+            mask = (positions[None, :] <= lengths[:, None]) & (dataset.labels[:, None] == 1)
+        out["aux"], out["aux_mask"] = torch.from_numpy(target), torch.from_numpy(mask)
+        return out
 
     def batch(self, data: dict[str, torch.Tensor], rows: torch.Tensor) -> dict[str, torch.Tensor]:
         """The ``rows`` (S, batch) of ``data`` (every model's :meth:`tensors`, concatenated):
         tokens (S, batch, pos), labels (S, batch); pos fits the longest selected string."""
         pos = int(data["lengths"][rows].max()) + 2
-        return {"tokens": data["tokens"][rows, :pos], "labels": data["labels"][rows]}
+        out = {"tokens": data["tokens"][rows, :pos], "labels": data["labels"][rows]}
+        if "aux" in data:
+            out["aux"], out["aux_mask"] = data["aux"][rows, :pos], data["aux_mask"][rows, :pos]
+        return out
 
     def loss(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """(S,) mean cross-entropy of every model on its own rows."""
-        logits = model(batch["tokens"])  # (S, batch, 2)
+        """(S,) mean cross-entropy of every model on its own rows, plus the auxiliary loss (mean
+        over the positions that have targets) with an auxiliary objective."""
+        if "aux" not in batch:
+            logits = model(batch["tokens"])  # (S, batch, 2)
+        else:
+            logits, aux = model.with_auxiliary(batch["tokens"])
         ce = F.cross_entropy(logits.flatten(0, 1), batch["labels"].flatten(), reduction="none")
-        return ce.view(batch["labels"].shape).mean(1)
+        loss = ce.view(batch["labels"].shape).mean(1)
+        if "aux" in batch:
+            mask = batch["aux_mask"].to(aux.dtype)
+            if self.objective == "next_symbols":
+                per = F.binary_cross_entropy_with_logits(aux, batch["aux"], reduction="none")
+                per = per.mean(-1)
+            else:
+                per = -(torch.log_softmax(aux, -1) * batch["aux"]).sum(-1)
+            loss = loss + (per * mask).sum((1, 2)) / mask.sum((1, 2)).clamp(min=1.0)
+        return loss
 
     def correct(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """(S, batch) bool: which rows each model classifies correctly."""

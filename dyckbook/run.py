@@ -522,7 +522,8 @@ def run_seeds(config: RunConfig, seeds: Sequence[int], batched: bool = True,
     configs = [config.with_seed(s) for s in seeds]
     splits = [_splits(c.data, c.seed) for c in configs]
     completion = isinstance(config.data, CompletionDataConfig)
-    task = seq2seq.CompletionTask() if completion else ClassificationTask()
+    task = (seq2seq.CompletionTask() if completion
+            else ClassificationTask(getattr(config.model, "objective", "membership")))
     val = all(len(sp.val) for sp in splits)
     batchable = isinstance(config.model, (ModelConfig, Seq2SeqConfig, RecurrentConfig))
     groups = ([list(range(len(seeds)))] if batched and batchable

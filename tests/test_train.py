@@ -34,6 +34,7 @@ class Recording(ClassificationTask):
     """The classification task, remembering the rows of every training batch."""
 
     def __init__(self):
+        super().__init__()
         self.rows = []
 
     def batch(self, data, rows):  # rows of the concatenated sets -> rows of each model's set
