@@ -9,6 +9,7 @@ and writes a page saying what happened for a run never published, so the book al
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -38,6 +39,7 @@ def prepare_for_book(notebook: bytes, *, name: str, source: str, params: Mapping
     notebook has several runs), an experiment's code collapsed (a chapter's stays visible: it
     is the argument). ``source`` is the notebook's path as the reader finds it."""
     nb = nbformat.reads(notebook.decode("utf-8"), as_version=4)
+    _place_tables(nb)
     for cell in nb.cells:
         tags = list(cell.metadata.get("tags", []))
         if {"parameters", "injected-parameters"} & set(tags):
@@ -60,6 +62,28 @@ def prepare_for_book(notebook: bytes, *, name: str, source: str, params: Mapping
         nb.cells.insert(0 if first is None else first + 1,
                         nbformat.v4.new_markdown_cell(block, metadata={"tags": ["run-parameters"]}))
     return nbformat.writes(nb).encode("utf-8")
+
+
+GLUE_PREFIX = "application/papermill.record/"  # myst-nb's mark of a glued, hidden output
+_TABLE = re.compile(r"```\{glue:table\} (\S+)\n```")
+
+
+def _place_tables(nb: Any) -> None:
+    """``{glue:table} name`` in the text places a table glued (and shown) by ``book.glue_table``
+    there instead of at its cell: the directive becomes ``{glue:md}`` (format myst) and the
+    cell's output of that name is hidden, as ``display=False`` would have glued it."""
+    placed = set()
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            placed.update(_TABLE.findall(cell.source))
+            cell.source = _TABLE.sub(lambda m: f"```{{glue:md}} {m.group(1)}\n:format: myst\n```",
+                                     cell.source)
+    for cell in nb.cells:
+        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            glued = output.get("metadata", {}).get("scrapbook", {})
+            if glued.get("name") in placed and not glued.get("mime_prefix"):
+                output["data"] = {GLUE_PREFIX + k: v for k, v in output["data"].items()}
+                glued["mime_prefix"] = GLUE_PREFIX
 
 
 def banner(*, name: str, made_by: str, status: str, record: Mapping[str, Any], profile: str,

@@ -553,3 +553,22 @@ def test_a_blocked_run_keeps_the_caches_of_an_earlier_failed_attempt(tmp_path: P
     runner._publish(boom, None, {"status": "blocked"}, root, m, [boom])
     assert (cache / "cache.jsonl").read_bytes() == b"{}\n"
     assert record(root, "fixture_fail", "boom", "failing")["status"] == "blocked"
+
+
+def test_a_table_placed_by_the_text_is_shown_there_and_not_at_its_cell() -> None:
+    chapter = runner.resolve_profile(runner.load_manifest(MANIFEST), "smoke")[0]
+    shown = nbformat.v4.new_output("display_data", {"text/markdown": "| a |\n|---|\n| 1 |"},
+                                   metadata={"scrapbook": {"name": "placed", "mime_prefix": ""}})
+    kept = nbformat.v4.new_output("display_data", {"text/markdown": "| b |\n|---|\n| 2 |"},
+                                  metadata={"scrapbook": {"name": "inline", "mime_prefix": ""}})
+    cell = nbformat.v4.new_code_cell("book.glue_table(...)")
+    cell.outputs = [shown, kept]
+    out = nbformat.reads(_page(_executed(
+        nbformat.v4.new_markdown_cell("# Chapter"), cell,
+        nbformat.v4.new_markdown_cell("Text.\n\n```{glue:table} placed\n```\n")),
+        chapter, several=False).decode(), as_version=4)
+    assert out.cells[2].source == "Text.\n\n```{glue:md} placed\n:format: myst\n```\n"
+    placed, inline = out.cells[1].outputs
+    assert list(placed.data) == ["application/papermill.record/text/markdown"]
+    assert placed.metadata["scrapbook"]["mime_prefix"] == "application/papermill.record/"
+    assert list(inline.data) == ["text/markdown"]  # a table the text does not place stays
