@@ -32,7 +32,8 @@ from dyckbook.model import Classifier
 
 __all__ = ["Component", "Patcher", "all_components", "complement_recovered", "component_effects",
            "component_name", "effect_rows", "hypothesis_rows", "hypothesis_sentences",
-           "judge_hypotheses", "loss_recovered", "model_rows", "pair_tokens", "patched_logits"]
+           "judge_hypotheses", "loss_recovered", "model_rows", "pair_accuracy", "pair_tokens",
+           "patched_logits"]
 
 Component = tuple[int, Union[int, str]]  # (layer, head) | (layer, "mlp") | (layer, "resid")
 
@@ -157,36 +158,53 @@ def complement_recovered(model: Classifier, members: torch.Tensor, negatives: to
 
 
 def component_effects(models: Sequence[Classifier], members: torch.Tensor,
-                      negatives: torch.Tensor) -> dict[str, list[float]]:
+                      negatives: torch.Tensor, separates: float = 0.9) -> dict[str, list[float]]:
     """``{component name: [loss recovered by patching it alone, per model]}`` over every head
-    and MLP (NaN for a model that does not tell the pairs apart)."""
+    and MLP (NaN for a model that classifies under ``separates`` of the pairs' strings right)."""
     out: dict[str, list[float]] = {}
     for model in models:
+        ok = pair_accuracy(model, members, negatives) >= separates
         for component in all_components(model):
             out.setdefault(component_name(component), []).append(
-                loss_recovered(model, members, negatives, [component]))
+                loss_recovered(model, members, negatives, [component]) if ok else math.nan)
     return out
+
+
+@torch.no_grad()
+def pair_accuracy(model: Classifier, members: torch.Tensor, negatives: torch.Tensor) -> float:
+    """The share of the pairs' strings (members and negatives) the model classifies right."""
+    was = model.training
+    model.eval()
+    try:
+        right = (model(members).argmax(-1) == 1).sum() + (model(negatives).argmax(-1) == 0).sum()
+    finally:
+        model.train(was)
+    return float(right) / (2 * members.shape[0])
 
 
 def judge_hypotheses(models: Sequence[Classifier], members: torch.Tensor, negatives: torch.Tensor,
                     hypotheses: dict[str, Sequence[Component]], accept: float = 0.8,
-                    floor: float = 0.6) -> list[dict[str, object]]:
+                    floor: float = 0.6, separates: float = 0.9) -> list[dict[str, object]]:
     """Each hypothesis (a name and the components it says carry the difference) against every
     model: loss recovered by patching its components, and by its complement (scrubbing), each
     the mean over the models with its 95% interval. *Accepted* when both means are >= ``accept``
-    and both intervals' lower ends >= ``floor``, else *rejected* (a model with no gap counts as
-    a failure, not as missing)."""
+    and both intervals' lower ends >= ``floor``, else *rejected*. A model that does not separate
+    the pairs (classifies under ``separates`` of their strings right) has no mechanism to
+    explain: it counts as 0, a failure, not as missing."""
     from dyckbook.intervals import interval
 
+    solved = [pair_accuracy(m, members, negatives) >= separates for m in models]
     rows = []
     for name, components in hypotheses.items():
         row: dict[str, object] = {"hypothesis": name,
-                                  "components": ", ".join(map(component_name, components))}
+                                  "components": ", ".join(map(component_name, components)),
+                                  "models separating the pairs": sum(solved)}
         verdict = True
         for label, fn in (("patched in", loss_recovered), ("kept by scrubbing",
                                                             complement_recovered)):
-            values = [fn(m, members, negatives, components) for m in models]
-            scored = [0.0 if math.isnan(v) else v for v in values]  # no gap: nothing explained
+            values = [fn(m, members, negatives, components) if ok else math.nan
+                      for m, ok in zip(models, solved)]
+            scored = [0.0 if math.isnan(v) else v for v in values]  # nothing explained
             mean = float(np.mean(scored)) if scored else math.nan
             low, high = interval(scored, bounds=(-math.inf, math.inf))
             row[f"loss recovered, {label}"] = mean
@@ -227,7 +245,9 @@ def hypothesis_rows(tested: dict[str, list[dict[str, object]]]) -> list[dict[str
     for models, results in tested.items():
         for r in results:
             row = {"models": models, "hypothesis": r["hypothesis"],
-                   "components": r["components"]}
+                   "components": r["components"],
+                   "separating the pairs": f"{r['models separating the pairs']} of "
+                                           f"{len(r['per model, patched in'])}"}
             for label in ("patched in", "kept by scrubbing"):
                 values = [0.0 if math.isnan(v) else v for v in r[f"per model, {label}"]]
                 row[f"loss recovered, {label}"] = _mean_text(values, *r[f"interval, {label}"])
@@ -243,7 +263,7 @@ def hypothesis_sentences(tested: dict[str, list[dict[str, object]]]) -> str:
         for r in results:
             gaps = sum(math.isnan(v) for v in r["per model, patched in"])
             note = (f" ({gaps} of {len(r['per model, patched in'])} models do not separate the "
-                    f"pairs: nothing to recover)" if gaps else "")
+                    f"pairs: they count as 0)" if gaps else "")
             lines.append(f"- {models}: *{r['hypothesis']}* is **{r['verdict']}**: patching its "
                          f"components recovers {r['loss recovered, patched in']:.2f} of the "
                          f"loss, scrubbing the rest keeps "
@@ -263,6 +283,7 @@ def effect_rows(effects: dict[str, dict[str, list[float]]]) -> list[dict[str, ob
         for language, table in effects.items():
             values = [v for v in table.get(name, []) if not math.isnan(v)]
             low, high = interval(values, bounds=(-math.inf, math.inf))
-            row[language] = _mean_text(values, low, high) if values else "no gap"
+            row[language] = (_mean_text(values, low, high) if values
+                             else "no model separates the pairs")
         rows.append(row)
     return rows

@@ -97,3 +97,17 @@ def test_a_hypothesis_is_accepted_only_when_patching_and_scrubbing_agree():
     assert rows[0]["components"] == "L0H0, L0 MLP"
     effects = patching.component_effects([model], members, negatives)
     assert set(effects) == {"L0H0", "L0 MLP"} and min(v[0] for v in effects.values()) > 0.95
+
+
+def test_a_model_that_does_not_separate_the_pairs_counts_as_unexplained():
+    control = constructions.dyck1_counter(48)
+    blind = Classifier(ModelConfig(k=1, n_ctx=48, d_model=8, n_heads=1, d_mlp=8, n_layers=1,
+                                   dropout=0.0, mask="causal"), [0])
+    members, negatives = _pairs(1, "far", [40] * 10)
+    assert patching.pair_accuracy(control, members, negatives) == 1.0
+    assert patching.pair_accuracy(blind, members, negatives) <= 0.6
+    (row,) = patching.judge_hypotheses([control, blind], members, negatives,
+                                       {"count then flag": [(0, 0), (0, "mlp")]})
+    assert row["models separating the pairs"] == 1 and row["verdict"] == "rejected"
+    assert math.isnan(row["per model, patched in"][1])
+    assert row["loss recovered, patched in"] == pytest.approx(0.5)  # (1 + 0) / 2
