@@ -118,13 +118,15 @@ def banner(*, name: str, made_by: str, status: str, record: Mapping[str, Any], p
 
 def marked_page(page: str | None, title: str, warning: str | None) -> str:
     """A stored page (or, with None, a stand-in holding only ``title``) with ``warning``
-    inserted under its title."""
+    inserted under its title, and its tables placed (``{glue:table}``: a page stored by an
+    earlier version of this module gets them too)."""
     if page is None:
         nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(f"# {title}")])
         nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                      "language": "python"}
     else:
         nb = nbformat.reads(page, as_version=4)
+        _place_tables(nb)
     if warning:
         first = _title(nb)
         nb.cells.insert(0 if first is None else first + 1, nbformat.v4.new_markdown_cell(

@@ -623,8 +623,7 @@ def summarise(groups: Mapping[str, Sequence[RunRecord]],
             "accuracy": float(np.mean(acc)) if acc else float("nan"), "low": lo, "high": hi,
             "solved": sum(a >= 0.99 for a in acc),
             "n_test": int(np.mean([r.scores[test].n for r in group if test in r.scores] or [0])),
-            "members": float(np.nanmean([r.scores[test].accuracy_of("per_kind", "member")
-                                         for r in ok])) if ok else float("nan"),
+            "members": _nanmean([r.scores[test].accuracy_of("per_kind", "member") for r in ok]),
             "per_kind": {k: _nanmean([r.scores[test].balanced(kind=k) for r in ok])
                          for k in kinds},
             "per_bin": {b: _nanmean([r.scores[test].balanced(bin=b) for r in ok]) for b in bins},

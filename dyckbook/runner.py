@@ -715,7 +715,7 @@ def assemble_pages(profile: str, manifest: str | os.PathLike[str] | None = None,
                                profile=profile, has_page=has_page,
                                error=describe_error(error) if error else "")
         target = dest / run.notebook.group / f"{run.name}.ipynb"
-        if warning is None:
+        if warning is None and b"{glue:table}" not in page.read_bytes():
             R.write_bytes(target, page.read_bytes())  # byte for byte
         else:
             R.write_text(target, pages.marked_page(page.read_text(encoding="utf-8")

@@ -572,3 +572,20 @@ def test_a_table_placed_by_the_text_is_shown_there_and_not_at_its_cell() -> None
     assert list(placed.data) == ["application/papermill.record/text/markdown"]
     assert placed.metadata["scrapbook"]["mime_prefix"] == "application/papermill.record/"
     assert list(inline.data) == ["text/markdown"]  # a table the text does not place stays
+
+
+def test_a_page_stored_before_tables_were_placed_gets_them_at_assembly() -> None:
+    from dyckbook import pages
+
+    shown = nbformat.v4.new_output("display_data", {"text/markdown": "| a |\n|---|\n| 1 |"},
+                                   metadata={"scrapbook": {"name": "t", "mime_prefix": ""}})
+    cell = nbformat.v4.new_code_cell("book.glue_table('t', rows)")
+    cell.outputs = [shown]
+    stored = nbformat.writes(nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("# Page"), cell,
+        nbformat.v4.new_markdown_cell("```{glue:table} t\n```")]))
+    out = nbformat.reads(pages.marked_page(stored, "Page", None), as_version=4)
+    assert out.cells[2].source == "```{glue:md} t\n:format: myst\n```"
+    assert list(out.cells[1].outputs[0].data) == ["application/papermill.record/text/markdown"]
+    again = pages.marked_page(nbformat.writes(out), "Page", None)  # idempotent
+    assert nbformat.reads(again, as_version=4).cells == out.cells
