@@ -110,6 +110,16 @@ class Stacked(nn.Module):
         """Trainable parameters of one model."""
         return sum(p.numel() for p in self.parameters() if p.requires_grad) // self.n_models
 
+    def split(self) -> list:
+        """The S models as separate single-model networks (copies of their parameters), in
+        this network's mode; a subclass is built as ``type(self)(self.config, [seed])``."""
+        out = []
+        for s, seed in enumerate(self.seeds):
+            single = type(self)(self.config, [seed])  # type: ignore[call-arg, attr-defined]
+            single.load_state_dict({k: v[s:s + 1] for k, v in self.state_dict().items()})
+            out.append(single.train(self.training))
+        return out
+
 
 class _BFloat16Product(torch.autograd.Function):
     """``bias + x @ weight`` (batched) with bfloat16 inputs and float32 sums, its output in

@@ -119,18 +119,8 @@ class Classifier(blocks.Stacked):
         blocks.init_models(self, [seed_for(s, "init") for s in seeds])
 
     def _check(self, tokens: torch.Tensor) -> torch.Tensor:
-        if not isinstance(tokens, torch.Tensor) or tokens.dtype != torch.long:
-            raise ValueError(f"tokens must be an int64 torch.Tensor, got {tokens!r:.60}")
-        if tokens.dim() == 2 and self.n_models == 1:
-            tokens = tokens[None]
-        if tokens.dim() != 3 or tokens.shape[0] != self.n_models or 0 in tokens.shape:
-            raise ValueError(f"tokens must be (models={self.n_models}, batch, pos), "
-                             f"got shape {tuple(tokens.shape)}")
-        if tokens.shape[2] > self.config.n_positions:
-            raise ValueError(f"tokens has {tokens.shape[2]} positions, more than n_ctx + 2 = "
-                             f"{self.config.n_positions}")
-        tokenizer.check_ids(tokens, self.config.d_vocab)
-        return tokens
+        c = self.config
+        return tokenizer.check_tokens(tokens, self.n_models, c.n_positions, c.d_vocab)
 
     def _run(self, tokens: torch.Tensor, record: blocks.Recorder | None,
              aux: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
@@ -212,16 +202,6 @@ class Classifier(blocks.Stacked):
                              f"{self.n_models}; use split()")
         record = names if isinstance(names, blocks.Recorder) else blocks.Recorder(names)
         return self._run(self._check(tokens), record)[0], record.cache
-
-    def split(self) -> list[Classifier]:
-        """The S models as separate single-model networks (copies of their parameters)."""
-        out = []
-        for s, seed in enumerate(self.seeds):
-            single = Classifier(self.config, [seed])
-            single.load_state_dict({k: v[s:s + 1] for k, v in self.state_dict().items()})
-            single.train(self.training)
-            out.append(single)
-        return out
 
 
 class ClassificationTask:

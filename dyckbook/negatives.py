@@ -579,6 +579,22 @@ def sample_negatives(language: Dyck, rng: np.random.Generator, lengths: Sequence
     return codes, lengths, np.array(names)[choice]
 
 
+def _long_range_args(language: Dyck, rng: np.random.Generator, lengths: Sequence[int],
+                     kind: str, what: str = "") -> tuple[np.random.Generator, np.ndarray]:
+    """The checked arguments of a long-range sampler; a ValueError names a wrong one, or a
+    length at which ``kind`` (``what``: and whatever else the sampler needs) does not exist."""
+    _check_language(language)
+    rng = check_rng(rng)
+    lengths = check_lengths(lengths)
+    if kind not in LONG_RANGE_KINDS:
+        raise ValueError(f"kind must be one of {LONG_RANGE_KINDS}, got {kind!r}")
+    for length in np.unique(lengths).tolist():
+        if not available_kinds(language, length, kind):
+            raise ValueError(f"lengths holds {length}, but no {kind} negative{what} exists at "
+                             f"length {length} for {language.name}")
+    return rng, lengths
+
+
 def sample_matched_members(language: Dyck, rng: np.random.Generator, lengths: Sequence[int],
                            kind: str) -> tuple[np.ndarray, np.ndarray]:
     """Members drawn as the long-range ``kind``'s negatives are, without their last change.
@@ -596,15 +612,7 @@ def sample_matched_members(language: Dyck, rng: np.random.Generator, lengths: Se
     Returns:
         ``(codes, lengths)``: uint8 ``(batch, pos)`` padded with ``PAD_CODE``, int64 ``(batch,)``.
     """
-    _check_language(language)
-    rng = check_rng(rng)
-    lengths = check_lengths(lengths)
-    if kind not in LONG_RANGE_KINDS:
-        raise ValueError(f"kind must be one of {LONG_RANGE_KINDS}, got {kind!r}")
-    for length in np.unique(lengths).tolist():
-        if not available_kinds(language, length, kind):
-            raise ValueError(f"lengths holds {length}, but no {kind} negative (nor its matched "
-                             f"member) exists at length {length} for {language.name}")
+    rng, lengths = _long_range_args(language, rng, lengths, kind, " (nor its matched member)")
     if lengths.size == 0:
         return np.zeros((0, 0), np.uint8), lengths
     return _sample_kind(language, rng, kind, lengths, None, members=True), lengths
@@ -626,13 +634,7 @@ def sample_minimal_pairs(language: Dyck, rng: np.random.Generator, lengths: Sequ
         ``(members, negatives, lengths)``: uint8 ``(batch, pos)`` each, padded with
         ``PAD_CODE``, and int64 ``(batch,)``; row i of both has length ``lengths[i]``.
     """
-    sample_matched_members(language, np.random.default_rng(0), [], kind)  # checks the kind
-    rng = check_rng(rng)
-    lengths = check_lengths(lengths)
-    for length in np.unique(lengths).tolist():
-        if not available_kinds(language, length, kind):
-            raise ValueError(f"lengths holds {length}, but no {kind} negative exists at length "
-                             f"{length} for {language.name}")
+    rng, lengths = _long_range_args(language, rng, lengths, kind)
     width = int(lengths.max(initial=0))
     members = np.full((lengths.size, width), PAD_CODE, dtype=np.uint8)
     negatives = members.copy()

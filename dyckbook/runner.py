@@ -715,11 +715,12 @@ def assemble_pages(profile: str, manifest: str | os.PathLike[str] | None = None,
                                profile=profile, has_page=has_page,
                                error=describe_error(error) if error else "")
         target = dest / run.notebook.group / f"{run.name}.ipynb"
-        if warning is None and b"{glue:table}" not in page.read_bytes():
-            R.write_bytes(target, page.read_bytes())  # byte for byte
+        stored = page.read_bytes() if has_page else None
+        if warning is None and stored is not None and b"{glue:table}" not in stored:
+            R.write_bytes(target, stored)  # byte for byte
         else:
-            R.write_text(target, pages.marked_page(page.read_text(encoding="utf-8")
-                                                   if has_page else None, run.notebook.title,
+            R.write_text(target, pages.marked_page(None if stored is None else
+                                                   stored.decode("utf-8"), run.notebook.title,
                                                    warning))
         states[run.name] = status if has_page else f"not published ({status})"
         log.debug("page %s: %s", run.name, states[run.name])

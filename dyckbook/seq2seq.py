@@ -239,15 +239,6 @@ class _Model(Stacked):
         record = Recorder(names)
         return self._run(*self._inputs(source=source, target=target), record)[0], record.cache
 
-    def split(self) -> list[_Model]:
-        """The S models as separate single-model networks (copies of their parameters)."""
-        out = []
-        for s, seed in enumerate(self.seeds):
-            single = type(self)(self.config, [seed])
-            single.load_state_dict({k: v[s:s + 1] for k, v in self.state_dict().items()})
-            out.append(single.train(self.training))
-        return out
-
 
 class EncoderDecoder(_Model):
     """Seed 001: an encoder stack whose output (the memory) is computed once, a decoder stack

@@ -7,7 +7,7 @@ import torch
 
 from dyckbook.vocab import END, N_SPECIAL, PAD, PAD_CODE, START
 
-__all__ = ["check_ids", "decode", "encode", "token_names"]
+__all__ = ["check_ids", "check_tokens", "decode", "encode", "token_names"]
 
 
 def encode(codes: np.ndarray, lengths: np.ndarray, width: int | None = None) -> torch.Tensor:
@@ -59,3 +59,22 @@ def check_ids(tokens: torch.Tensor, d_vocab: int, name: str = "tokens") -> None:
     low, high = (int(v) for v in torch.aminmax(tokens))
     if low < 0 or high >= d_vocab:
         raise ValueError(f"{name} holds id {low if low < 0 else high}, outside [0, {d_vocab})")
+
+
+def check_tokens(tokens: torch.Tensor, n_models: int, n_positions: int,
+                 d_vocab: int) -> torch.Tensor:
+    """A classifier's input checked: int64 (S, batch, pos) with S = ``n_models`` (one model also
+    takes (batch, pos)), at most ``n_positions`` positions, ids below ``d_vocab``; a ValueError
+    names what is wrong. Returns the (S, batch, pos) tensor."""
+    if not isinstance(tokens, torch.Tensor) or tokens.dtype != torch.long:
+        raise ValueError(f"tokens must be an int64 torch.Tensor, got {tokens!r:.60}")
+    if tokens.dim() == 2 and n_models == 1:
+        tokens = tokens[None]
+    if tokens.dim() != 3 or tokens.shape[0] != n_models or 0 in tokens.shape:
+        raise ValueError(f"tokens must be (models={n_models}, batch, pos), "
+                         f"got shape {tuple(tokens.shape)}")
+    if tokens.shape[2] > n_positions:
+        raise ValueError(f"tokens has {tokens.shape[2]} positions, more than n_ctx + 2 = "
+                         f"{n_positions}")
+    check_ids(tokens, d_vocab)
+    return tokens
