@@ -388,35 +388,58 @@ def plot_accuracy_by_length(series: Mapping[str, Score | Mapping[int, Sequence[i
     Returns:
         A Figure with one panel.
     """
+    return plot_length_panels({title or "": series}, train_max_length, by=by, measure=measure,
+                              chance=chance, min_strings=min_strings, xlabel=xlabel)
+
+
+def plot_length_panels(panels: Mapping[str, Mapping[str, Score | Mapping[int, Sequence[int]]]],
+                       train_max_length: int | None = None, *, by: str = "length",
+                       measure: str = "accuracy", chance: float | None = 0.5,
+                       min_strings: int = 100, xlabel: str | None = None) -> Figure:
+    """:func:`plot_accuracy_by_length` with a panel per ``{title: series}`` of ``panels``, one
+    above the other on a shared length axis (e.g. one panel per language)."""
     if by not in ("length", "depth"):
         raise ValueError(f"by must be 'length' or 'depth', got {by!r}")
+    if not panels:
+        raise ValueError("panels must hold at least one {title: series}, got none")
     with style_context():
-        fig, ax = _panel((7.0, 3.8), title)
-        right = 0
-        for i, (label, table) in enumerate(series.items()):
-            keys, n, correct = _cells(table, by)
-            keep = n > 0
-            keys, n, correct = pooled_strata(keys[keep], n[keep], correct[keep], min_strings,
-                                             train_max_length)
-            band = np.array([wilson(int(c), int(m)) for c, m in zip(correct, n)]).reshape(-1, 2)
-            color = PALETTE[i % len(PALETTE)]
-            ax.plot(keys, correct / n, marker="o", ms=3, color=color, label=label)
-            ax.fill_between(keys, band[:, 0], band[:, 1], color=color, alpha=0.18, lw=0)
-            right = max(right, int(keys.max(initial=0)))
-        if train_max_length is not None:
-            edge = train_max_length + 0.5
-            ax.axvline(edge, color="0.25", ls="--", lw=1.2)
-            ax.axvspan(edge, max(right, edge) + 1, color="0.5", alpha=0.1, lw=0,
-                       label=f"{'longer' if by == 'length' else 'deeper'} than training "
-                             f"(> {train_max_length})")
-        if chance is not None:
-            ax.axhline(chance, color="0.6", lw=0.8, ls=":")
-        ax.set(ylim=(-0.02, 1.02), ylabel=f"{measure} (95% Wilson band, >= {min_strings} "
-                                          f"strings a point)",
-               xlabel=xlabel or ("string length" if by == "length" else "maximum nesting depth"))
-        ax.grid(True)
-        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        fig, axes = _figure(len(panels), 1, (7.0, 3.8 * len(panels)), sharex=True)
+        for ax, (title, series) in zip(axes[:, 0], panels.items()):
+            if title:
+                ax.set_title(title)
+            _length_lines(ax, series, train_max_length, by, measure, chance, min_strings)
+        for ax in axes[:, 0]:
+            ax.tick_params(labelbottom=True)
+        axes[-1, 0].set_xlabel(xlabel or ("string length" if by == "length"
+                                          else "maximum nesting depth"))
     return fig
+
+
+def _length_lines(ax: Axes, series: Mapping[str, Any], train_max_length: int | None, by: str,
+                  measure: str, chance: float | None, min_strings: int) -> None:
+    right = 0
+    for i, (label, table) in enumerate(series.items()):
+        keys, n, correct = _cells(table, by)
+        keep = n > 0
+        keys, n, correct = pooled_strata(keys[keep], n[keep], correct[keep], min_strings,
+                                         train_max_length)
+        band = np.array([wilson(int(c), int(m)) for c, m in zip(correct, n)]).reshape(-1, 2)
+        color = PALETTE[i % len(PALETTE)]
+        ax.plot(keys, correct / n, marker="o", ms=3, color=color, label=label)
+        ax.fill_between(keys, band[:, 0], band[:, 1], color=color, alpha=0.18, lw=0)
+        right = max(right, int(keys.max(initial=0)))
+    if train_max_length is not None:
+        edge = train_max_length + 0.5
+        ax.axvline(edge, color="0.25", ls="--", lw=1.2)
+        ax.axvspan(edge, max(right, edge) + 1, color="0.5", alpha=0.1, lw=0,
+                   label=f"{'longer' if by == 'length' else 'deeper'} than training "
+                         f"(> {train_max_length})")
+    if chance is not None:
+        ax.axhline(chance, color="0.6", lw=0.8, ls=":")
+    ax.set(ylim=(-0.02, 1.02), ylabel=f"{measure} (95% Wilson band, >= {min_strings} "
+                                      f"strings a point)")
+    ax.grid(True)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
 
 
 def plot_kinds(model_scores: Score | Sequence[Score],

@@ -412,7 +412,8 @@ def gather(experiments: Sequence[Any] = (), grid: Sequence[Any] = (),
         experiments: records of the sound reruns of the thesis' experiments (labels
             ``exp. 1: bidirectional ...`` and ``exp. 3: bidirectional ...``).
         grid: records of the ablation grid.
-        lengths: records of the length study (labels ``Dyck-<k> <mask>-<pe>-<readout>``).
+        lengths: records of the length study (labels ``Dyck-<k> <configuration>``; its
+            recurrent references are not Transformers and are left out).
         explain: the explainability page's ``evidence.json`` (per-model measurements of the
             models that learned: ``partner_attention``, ``preview_auc``, ``head_reset_drop``).
         ceilings: ``{k: order-blind ceiling of the sound reruns' hard test set}`` (shown).
@@ -443,7 +444,8 @@ def gather(experiments: Sequence[Any] = (), grid: Sequence[Any] = (),
                           lambda c, k=k, n=layers: c[0] == k and c[1] == n, test)
             out[f"{name}_k{k}"] = found[0] if found else None
     for k in sorted({int(r.config["data"]["k"]) for r in lengths}):
-        found = _length_pair(k, [r for r in lengths if r.label.startswith(f"Dyck-{k} ")])
+        found = _length_pair(k, [r for r in lengths if r.label.startswith(f"Dyck-{k} ")
+                                 and r.config["model"].get("kind") == "classifier"])
         if found:
             out[f"beyond_lengths_k{k}"], out[f"within_lengths_k{k}"] = found[:2]
             out[f"stack_lengths_k{k}"] = found[2] if len(found) > 2 else None

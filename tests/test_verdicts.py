@@ -275,14 +275,16 @@ def test_length_evidence_per_language_with_the_stack_set_shown():
     def record(k, config, seed, within, beyond, stack):
         hard = Score(200, round(100 * within) + round(100 * beyond),
                      {10: [100, round(100 * within)], 30: [100, round(100 * beyond)]}, {}, {})
+        kind = "recurrent" if config == "lstm" else "classifier"
         return SimpleNamespace(
             label=f"Dyck-{k} {config}", status="ok",
-            config={"seed": seed, "data": {"k": k, "max_length": 16}},
+            config={"seed": seed, "data": {"k": k, "max_length": 16}, "model": {"kind": kind}},
             scores={"hard": hard, "stack": Score(100, round(100 * stack), {}, {}, {})},
             accuracy=lambda test, h=hard, s=stack: h.accuracy if test == "hard" else s)
 
     lengths = [record(k, c, s, 1.0, b, 0.5 + 0.01 * s)
-               for k in (1, 3) for c, b in (("a", 0.97 if k == 1 else 0.6), ("b", 0.5))
+               for k in (1, 3) for c, b in (("a", 0.97 if k == 1 else 0.6), ("b", 0.5),
+                                            ("lstm", 1.0))  # not a Transformer: left out
                for s in range(3)]
     e = gather(lengths=lengths)
     assert e["beyond_lengths_k1"].values == (0.97,) * 3 and e["beyond_lengths_k3"].values == (

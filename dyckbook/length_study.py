@@ -1,0 +1,288 @@
+"""The length study's configurations and measures: Transformers with any position, objective
+or readout beside recurrent references at a matched parameter count, run on a process pool,
+and how far each holds beyond its training lengths.
+
+A configuration is named ``mask-encoding-readout`` (``causal-rope-end``), optionally with an
+auxiliary objective (``causal-none-end+next_symbols``, :data:`dyckbook.model.OBJECTIVES`), or by
+a recurrent cell (``lstm``, ``stack``: :data:`dyckbook.recurrent.CELLS`), whose hidden width is
+the one whose parameter count is closest to the Transformer's of the same study.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+__all__ = ["config", "fields", "matched_hidden", "panels", "reach", "reach_rows", "reach_sentence",
+           "recipe_sentence", "run_records", "theme_rows", "theme_sentence"]
+
+
+def fields(name: str) -> dict[str, str]:
+    """What configuration ``name`` means: ``{"cell": "lstm"}`` for a recurrent reference, else
+    ``{"mask", "pos_encoding", "readout"}`` and, after a ``+``, ``"objective"``.
+
+    Raises:
+        ValueError: a name that is neither (the message names it and what is allowed).
+    """
+    from dyckbook.blocks import POS_ENCODINGS
+    from dyckbook.model import MASKS, OBJECTIVES, READOUTS
+    from dyckbook.recurrent import CELLS
+
+    if not isinstance(name, str):
+        raise ValueError(f"a configuration must be a string, got {name!r}")
+    name = name.strip()
+    if name in CELLS:
+        return {"cell": name}
+    cell, plus, objective = name.partition("+")
+    parts = cell.split("-")
+    allowed = {"mask": MASKS, "pos_encoding": POS_ENCODINGS, "readout": READOUTS}
+    if len(parts) != 3 or any(p not in a for p, a in zip(parts, allowed.values())):
+        raise ValueError(f"a configuration must be one of {CELLS} or mask-encoding-readout "
+                         f"(masks {MASKS}, encodings {POS_ENCODINGS}, readouts {READOUTS}) "
+                         f"with an optional +objective {OBJECTIVES}, got {name!r}")
+    out = dict(zip(allowed, parts))
+    if plus:
+        if objective not in OBJECTIVES:
+            raise ValueError(f"the objective after '+' must be one of {OBJECTIVES}, got "
+                             f"{objective!r} in {name!r}")
+        out["objective"] = objective
+    return out
+
+
+def matched_hidden(cell: str, k: int, n_ctx: int, n_params: int) -> int:
+    """The hidden width of recurrent ``cell`` whose parameter count is closest to ``n_params``
+    (its embedding and stack widths at their defaults)."""
+    from dyckbook.recurrent import RecurrentClassifier, RecurrentConfig
+
+    def size(width: int) -> int:
+        return RecurrentClassifier(RecurrentConfig(k=k, n_ctx=n_ctx, cell=cell,
+                                                   d_hidden=width)).n_params
+
+    low, high = 1, 2048
+    while high - low > 1:  # the count grows with the width: the last width at most n_params
+        mid = (low + high) // 2
+        low, high = (mid, high) if size(mid) <= n_params else (low, mid)
+    return min((low, high), key=lambda w: abs(size(w) - n_params))
+
+
+def config(base: Any, name: str) -> Any:
+    """The ``RunConfig`` of configuration ``name`` on ``base``'s data and training (``base``:
+    a classifier run); a recurrent cell gets :func:`matched_hidden` for ``base``'s model."""
+    from dyckbook.recurrent import RecurrentConfig
+    from dyckbook.run import build_model
+
+    chosen = fields(name)
+    if "cell" not in chosen:
+        return base.override(**chosen)
+    m = base.model
+    width = matched_hidden(chosen["cell"], m.k, m.n_ctx, build_model(m, [0]).n_params)
+    return replace(base, model=RecurrentConfig(k=m.k, n_ctx=m.n_ctx, cell=chosen["cell"],
+                                               d_hidden=width))
+
+
+def _records(run_config: Any, seeds: Sequence[int]) -> list[Any]:
+    from dyckbook.run import run_seeds
+
+    return [r.record for r in run_seeds(run_config, list(seeds),
+                                        progress=not os.environ.get("DYCKBOOK_QUIET"))]
+
+
+def run_records(configs: Mapping[str, Any], seeds: Sequence[int], out: Any,
+                executor: Any = None) -> dict[str, list[Any]]:
+    """Every labelled ``RunConfig`` for every seed (its seeds trained together), here in turn
+    or, given a ``concurrent.futures`` ``executor`` (``executors.make_executor``: processes
+    of one torch thread each), side by side; records are appended to ``out/records.jsonl`` as
+    each configuration finishes.
+
+    Returns:
+        ``{label: [RunRecord per seed]}`` in the order of ``configs``.
+    """
+    import concurrent.futures as cf
+
+    from dyckbook import results
+
+    if executor is not None and not isinstance(executor, cf.Executor):
+        raise ValueError(f"executor must be None or a concurrent.futures.Executor, got "
+                         f"{type(executor).__name__}")
+    path = results.resolve(out) / "records.jsonl"
+    done: dict[str, list[Any]] = {}
+
+    def keep(label: str, records: list[Any]) -> None:
+        for r in records:
+            r.label = label
+        results.append_records(path, records)
+        done[label] = records
+        print(f"{label}: {len(records)} seed(s) done", flush=True)
+
+    if executor is None:
+        for label, c in configs.items():
+            keep(label, _records(c, seeds))
+    else:
+        futures = {executor.submit(_records, c, list(seeds)): label
+                   for label, c in configs.items()}
+        for future in cf.as_completed(futures):
+            keep(futures[future], future.result())
+    return {label: done[label] for label in configs}
+
+
+def reach(score: Any, bin_width: int, threshold: float = 0.9, start: int = 0) -> int:
+    """How far a score holds: the upper end of the last of the consecutive length bins
+    ``[start + i * bin_width + 1, start + (i + 1) * bin_width]`` (those with strings) whose
+    accuracy is at least ``threshold``, counted from the first bin with strings; ``start``
+    when that first bin already falls below it."""
+    if not isinstance(bin_width, int) or bin_width < 1:
+        raise ValueError(f"bin_width must be an int >= 1, got {bin_width!r}")
+    held, top = start, max(score.per_length, default=start)
+    for low in range(start + 1, top + 1, bin_width):
+        accuracy = score.accuracy_between(low, low + bin_width - 1)
+        if math.isnan(accuracy):
+            continue
+        if accuracy < threshold:
+            break
+        held = low + bin_width - 1
+    return held
+
+
+def reach_rows(groups: Mapping[str, Sequence[Any]], test: str, train_max_length: int,
+               threshold: float = 0.9) -> list[dict[str, Any]]:
+    """Per configuration: parameters, the strings each seed trained on (steps x batch; how
+    many stopped early on the validation target), each seed's reach on ``test`` (bins of
+    ``train_max_length``, as multiples of it), the median, and how many seeds hold to 8N and
+    to 16N (a failed seed counts, as failed)."""
+    n = train_max_length
+    out = []
+    for label, group in groups.items():
+        reaches = [reach(r.scores[test], n, threshold) if test in r.scores else 0 for r in group]
+        failed = sum(r.status != "ok" for r in group)
+        tested = max((max(r.scores[test].per_length, default=0) for r in group
+                      if test in r.scores), default=0)
+        strings = [r.steps * r.config["train"]["batch_size"] for r in group]
+        early = sum(r.stopped_at is not None for r in group)
+        out.append({"configuration": label, "seeds": len(group) if not failed
+                    else f"{len(group)} ({failed} failed)",
+                    "parameters": group[0].n_params if group else "",
+                    "strings trained (median)": (f"{statistics.median(strings):,.0f} "
+                                                 f"({early} stopped early)" if group else ""),
+                    "holds to (each seed, xN)": " ".join(f"{x / n:g}" for x in reaches),
+                    "median": f"{statistics.median(reaches) / n:g}N" if reaches else "",
+                    ">= 8N": f"{sum(x >= 8 * n for x in reaches)}/{len(group)}",
+                    ">= 16N": (f"{sum(x >= 16 * n for x in reaches)}/{len(group)}"
+                               if tested >= 16 * n else "not tested"),
+                    "_reaches": reaches, "_n": n})
+    return out
+
+
+def reach_sentence(rows: Sequence[Mapping[str, Any]], threshold: float) -> str:
+    """Whether a configuration holds the stack set to 16N in a majority of its seeds (the
+    moonshot), else which configurations hold furthest, from :func:`reach_rows`."""
+    if not rows:
+        return "No configuration ran."
+    level = f"{threshold:.0%}"
+    tested = [r for r in rows if r[">= 16N"] != "not tested"]
+    wins = [r for r in tested if 2 * int(r[">= 16N"].split("/")[0]) > len(r["_reaches"])]
+    if wins:
+        return (f"Held at {level} or more to 16N in a majority of seeds: "
+                + "; ".join(f"{r['configuration']} ({r['>= 16N']} seeds)" for r in wins) + ".")
+    best = max(statistics.median(r["_reaches"]) if r["_reaches"] else 0 for r in rows)
+    top = [r["configuration"] for r in rows
+           if r["_reaches"] and statistics.median(r["_reaches"]) == best]
+    where = ("to 16N was not tested" if not tested
+             else "no configuration holds it to 16N in a majority of seeds")
+    if best == 0:
+        return (f"At {level} on the stack set, {where}: none holds even its first length bin "
+                f"(lengths 30 and up) in a majority of seeds.")
+    n = int(rows[0]["_n"])
+    return (f"At {level} on the stack set, {where}; the furthest median reach is "
+            f"{best / n:g}N, by {', '.join(top)}.")
+
+
+def panels(groups: Mapping[str, Sequence[Any]], test: str) -> dict[str, dict[str, Any]]:
+    """``{"Dyck-k": {configuration: pooled score of its seeds on test}}`` for the labels
+    ``Dyck-<k> <configuration>`` of ``groups`` that have ``test``, a panel per language."""
+    from dyckbook.evaluate import pool
+
+    out: dict[str, dict[str, Any]] = {}
+    for label, group in groups.items():
+        language, _, name = label.partition(" ")
+        scores = [r.scores[test] for r in group if test in r.scores]
+        if scores:
+            out.setdefault(language, {})[name] = pool(scores)
+    return out
+
+
+def recipe_sentence(base: Any, n_seeds: int) -> str:
+    """The study's recipe, from its base ``RunConfig`` (the same for every configuration)."""
+    d, m, t = base.data, base.model, base.train
+    low, high = d.lengths()
+    test_low, test_high = d.lengths(test=True)
+    clip = f"gradients clipped at {t.grad_clip}" if t.grad_clip else "no gradient clipping"
+    stop = (f"stopped early once the validation accuracy reaches {t.target_accuracy:.1%}"
+            if t.target_accuracy else "no early stop")
+    return (f"The recipe, the same for every configuration: {n_seeds} seeds, {d.n_train:,} "
+            f"training strings of length {low} to {high} (N = {high}), at most "
+            f"{t.max_steps:,} steps of {t.batch_size} strings, Adam at {t.lr:g} with "
+            f"{t.warmup_steps} warm-up steps and {t.schedule} decay, {clip}, {stop}; "
+            f"Transformers of {m.n_layers} layers, width {m.d_model}, {m.n_heads} heads, MLP "
+            f"{m.d_mlp}; test sets of {d.n_test:,} requested strings of length {test_low} to "
+            f"{test_high} ({test_high / high:g}N).")
+
+
+def theme_rows(split: Sequence[Mapping[str, Any]], stack: Sequence[Mapping[str, Any]],
+               reaches: Sequence[Mapping[str, Any]], theme: str) -> list[dict[str, Any]]:
+    """The rows of one theme, per language, from the study's tables (``book.length_split_rows``
+    on the hard set, ``run.summarise`` on the stack set, :func:`reach_rows`): ``"objectives"``
+    (NoPE-causal membership beside its ``+next_symbols`` and ``+language_model`` versions) or
+    ``"references"`` (the LSTM and the stack RNN beside the Transformer configuration of the
+    highest mean stack-set accuracy in that language)."""
+    from dyckbook.book import pct, span
+
+    if theme not in ("objectives", "references"):
+        raise ValueError(f"theme must be 'objectives' or 'references', got {theme!r}")
+    hard = {r["configuration"]: r for r in split}
+    held = {r["configuration"]: r for r in reaches}
+    by_language: dict[str, dict[str, Mapping[str, Any]]] = {}
+    for row in stack:
+        language, _, name = row["label"].partition(" ")
+        by_language.setdefault(language, {})[name] = row
+    out = []
+    for language, rows in by_language.items():
+        if theme == "objectives":
+            names = [n for n in rows if n.split("+")[0] == "causal-none-end"]
+        else:
+            transformers = [n for n in rows if n not in ("lstm", "stack")]
+            best = max(transformers, key=lambda n: _finite(rows[n]["accuracy"]), default=None)
+            names = [n for n in ("lstm", "stack") if n in rows] + ([best] if best else [])
+        for name in names:
+            label, row = f"{language} {name}", rows[name]
+            out.append({"language": language, "configuration": name,
+                        "hard, within N": hard.get(label, {}).get("within", ""),
+                        "hard, beyond N": hard.get(label, {}).get("beyond", ""),
+                        "stack set": f"{pct(row['accuracy'])} {span(row['low'], row['high'])}",
+                        "holds to (median)": held.get(label, {}).get("median", ""),
+                        "strings trained (median)": held.get(label, {}).get(
+                            "strings trained (median)", ""),
+                        "_accuracy": row["accuracy"]})
+    return out
+
+
+def theme_sentence(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Per language, the configuration of :func:`theme_rows` with the highest mean stack-set
+    accuracy, and the others' means beside it."""
+    from dyckbook.book import pct
+
+    parts = []
+    for language in dict.fromkeys(r["language"] for r in rows):
+        mine = sorted((r for r in rows if r["language"] == language),
+                      key=lambda r: -_finite(r["_accuracy"]))
+        others = ", ".join(f"{r['configuration']} {pct(r['_accuracy'])}" for r in mine[1:])
+        parts.append(f"{language}: highest on the stack set {mine[0]['configuration']} "
+                     f"({pct(mine[0]['_accuracy'])})" + (f"; then {others}" if others else ""))
+    return "; ".join(parts) + "." if parts else "No configuration of this theme ran."
+
+
+def _finite(x: float) -> float:
+    return x if math.isfinite(x) else -1.0

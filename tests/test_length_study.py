@@ -1,0 +1,148 @@
+"""The length study's configurations, matched recurrent widths, parallel runs and reach."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from dyckbook import length_study, plotting
+from dyckbook.evaluate import Score
+from dyckbook.model import ModelConfig
+from dyckbook.recurrent import RecurrentClassifier, RecurrentConfig
+from dyckbook.run import RunConfig, build_model
+
+
+def _base(**kw) -> RunConfig:
+    return RunConfig.from_flat(dict(
+        k=2, max_length=10, test_max_length=40, n_train=160, n_val=40, n_test=80, max_steps=6,
+        d_model=16, n_heads=2, d_mlp=32, eval_every=3, **kw)).override(
+        test_min_length=2, n_ctx=40, test_sets=("hard", "stack"))
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("lstm", {"cell": "lstm"}),
+    ("stack", {"cell": "stack"}),
+    ("causal-rope-end", {"mask": "causal", "pos_encoding": "rope", "readout": "end"}),
+    ("causal-none-end+next_symbols", {"mask": "causal", "pos_encoding": "none",
+                                      "readout": "end", "objective": "next_symbols"}),
+])
+def test_fields_parse_every_kind_of_name(name, expected):
+    assert length_study.fields(name) == expected
+
+
+@pytest.mark.parametrize("name, says", [
+    ("gru", "'gru'"), ("causal-rope", "'causal-rope'"), ("causal-xpos-end", "'causal-xpos-end'"),
+    ("causal-none-end+contrastive", "'contrastive'"), (3, "got 3"),
+])
+def test_fields_reject_a_bad_name_naming_it(name, says):
+    with pytest.raises(ValueError, match=says):
+        length_study.fields(name)
+
+
+@pytest.mark.parametrize("cell", ["lstm", "stack"])
+def test_matched_hidden_is_the_closest_parameter_count(cell):
+    target = build_model(ModelConfig(k=3, n_ctx=64, d_model=64, n_heads=2, d_mlp=128), [0]).n_params
+
+    def size(width):
+        return RecurrentClassifier(RecurrentConfig(k=3, n_ctx=64, cell=cell,
+                                                   d_hidden=width)).n_params
+
+    width = length_study.matched_hidden(cell, 3, 64, target)
+    assert abs(size(width) - target) <= min(abs(size(width - 1) - target),
+                                            abs(size(width + 1) - target))
+    assert abs(size(width) - target) / target < 0.05
+
+
+def test_config_gives_each_kind_its_model_on_the_same_data_and_training():
+    base = _base()
+    lstm = length_study.config(base, "lstm")
+    assert isinstance(lstm.model, RecurrentConfig) and lstm.model.cell == "lstm"
+    assert (lstm.model.k, lstm.model.n_ctx) == (base.model.k, base.model.n_ctx)
+    assert lstm.data == base.data and lstm.train == base.train
+    aux = length_study.config(base, "causal-alibi-end+language_model")
+    assert (aux.model.pos_encoding, aux.model.objective) == ("alibi", "language_model")
+    with pytest.raises(ValueError, match="causal"):  # an objective needs a causal mask
+        length_study.config(base, "bidirectional-none-mean+next_symbols")
+
+
+def test_run_records_on_two_processes_equals_running_them_here(tmp_path):
+    from dyckbook.executors import make_executor
+
+    configs = {"Dyck-2 lstm": length_study.config(_base(), "lstm"),
+               "Dyck-2 causal-rope-end": length_study.config(_base(), "causal-rope-end")}
+    here = length_study.run_records(configs, [0, 1], tmp_path / "a")
+    with make_executor(None, 2) as pool:
+        there = length_study.run_records(configs, [0, 1], tmp_path / "b", pool)
+    assert list(there) == list(configs)
+    for label in configs:
+        assert [r.label for r in there[label]] == [label, label]
+        assert ([r.scores["stack"].to_dict() for r in here[label]]
+                == [r.scores["stack"].to_dict() for r in there[label]])
+    assert len((tmp_path / "b" / "records.jsonl").read_text().splitlines()) == 4
+    with pytest.raises(ValueError, match="executor"):
+        length_study.run_records(configs, [0], tmp_path / "c", executor=2)
+
+
+def _score(per_length: dict[int, tuple[int, int]]) -> Score:
+    table = {k: list(v) for k, v in per_length.items()}
+    return Score(sum(v[0] for v in table.values()), sum(v[1] for v in table.values()), table,
+                 {}, {})
+
+
+def test_reach_is_the_last_consecutive_bin_that_holds():
+    # bins of 16: [17, 32] 100%, [33, 48] 95%, [49, 64] 50%, [65, 80] 100% (after a break)
+    score = _score({30: (10, 10), 32: (10, 10), 40: (20, 19), 60: (10, 5), 70: (10, 10)})
+    assert length_study.reach(score, 16, 0.9) == 48
+    assert length_study.reach(score, 16, 0.96) == 32
+    assert length_study.reach(_score({30: (10, 8)}), 16, 0.9) == 0  # the first bin fails
+    with pytest.raises(ValueError, match="bin_width"):
+        length_study.reach(score, 0)
+
+
+def test_reach_rows_count_failed_seeds_and_say_what_was_not_tested():
+    def record(per_length, status="ok"):
+        return SimpleNamespace(scores={"stack": _score(per_length)}, status=status, steps=100,
+                               stopped_at=None, n_params=10, config={"train": {"batch_size": 8}})
+
+    far = {k: (10, 10) for k in range(30, 257, 2)}
+    groups = {"Dyck-1 a": [record(far), record(far), record({30: (10, 1)}, "failed")],
+              "Dyck-1 b": [record({30: (10, 10), 40: (10, 2)})] * 3}
+    rows = length_study.reach_rows(groups, "stack", 16)
+    assert rows[0]["seeds"] == "3 (1 failed)" and rows[0][">= 16N"] == "2/3"
+    assert rows[0]["holds to (each seed, xN)"] == "16 16 0"
+    assert rows[1][">= 8N"] == "0/3" and rows[1][">= 16N"] == "not tested"  # strings to 40
+    sentence = length_study.reach_sentence(rows, 0.9)
+    assert "Dyck-1 a (2/3 seeds)" in sentence and "Dyck-1 b" not in sentence
+    short = length_study.reach_rows({"Dyck-1 b": groups["Dyck-1 b"]}, "stack", 16)
+    assert "not tested" in length_study.reach_sentence(short, 0.9)
+    assert "2N, by Dyck-1 b" in length_study.reach_sentence(short, 0.9)
+
+
+def test_length_panels_draw_a_panel_per_language():
+    score = _score({10: (200, 200), 30: (200, 120)})
+    fig = plotting.plot_length_panels({"Dyck-1": {"a": score}, "Dyck-2": {"a": score}}, 16)
+    assert len(fig.axes) == 2 and [ax.get_title() for ax in fig.axes] == ["Dyck-1", "Dyck-2"]
+    with pytest.raises(ValueError, match="panels"):
+        plotting.plot_length_panels({})
+
+
+def test_theme_rows_pick_each_theme_and_the_best_transformer_per_language():
+    names = ["causal-none-end", "causal-rope-end", "lstm", "stack",
+             "causal-none-end+next_symbols", "causal-none-end+language_model"]
+    accuracy = {"causal-none-end": 0.6, "causal-rope-end": 0.7, "lstm": 0.8, "stack": 0.9,
+                "causal-none-end+next_symbols": 0.65, "causal-none-end+language_model": 0.55}
+    labels = [f"Dyck-{k} {n}" for k in (1, 2) for n in names]
+    stack = [{"label": la, "accuracy": accuracy[la.split(" ")[1]], "low": 0.5, "high": 1.0}
+             for la in labels]
+    split = [{"configuration": la, "within": "w", "beyond": "b"} for la in labels]
+    reaches = [{"configuration": la, "median": "2N", "strings trained (median)": "8"}
+               for la in labels]
+    refs = length_study.theme_rows(split, stack, reaches, "references")
+    assert [r["configuration"] for r in refs] == ["lstm", "stack", "causal-rope-end"] * 2
+    objectives = length_study.theme_rows(split, stack, reaches, "objectives")
+    assert [r["configuration"] for r in objectives][:3] == names[:1] + names[4:]
+    sentence = length_study.theme_sentence(objectives)
+    assert sentence.startswith("Dyck-1: highest on the stack set causal-none-end+next_symbols")
+    with pytest.raises(ValueError, match="theme"):
+        length_study.theme_rows(split, stack, reaches, "positions")
