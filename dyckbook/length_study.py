@@ -124,8 +124,13 @@ def run_records(configs: Mapping[str, Any], seeds: Sequence[int], out: Any,
     else:
         futures = {executor.submit(_records, c, list(seeds)): label
                    for label, c in configs.items()}
-        for future in cf.as_completed(futures):
-            keep(futures[future], future.result())
+        try:
+            for future in cf.as_completed(futures):
+                keep(futures[future], future.result())
+        except BaseException:  # a failed configuration: the others are not waited for
+            for future in futures:
+                future.cancel()
+            raise
     return {label: done[label] for label in configs}
 
 

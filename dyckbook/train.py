@@ -376,7 +376,8 @@ def _keep_models(model: nn.Module, optimizer: torch.optim.Optimizer, keep: list[
                     state[key] = state[key][keep].clone()
             p.data = p.data[keep].clone()
     model.seeds[:] = [model.seeds[j] for j in keep]
-    model.streams[:] = [model.streams[j] for j in keep]
+    if hasattr(model, "streams"):  # dropout generators (a recurrent model has none)
+        model.streams[:] = [model.streams[j] for j in keep]
 
 
 def _restore_models(model: nn.Module, weights: list[dict[str, torch.Tensor]], seeds: list[int],
@@ -386,6 +387,6 @@ def _restore_models(model: nn.Module, weights: list[dict[str, torch.Tensor]], se
         for name, p in model.named_parameters():
             stacked = [w[name] for w in weights]
             p.data = stacked[0].clone() if p.shape == stacked[0].shape else torch.stack(stacked)
+    model.seeds[:] = seeds
     if streams:
-        model.seeds[:] = seeds
         model.streams[:] = streams

@@ -82,6 +82,27 @@ def test_batched_equals_alone(cell):
 
 
 @pytest.mark.parametrize("cell", ["lstm", "stack"])
+def test_a_model_stopping_early_leaves_the_others_and_comes_back(cell):
+    """train() drops a model that reached its target from the batch and puts it back at the
+    end; a recurrent network (no dropout generators) must survive both."""
+    from dyckbook import train
+
+    config = RecurrentConfig(n_ctx=12, cell=cell)
+    model, alone = RecurrentClassifier(config, [0, 1, 2]), RecurrentClassifier(config, [2])
+    tokens = _tokens(STRINGS)
+    optimizer = torch.optim.Adam(model.parameters())
+    stopped = train._weights(model, 0)
+    train._keep_models(model, optimizer, [1, 2])
+    assert model.seeds == [1, 2] and model.n_models == 2
+    assert torch.allclose(model(tokens[None].expand(2, *tokens.shape))[1], alone(tokens),
+                          atol=1e-5)
+    train._restore_models(model, [stopped, train._weights(model, 0), train._weights(model, 1)],
+                          [0, 1, 2], [])
+    assert model.seeds == [0, 1, 2]
+    assert torch.allclose(model.split()[2](tokens), alone(tokens), atol=1e-5)
+
+
+@pytest.mark.parametrize("cell", ["lstm", "stack"])
 def test_a_recurrent_reference_learns_dyck1_through_run(cell):
     from dyckbook.protocol import DataConfig
     from dyckbook.run import RunConfig, run_seeds
