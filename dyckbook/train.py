@@ -361,7 +361,7 @@ def train(model: nn.Module, task: Task, train_sets: Sequence[Dataset],
 
 def _weights(model: nn.Module, j: int) -> dict[str, torch.Tensor]:
     """Model j's parameters (a network without a model dimension is its own model 0)."""
-    single = model.n_models == 1 and not hasattr(model, "streams")
+    single = not isinstance(model, blocks.Stacked)  # the thesis' ported model
     return {name: (p.detach() if single else p.detach()[j]).clone()
             for name, p in model.named_parameters()}
 

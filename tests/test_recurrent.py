@@ -100,6 +100,8 @@ def test_a_model_stopping_early_leaves_the_others_and_comes_back(cell):
                           [0, 1, 2], [])
     assert model.seeds == [0, 1, 2]
     assert torch.allclose(model.split()[2](tokens), alone(tokens), atol=1e-5)
+    train._keep_models(model, optimizer, [2])  # down to one model: it keeps its model axis
+    assert train._weights(model, 0)["classifier.weight"].shape == (config.d_hidden, 2)
 
 
 @pytest.mark.parametrize("cell", ["lstm", "stack"])
