@@ -281,7 +281,10 @@ def effect_rows(effects: dict[str, dict[str, list[float]]]) -> list[dict[str, ob
     for name in names:
         row: dict[str, object] = {"component": name}
         for language, table in effects.items():
-            values = [v for v in table.get(name, []) if not math.isnan(v)]
+            if name not in table:  # e.g. a second head of a one-head construction
+                row[language] = "no such component"
+                continue
+            values = [v for v in table[name] if not math.isnan(v)]
             low, high = interval(values, bounds=(-math.inf, math.inf))
             row[language] = (_mean_text(values, low, high) if values
                              else "no model separates the pairs")

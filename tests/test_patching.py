@@ -97,6 +97,11 @@ def test_a_hypothesis_is_accepted_only_when_patching_and_scrubbing_agree():
     assert rows[0]["components"] == "L0H0, L0 MLP"
     effects = patching.component_effects([model], members, negatives)
     assert set(effects) == {"L0H0", "L0 MLP"} and min(v[0] for v in effects.values()) > 0.95
+    blind = {"L0H0": [math.nan], "L0H1": [math.nan], "L0 MLP": [math.nan]}
+    rows = patching.effect_rows({"counter": effects, "two heads": blind})
+    assert [r["component"] for r in rows] == ["L0H0", "L0 MLP", "L0H1"]
+    assert rows[2]["counter"] == "no such component"  # the counter has one head
+    assert rows[0]["two heads"] == "no model separates the pairs"
 
 
 def test_a_model_that_does_not_separate_the_pairs_counts_as_unexplained():
