@@ -37,14 +37,18 @@ def fields(name: str) -> dict[str, str]:
     name = name.strip()
     if name in CELLS:
         return {"cell": name}
+    from dyckbook.book import cell_fields
+
     cell, plus, objective = name.partition("+")
-    parts = cell.split("-")
     allowed = {"mask": MASKS, "pos_encoding": POS_ENCODINGS, "readout": READOUTS}
-    if len(parts) != 3 or any(p not in a for p, a in zip(parts, allowed.values())):
+    try:
+        out = cell_fields(cell)  # the grid's mask-encoding-readout names
+    except ValueError:
+        out = {}
+    if not out or any(out[key] not in values for key, values in allowed.items()):
         raise ValueError(f"a configuration must be one of {CELLS} or mask-encoding-readout "
                          f"(masks {MASKS}, encodings {POS_ENCODINGS}, readouts {READOUTS}) "
                          f"with an optional +objective {OBJECTIVES}, got {name!r}")
-    out = dict(zip(allowed, parts))
     if plus:
         if objective not in OBJECTIVES:
             raise ValueError(f"the objective after '+' must be one of {OBJECTIVES}, got "
