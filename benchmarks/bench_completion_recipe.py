@@ -61,6 +61,16 @@ SWEEP = {
     "decoder-only-post-2e-3": (DECODER_ONLY, {"max_steps": 4000}),
     "decoder-only-pre-2e-3": ({**DECODER_ONLY, "norm": "pre"}, {"max_steps": 4000}),
     "decoder-only-pre-4e-3": ({**DECODER_ONLY, "norm": "pre"}, {"lr": 4e-3, "max_steps": 4000}),
+    # the speed sweep (2026-11-26, here on 2 cores): registration 1's decoder-only recipe with
+    # length-banded batches (less padding) and/or bfloat16 matrix products (TrainConfig)
+    "decoder-only-pre-2e-3-bucket": ({**DECODER_ONLY, "norm": "pre"},
+                                     {"max_steps": 4000, "bucket": True}),
+    "decoder-only-pre-2e-3-bf16": ({**DECODER_ONLY, "norm": "pre"},
+                                   {"max_steps": 4000, "matmul": "bfloat16"}),
+    "decoder-only-pre-2e-3-bucket-bf16": ({**DECODER_ONLY, "norm": "pre"},
+                                          {"max_steps": 4000, "bucket": True,
+                                           "matmul": "bfloat16"}),
+    "post-2e-3-9000-bucket": ({}, {"max_steps": 9000, "bucket": True}),
 }
 #: The recipes registered for the confirm part, in order, each before its confirm ran; a
 #: later one never replaces an earlier one's results (``raw["confirms"][number]``).
@@ -122,21 +132,31 @@ def sweep(rows: list[str], workers: int, threads: int, log: Path) -> list[dict]:
     return sorted(out, key=lambda r: rows.index(r["row"]))
 
 
-def confirm(registration: int, seeds: int, threads: int) -> dict:
-    """Registration ``registration`` (1-based): every seed of both architectures, in turn."""
+def confirm(registration: int, seeds: int, threads: int, log: Path) -> dict:
+    """Registration ``registration`` (1-based): every seed of both architectures, in turn;
+    each result is also appended to ``log`` (JSON lines) as it comes."""
     recipe = REGISTRATIONS[registration - 1]
     out = {"registration": registration, **recipe, "runs": {"encoder_decoder": [],
                                                              "decoder_only": []}}
     for seed in range(seeds):
         for arch in out["runs"]:
             out["runs"][arch].append(fit(recipe[arch], *SWEEP[recipe[arch]], seed, threads, 2000))
+            with log.open("a") as f:
+                f.write(json.dumps({"registration": registration, "arch": arch,
+                                    **out["runs"][arch][-1]}) + "\n")
     return out
+
+
+def _sweep_keys(report: dict) -> list[str]:
+    """The sweeps held: ``sweep`` (the first, on 16 cores) and ``sweep_<name>`` (later ones)."""
+    return [key for key, value in report.items()
+            if key.startswith("sweep") and isinstance(value, list)]
 
 
 def table_rows(report: dict) -> list[dict]:
     rows = []
-    for r in report.get("sweep", []):
-        rows.append(table.row("completion recipe sweep (Dyck-3, 4-50, 1 seed)",
+    for key, r in ((key, r) for key in _sweep_keys(report) for r in report[key]):
+        rows.append(table.row(f"completion recipe {key.replace('_', ' ')} (Dyck-3, 4-50, 1 seed)",
                               f"{r['row']}: steps to 99% validation exact match",
                               r["stopped_at"] if r["seconds_to_99"] else "not reached",
                               target="≤ 300 s on 2 cores"))
@@ -161,6 +181,9 @@ def main() -> None:
     parser.add_argument("--rows", default=",".join(SWEEP))
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--sweep-name", default="",
+                        help="keep this sweep beside the earlier ones as sweep_<name> (its "
+                             "seconds compare only within it)")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--registration", type=int, default=len(REGISTRATIONS),
                         help="which registered recipe the confirm part runs (1-based)")
@@ -176,15 +199,19 @@ def main() -> None:
                "threads": args.threads, "workers": args.workers,
                "load_average_at_start": list(os.getloadavg())}
     start = time.perf_counter()
+    part = args.part
     if args.part == "sweep":
-        report["sweep"] = sweep(rows, args.workers, args.threads, out.with_suffix(".jsonl"))
+        if args.sweep_name and not args.sweep_name.isidentifier():
+            parser.error(f"--sweep-name: letters, digits and _ only, got {args.sweep_name!r}")
+        part = f"sweep_{args.sweep_name}" if args.sweep_name else "sweep"
+        report[part] = sweep(rows, args.workers, args.threads, out.with_suffix(".jsonl"))
     else:
         if not 1 <= args.registration <= len(REGISTRATIONS):
             parser.error(f"--registration: must be 1..{len(REGISTRATIONS)}, "
                          f"got {args.registration}")
         report.setdefault("confirms", {})[str(args.registration)] = confirm(
-            args.registration, args.seeds, args.threads)
-    report[f"{args.part}_machine"] = {**machine, "wall_s": round(time.perf_counter() - start)}
+            args.registration, args.seeds, args.threads, out.with_suffix(".jsonl"))
+    report[f"{part}_machine"] = {**machine, "wall_s": round(time.perf_counter() - start)}
     if args.part == "confirm":
         report["confirms"][str(args.registration)]["machine"] = report.pop("confirm_machine")
     if out.resolve() == (table.RESULTS / "completion_recipe.json").resolve():
@@ -192,8 +219,8 @@ def main() -> None:
                    machine["load_average_at_start"], "full")
     else:
         out.write_text(json.dumps({"raw": report}, indent=1) + "\n")
-    for r in report.get("sweep", []):
-        print(f"{r['row']:<24} {r['n_params']:>8} params  {r['ms_per_step']:>6} ms/step  "
+    for r in (r for key in _sweep_keys(report) for r in report[key]):
+        print(f"{r['row']:<34} {r['n_params']:>8} params  {r['ms_per_step']:>6} ms/step  "
               f"99% at step {r['stopped_at'] if r['seconds_to_99'] else '-':>6}  "
               f"({r['seconds_to_99']} s); last val {r['val_curve'][-1][2]:.3f}")
     for number, c in sorted((report.get("confirms") or {}).items()):

@@ -4,8 +4,8 @@ and how far each holds beyond its training lengths.
 
 A configuration is named ``mask-encoding-readout`` (``causal-rope-end``), optionally with an
 auxiliary objective (``causal-none-end+next_symbols``, :data:`dyckbook.model.OBJECTIVES`), or by
-a recurrent cell (``lstm``, ``stack``: :data:`dyckbook.recurrent.CELLS`), whose hidden width is
-the one whose parameter count is closest to the Transformer's of the same study.
+a recurrent reference (:data:`REFERENCES`: ``lstm``, ``stack-rnn``), whose hidden width is the
+one whose parameter count is closest to the Transformer's of the same study.
 """
 
 from __future__ import annotations
@@ -17,12 +17,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-__all__ = ["config", "fields", "matched_hidden", "panels", "reach", "reach_rows", "reach_sentence",
-           "recipe_sentence", "run_records", "theme_rows", "theme_sentence"]
+__all__ = ["REFERENCES", "config", "fields", "matched_hidden", "panels", "reach", "reach_rows",
+           "reach_sentence", "recipe_sentence", "run_records", "side_rows", "side_sentence",
+           "theme_rows", "theme_sentence"]
+
+#: the recurrent references' configuration names and their cells (``dyckbook.recurrent.CELLS``):
+#: "stack-rnn", not "stack", which names the stack test set
+REFERENCES = {"lstm": "lstm", "stack-rnn": "stack"}
 
 
 def fields(name: str) -> dict[str, str]:
-    """What configuration ``name`` means: ``{"cell": "lstm"}`` for a recurrent reference, else
+    """What configuration ``name`` means: ``{"cell": "lstm"}`` for a recurrent reference
+    (:data:`REFERENCES`), else
     ``{"mask", "pos_encoding", "readout"}`` and, after a ``+``, ``"objective"``.
 
     Raises:
@@ -30,13 +36,12 @@ def fields(name: str) -> dict[str, str]:
     """
     from dyckbook.blocks import POS_ENCODINGS
     from dyckbook.model import MASKS, OBJECTIVES, READOUTS
-    from dyckbook.recurrent import CELLS
 
     if not isinstance(name, str):
         raise ValueError(f"a configuration must be a string, got {name!r}")
     name = name.strip()
-    if name in CELLS:
-        return {"cell": name}
+    if name in REFERENCES:
+        return {"cell": REFERENCES[name]}
     from dyckbook.book import cell_fields
 
     cell, plus, objective = name.partition("+")
@@ -46,7 +51,8 @@ def fields(name: str) -> dict[str, str]:
     except ValueError:
         out = {}
     if not out or any(out[key] not in values for key, values in allowed.items()):
-        raise ValueError(f"a configuration must be one of {CELLS} or mask-encoding-readout "
+        raise ValueError(f"a configuration must be one of {tuple(REFERENCES)} or "
+                         f"mask-encoding-readout "
                          f"(masks {MASKS}, encodings {POS_ENCODINGS}, readouts {READOUTS}) "
                          f"with an optional +objective {OBJECTIVES}, got {name!r}")
     if plus:
@@ -209,6 +215,62 @@ def reach_sentence(rows: Sequence[Mapping[str, Any]], threshold: float) -> str:
             f"{best / n:g}N, by {', '.join(top)}.")
 
 
+def side_rows(groups: Mapping[str, Sequence[Any]], test: str, train_max_length: int,
+              split_at: int = 4) -> list[dict[str, Any]]:
+    """How each configuration errs on ``test``: its accuracy on the members and on the
+    negatives separately (seeds pooled), at lengths up to ``split_at`` N and beyond, and which
+    side its errors fall on beyond it: a model that accepts the negatives has lost the long-range
+    evidence, one that rejects the members reads a feature that drifts with length."""
+    from dyckbook.book import pct
+    from dyckbook.dataset import MEMBER
+
+    if not isinstance(split_at, int) or split_at < 1:
+        raise ValueError(f"split_at must be an int >= 1, got {split_at!r}")
+    cut = split_at * train_max_length
+    out = []
+    for label, group in groups.items():
+        counts = {(side, far): [0, 0] for side in ("members", "negatives") for far in (0, 1)}
+        for r in group:
+            for key, (n, right) in (r.scores[test].cells if test in r.scores else {}).items():
+                kind, _, length = key.split("|")
+                cell = counts["members" if kind == MEMBER else "negatives", int(length) > cut]
+                cell[0] += n
+                cell[1] += right
+        share = {key: right / n if n else math.nan for key, (n, right) in counts.items()}
+        members, negatives = share["members", 1], share["negatives", 1]
+        if math.isnan(members) or math.isnan(negatives):
+            how = "not tested beyond"
+        elif min(members, negatives) >= 0.9:
+            how = "holds"
+        elif members - negatives >= 0.2:
+            how = "accepts the negatives"
+        elif negatives - members >= 0.2:
+            how = "rejects the members"
+        else:
+            how = "errs both ways"
+        row: dict[str, Any] = {"configuration": label}
+        for far, span_text in ((0, f"to {split_at}N"), (1, f"beyond {split_at}N")):
+            row[f"members right, {span_text}"] = pct(share["members", far])
+            row[f"negatives right, {span_text}"] = pct(share["negatives", far])
+        row[f"beyond {split_at}N"] = how
+        out.append(row)
+    return out
+
+
+def side_sentence(rows: Sequence[Mapping[str, Any]]) -> str:
+    """:func:`side_rows`' last column in words: the configurations grouped by how they err."""
+    column = next((key for key in (rows[0] if rows else {}) if key.startswith("beyond ")), None)
+    if column is None:
+        return "No configuration ran."
+    ways: dict[str, list[str]] = {}
+    for r in rows:
+        ways.setdefault(r[column], []).append(r["configuration"])
+    return (f"{column[0].upper()}{column[1:]}: "
+            + "; ".join(f"{len(names)} of {len(rows)} {way} ({', '.join(names)})"
+                        for way, names in sorted(ways.items(), key=lambda w: -len(w[1])))
+            + ".")
+
+
 def panels(groups: Mapping[str, Sequence[Any]], test: str) -> dict[str, dict[str, Any]]:
     """``{"Dyck-k": {configuration: pooled score of its seeds on test}}`` for the labels
     ``Dyck-<k> <configuration>`` of ``groups`` that have ``test``, a panel per language."""
@@ -245,8 +307,8 @@ def theme_rows(split: Sequence[Mapping[str, Any]], stack: Sequence[Mapping[str, 
     """The rows of one theme, per language, from the study's tables (``book.length_split_rows``
     on the hard set, ``run.summarise`` on the stack set, :func:`reach_rows`): ``"objectives"``
     (NoPE-causal membership beside its ``+next_symbols`` and ``+language_model`` versions) or
-    ``"references"`` (the LSTM and the stack RNN beside the Transformer configuration of the
-    highest mean stack-set accuracy in that language)."""
+    ``"references"`` (the LSTM and the stack RNN, :data:`REFERENCES`, beside the Transformer
+    configuration of the highest mean stack-set accuracy in that language)."""
     from dyckbook.book import pct, span
 
     if theme not in ("objectives", "references"):
@@ -262,9 +324,9 @@ def theme_rows(split: Sequence[Mapping[str, Any]], stack: Sequence[Mapping[str, 
         if theme == "objectives":
             names = [n for n in rows if n.split("+")[0] == "causal-none-end"]
         else:
-            transformers = [n for n in rows if n not in ("lstm", "stack")]
+            transformers = [n for n in rows if n not in REFERENCES]
             best = max(transformers, key=lambda n: _finite(rows[n]["accuracy"]), default=None)
-            names = [n for n in ("lstm", "stack") if n in rows] + ([best] if best else [])
+            names = [n for n in REFERENCES if n in rows] + ([best] if best else [])
         for name in names:
             label, row = f"{language} {name}", rows[name]
             out.append({"language": language, "configuration": name,

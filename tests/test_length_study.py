@@ -22,7 +22,7 @@ def _base(**kw) -> RunConfig:
 
 @pytest.mark.parametrize("name, expected", [
     ("lstm", {"cell": "lstm"}),
-    ("stack", {"cell": "stack"}),
+    ("stack-rnn", {"cell": "stack"}),
     ("causal-rope-end", {"mask": "causal", "pos_encoding": "rope", "readout": "end"}),
     ("causal-none-end+next_symbols", {"mask": "causal", "pos_encoding": "none",
                                       "readout": "end", "objective": "next_symbols"}),
@@ -34,6 +34,7 @@ def test_fields_parse_every_kind_of_name(name, expected):
 @pytest.mark.parametrize("name, says", [
     ("gru", "'gru'"), ("causal-rope", "'causal-rope'"), ("causal-xpos-end", "'causal-xpos-end'"),
     ("causal-none-end+contrastive", "'contrastive'"), (3, "got 3"),
+    ("stack", "'stack'"),  # the stack test set's name, not a configuration
 ])
 def test_fields_reject_a_bad_name_naming_it(name, says):
     with pytest.raises(ValueError, match=says):
@@ -128,9 +129,9 @@ def test_length_panels_draw_a_panel_per_language():
 
 
 def test_theme_rows_pick_each_theme_and_the_best_transformer_per_language():
-    names = ["causal-none-end", "causal-rope-end", "lstm", "stack",
+    names = ["causal-none-end", "causal-rope-end", "lstm", "stack-rnn",
              "causal-none-end+next_symbols", "causal-none-end+language_model"]
-    accuracy = {"causal-none-end": 0.6, "causal-rope-end": 0.7, "lstm": 0.8, "stack": 0.9,
+    accuracy = {"causal-none-end": 0.6, "causal-rope-end": 0.7, "lstm": 0.8, "stack-rnn": 0.9,
                 "causal-none-end+next_symbols": 0.65, "causal-none-end+language_model": 0.55}
     labels = [f"Dyck-{k} {n}" for k in (1, 2) for n in names]
     stack = [{"label": la, "accuracy": accuracy[la.split(" ")[1]], "low": 0.5, "high": 1.0}
@@ -139,10 +140,40 @@ def test_theme_rows_pick_each_theme_and_the_best_transformer_per_language():
     reaches = [{"configuration": la, "median": "2N", "strings trained (median)": "8"}
                for la in labels]
     refs = length_study.theme_rows(split, stack, reaches, "references")
-    assert [r["configuration"] for r in refs] == ["lstm", "stack", "causal-rope-end"] * 2
+    assert [r["configuration"] for r in refs] == ["lstm", "stack-rnn", "causal-rope-end"] * 2
     objectives = length_study.theme_rows(split, stack, reaches, "objectives")
     assert [r["configuration"] for r in objectives][:3] == names[:1] + names[4:]
     sentence = length_study.theme_sentence(objectives)
     assert sentence.startswith("Dyck-1: highest on the stack set causal-none-end+next_symbols")
     with pytest.raises(ValueError, match="theme"):
         length_study.theme_rows(split, stack, reaches, "positions")
+
+
+def _sided(cells: dict[str, tuple[int, int]]) -> SimpleNamespace:
+    table = {key: list(v) for key, v in cells.items()}
+    score = Score(sum(v[0] for v in table.values()), sum(v[1] for v in table.values()), {}, {},
+                  {}, cells=table)
+    return SimpleNamespace(scores={"stack": score})
+
+
+def test_side_rows_say_on_which_side_each_configuration_errs():
+    # N = 16, split at 4N = 64: lengths 40 (near) and 100 (far)
+    groups = {
+        "Dyck-1 accepts": [_sided({"member|member|40": (10, 10), "far|w>8|40": (10, 9),
+                                   "member|member|100": (10, 10), "far|w>8|100": (10, 1)})] * 2,
+        "Dyck-1 rejects": [_sided({"member|member|100": (10, 2), "far|w>8|100": (10, 10)})],
+        "Dyck-1 holds": [_sided({"member|member|100": (10, 10), "far|w>8|100": (10, 9)})],
+        "Dyck-1 guesses": [_sided({"member|member|100": (10, 5), "far|w>8|100": (10, 6)})],
+        "Dyck-1 short": [_sided({"member|member|40": (10, 10), "far|w>8|40": (10, 10)})],
+    }
+    rows = {r["configuration"]: r for r in length_study.side_rows(groups, "stack", 16)}
+    assert [rows[k]["beyond 4N"] for k in groups] == [
+        "accepts the negatives", "rejects the members", "holds", "errs both ways",
+        "not tested beyond"]
+    accepts = rows["Dyck-1 accepts"]
+    assert (accepts["members right, to 4N"], accepts["negatives right, to 4N"],
+            accepts["negatives right, beyond 4N"]) == ("100.0%", "90.0%", "10.0%")
+    sentence = length_study.side_sentence(list(rows.values()))
+    assert sentence.startswith("Beyond 4N: 1 of 5 accepts the negatives (Dyck-1 accepts)")
+    with pytest.raises(ValueError, match="split_at"):
+        length_study.side_rows(groups, "stack", 16, split_at=0)
