@@ -71,6 +71,12 @@ SWEEP = {
                                           {"max_steps": 4000, "bucket": True,
                                            "matmul": "bfloat16"}),
     "post-2e-3-9000-bucket": ({}, {"max_steps": 9000, "bucket": True}),
+    # registration 4: as registration 3, but trained to the end of the schedule (no early stop;
+    # the time to 99% is read off the validations, the test scores the final model)
+    "post-2e-3-9000-full": ({}, {"max_steps": 9000, "target_accuracy": None}),
+    "decoder-only-pre-2e-3-bucket-full": ({**DECODER_ONLY, "norm": "pre"},
+                                          {"max_steps": 4000, "bucket": True,
+                                           "target_accuracy": None}),
 }
 #: The recipes registered for the confirm part, in order, each before its confirm ran; a
 #: later one never replaces an earlier one's results (``raw["confirms"][number]``).
@@ -96,7 +102,25 @@ REGISTRATIONS = [
             "lower precision; the encoder-decoder with banded batches runs 22.9 "
             "ms a step but reached only 0.972 by step 9,000, so it keeps registration 2's "
             "recipe"},
+    {"registered": "2026-11-26 09:40 UTC",
+     "encoder_decoder": "post-2e-3-9000-full",
+     "decoder_only": "decoder-only-pre-2e-3-bucket-full",
+     "why": "registration 3's encoder-decoder reached 99% validation exact match in 4 of 5 "
+            "seeds (median 217 s) but stopped there, and its test exact match was 0.978-0.991 "
+            "(2 of 5 at 99%): the early stop takes each model at the first moment its "
+            "validation mean touches 99%. Both models now train to the end of their schedules; "
+            "the time to 99% is still the first validation at which the mean of the last three "
+            "reaches it, and the test scores the final model"},
 ]
+
+
+def first_reach(history: list[dict], target: float, window: int) -> dict | None:
+    """The first validation at which the mean of the last ``window`` validations reaches
+    ``target`` (``train``'s early-stop rule, read off a run that may have gone on)."""
+    values = [h["val_accuracy"][0] for h in history]
+    return next((h for i, h in enumerate(history)
+                 if i + 1 >= window and sum(values[i + 1 - window:i + 1]) / window >= target),
+                None)
 
 
 def fit(name: str, model_kw: dict, train_kw: dict, seed: int, threads: int,
@@ -112,14 +136,16 @@ def fit(name: str, model_kw: dict, train_kw: dict, seed: int, threads: int,
     data = make_completion_splits(CompletionDataConfig(k=3, n_train=50_000, n_val=500,
                                                        n_test=max(n_test, 1)), seed=seed)
     model = build_seq2seq(Seq2SeqConfig(**{**BASE_MODEL, **model_kw}), [seed])
-    config = TrainConfig(**{**BASE_TRAIN, **train_kw}, eval_every=250, target_accuracy=0.99)
+    config = TrainConfig(**{"eval_every": 250, "target_accuracy": 0.99, **BASE_TRAIN,
+                            **train_kw})
     result = train(model, CompletionTask(), [data.train], [data.val], config)
     stop = result.stopped_at[0]
+    reached = first_reach(result.history, 0.99, config.target_window)
     out = {"row": name, "seed": seed, "model": model_kw, "train": train_kw,
            "n_params": model.n_params, "steps_taken": result.steps, "stopped_at": stop,
+           "step_to_99": reached and reached["step"],
            "seconds": round(result.seconds, 1),
-           "seconds_to_99": next((round(h["seconds"], 1) for h in result.history
-                                  if h["step"] == stop), None),
+           "seconds_to_99": reached and round(reached["seconds"], 1),
            "ms_per_step": round(1000 * result.seconds / max(result.steps, 1), 1),
            "val_curve": [[h["step"], round(h["seconds"], 1), h["val_accuracy"][0]]
                          for h in result.history]}
@@ -157,6 +183,11 @@ def confirm(registration: int, seeds: int, threads: int, log: Path) -> dict:
     return out
 
 
+def _step(r: dict) -> int | None:
+    """The step of 99% (``stopped_at`` in results from before ``step_to_99`` was kept)."""
+    return r.get("step_to_99", r["stopped_at"])
+
+
 def _sweep_keys(report: dict) -> list[str]:
     """The sweeps held: ``sweep`` (the first, on 16 cores) and ``sweep_<name>`` (later ones)."""
     return [key for key, value in report.items()
@@ -170,7 +201,8 @@ def table_rows(report: dict) -> list[dict]:
         reached = bool(r["seconds_to_99"])
         target = f"≤ {120 if r['row'].startswith('decoder-only') else 300} s on 2 cores"
         rows.append(table.row(label, f"{r['row']}: steps to 99% validation exact match",
-                              r["stopped_at"] if reached else "not reached", target=target))
+                              _step(r) if reached else "not reached",
+                              target=target))
         if key != "sweep":  # later sweeps ran here, one row at a time: their seconds count
             spoiled = " (contended: not a timing; see its rerun)" if r.get("note") else ""
             rows.append(table.row(label, f"{r['row']}: seconds to 99% ({r['ms_per_step']} ms a "
@@ -237,13 +269,13 @@ def main() -> None:
         out.write_text(json.dumps({"raw": report}, indent=1) + "\n")
     for r in (r for key in _sweep_keys(report) for r in report[key]):
         print(f"{r['row']:<34} {r['n_params']:>8} params  {r['ms_per_step']:>6} ms/step  "
-              f"99% at step {r['stopped_at'] if r['seconds_to_99'] else '-':>6}  "
+              f"99% at step {_step(r) if r['seconds_to_99'] else '-':>6}  "
               f"({r['seconds_to_99']} s); last val {r['val_curve'][-1][2]:.3f}")
     for number, c in sorted((report.get("confirms") or {}).items()):
         for arch, runs in c["runs"].items():
             for r in runs:
                 print(f"registration {number} {arch:<16} seed {r['seed']}  {r['seconds_to_99']} s "
-                      f"to 99% (step {r['stopped_at']})  exact match "
+                      f"to 99% (step {_step(r)})  exact match "
                       f"{r['exact_match']['accuracy']:.4f}")
 
 
