@@ -216,11 +216,13 @@ def reach_sentence(rows: Sequence[Mapping[str, Any]], threshold: float) -> str:
 
 
 def side_rows(groups: Mapping[str, Sequence[Any]], test: str, train_max_length: int,
-              split_at: int = 4) -> list[dict[str, Any]]:
+              split_at: int = 4, holds: float = 0.9, gap: float = 0.2) -> list[dict[str, Any]]:
     """How each configuration errs on ``test``: its accuracy on the members and on the
     negatives separately (seeds pooled), at lengths up to ``split_at`` N and beyond, and which
-    side its errors fall on beyond it: a model that accepts the negatives has lost the long-range
-    evidence, one that rejects the members reads a feature that drifts with length."""
+    side its errors fall on beyond it: *holds* (both sides at ``holds`` or more), *accepts the
+    negatives* (members right ``gap`` more often than negatives: it has lost the long-range
+    evidence), *rejects the members* (the converse: it reads a state that drifts with length),
+    else *errs both ways*."""
     from dyckbook.book import pct
     from dyckbook.dataset import MEMBER
 
@@ -240,11 +242,11 @@ def side_rows(groups: Mapping[str, Sequence[Any]], test: str, train_max_length: 
         members, negatives = share["members", 1], share["negatives", 1]
         if math.isnan(members) or math.isnan(negatives):
             how = "not tested beyond"
-        elif min(members, negatives) >= 0.9:
+        elif min(members, negatives) >= holds:
             how = "holds"
-        elif members - negatives >= 0.2:
+        elif members - negatives >= gap:
             how = "accepts the negatives"
-        elif negatives - members >= 0.2:
+        elif negatives - members >= gap:
             how = "rejects the members"
         else:
             how = "errs both ways"
