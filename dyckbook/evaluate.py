@@ -108,12 +108,11 @@ class Score:
             return 0.5 * (ok / n + members[1] / members[0])
         neg: dict[int, list[int]] = {}
         mem: dict[int, list[int]] = {}
-        for key, (n, ok) in self.cells.items():
-            k, b, length = key.split("|")
+        for k, b, length, n, ok in self.cell_items():
             if k == MEMBER:
-                mem[int(length)] = [n, ok]
+                mem[length] = [n, ok]
             elif (kind is None or k == kind) and (bin is None or b == bin):
-                cell = neg.setdefault(int(length), [0, 0])
+                cell = neg.setdefault(length, [0, 0])
                 cell[0] += n
                 cell[1] += ok
         neg = {L: c for L, c in neg.items() if L in mem and mem[L][0]}
@@ -123,6 +122,14 @@ class Score:
         negatives = sum(c[1] for c in neg.values()) / total
         members = sum(c[0] / total * mem[L][1] / mem[L][0] for L, c in neg.items())
         return 0.5 * (negatives + members)
+
+    def cell_items(self) -> list[tuple[str, str, int, int, int]]:
+        """``cells`` read back: ``(kind, bin, length, n, correct)`` per cell."""
+        out = []
+        for key, (n, ok) in self.cells.items():
+            kind, bin_, length = key.split("|")
+            out.append((kind, bin_, int(length), n, ok))
+        return out
 
     def bin_table(self) -> dict[str, float]:
         """``{bin: balanced accuracy}`` for the hardness bins present, in ``BINS`` order."""

@@ -233,9 +233,9 @@ def side_rows(groups: Mapping[str, Sequence[Any]], test: str, train_max_length: 
     for label, group in groups.items():
         counts = {(side, far): [0, 0] for side in ("members", "negatives") for far in (0, 1)}
         for r in group:
-            for key, (n, right) in (r.scores[test].cells if test in r.scores else {}).items():
-                kind, _, length = key.split("|")
-                cell = counts["members" if kind == MEMBER else "negatives", int(length) > cut]
+            for kind, _, length, n, right in (r.scores[test].cell_items() if test in r.scores
+                                              else []):
+                cell = counts["members" if kind == MEMBER else "negatives", length > cut]
                 cell[0] += n
                 cell[1] += right
         share = {key: right / n if n else math.nan for key, (n, right) in counts.items()}
