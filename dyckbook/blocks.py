@@ -488,7 +488,8 @@ class Attention(nn.Module):
         n, batch, n_pos, d = x.shape
         keys = x if memory is None else memory
         mask = _key_mask(mask, n * batch, keys.shape[2])
-        if mask is False or not kernels.available() or (self.relative and memory is None):
+        if (mask is False or x.device.type != "cpu" or not kernels.available()
+                or (self.relative and memory is None)):
             return None
         out = torch.bfloat16  # a bfloat16 product's output goes to the kernel as it is
         if memory is None and x_q is None:
@@ -496,15 +497,20 @@ class Attention(nn.Module):
             q, kv = q.view(n * batch, n_pos, 3 * d), None
         else:
             q, kv = self._q_kv(x if x_q is None else x_q, keys, out)
-        drop = None
+        drop, drawn_from = None, []
         if self.training and self.p_drop > 0:  # the explicit path's masks, as multipliers
+            drawn_from = [g.get_state() for g in self.streams]
             full = (None if self.n_positions is None
                     else (batch * self.n_heads, self.n_positions, self.n_positions))
             shape = (n, batch * self.n_heads, q.shape[1], keys.shape[2])
             drop = (_keep(shape, self.p_drop, self.streams, full) / (1.0 - self.p_drop)
                     ).view(n * batch, self.n_heads, q.shape[1], keys.shape[2])
         qpos = None if query is None else query.reshape(-1)
-        return kernels.attention(q, kv, self.n_heads, mask, causal, qpos, drop)
+        z = kernels.attention(q, kv, self.n_heads, mask, causal, qpos, drop)
+        if z is None and drop is not None:  # declined: torch's path draws these masks again
+            for g, state in zip(self.streams, drawn_from):
+                g.set_state(state)
+        return z
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None, causal: bool = False, *,
                 memory: torch.Tensor | None = None, cache: dict | None = None,

@@ -188,10 +188,19 @@ def _concat(parts: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]
     return {key: torch.cat([p[key] for p in parts]) for key in parts[0]}
 
 
+def _on(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
+    """A batch moved to the model's device (nothing moves on the CPU). The datasets stay in
+    host memory, where sizing a batch (its longest row) needs no device synchronisation."""
+    if device.type == "cpu":
+        return batch
+    return {key: value.to(device, non_blocking=True) for key, value in batch.items()}
+
+
 def _accuracy(model: nn.Module, task: Task, data: dict[str, torch.Tensor],
               sizes: Sequence[int], models: Sequence[int], chunk: int = 1024) -> list[float]:
     """Accuracy of the network's models (eval mode), which are the ``models`` of ``data``:
     model s's set is the ``sizes[s]`` rows of ``data`` after those of the models before it."""
+    device = next(model.parameters()).device
     first = torch.tensor([0, *sizes]).cumsum(0)[list(models), None]  # (network's models, 1)
     sizes = [sizes[s] for s in models]
     last = first + torch.tensor(sizes)[:, None] - 1
@@ -201,8 +210,9 @@ def _accuracy(model: nn.Module, task: Task, data: dict[str, torch.Tensor],
     with torch.inference_mode():
         for start in range(0, max(sizes), chunk):
             at = first + torch.arange(start, min(start + chunk, max(sizes)))  # (S, batch)
-            ok = task.correct(model, task.batch(data, torch.minimum(at, last)))  # (S, batch)
-            hits += (ok & (at <= last)).sum(1)  # models with fewer rows repeat their last
+            ok = task.correct(model, _on(task.batch(data, torch.minimum(at, last)), device))
+            # ok: (S, batch); models with fewer rows repeat their last
+            hits += (ok.cpu() & (at <= last)).sum(1)
     model.train(was)
     return [float(h) / n for h, n in zip(hits, sizes)]
 
@@ -234,7 +244,10 @@ def train(model: nn.Module, task: Task, train_sets: Sequence[Dataset],
     training S models at once gives each the weights it would get alone, to floating-point
     rounding. A model that stops is taken out of the computation (the network shrinks) and
     gets back the weights of its stopping step at the end. The caller's global random state
-    is not used.
+    is not used. Training runs on the device of the model's parameters (``model.to("cuda")``
+    first for a GPU): the datasets stay in host memory and each batch is copied over, so the
+    batches, their order and the dropout draws are those of a CPU run; the arithmetic differs
+    by rounding.
 
     Args:
         model: a network with ``n_models`` and ``seeds`` (``Classifier``, ``ThesisClassifier``,
@@ -276,6 +289,7 @@ def train(model: nn.Module, task: Task, train_sets: Sequence[Dataset],
     total = config.max_steps or config.epochs * per_epoch
     eval_every = config.eval_every or per_epoch
     params = [p for p in model.parameters() if p.requires_grad]
+    device = next(model.parameters()).device
     optimizer = torch.optim.Adam(params, lr=config.lr, weight_decay=config.weight_decay,
                                  fused=True)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(config, total))
@@ -286,7 +300,7 @@ def train(model: nn.Module, task: Task, train_sets: Sequence[Dataset],
     recent: dict[int, list[float]] = {s: [] for s in range(n_models)}  # last validations
     final: dict[int, dict[str, torch.Tensor]] = {}  # weights of the models that stopped
     history: list[dict[str, Any]] = []
-    losses = torch.zeros(n_models)
+    losses = torch.zeros(n_models, device=device)  # summed on the device: no sync per step
     counted = 0
     start = time.perf_counter()
     bar = None
@@ -304,7 +318,7 @@ def train(model: nn.Module, task: Task, train_sets: Sequence[Dataset],
                                          config, step // per_epoch) for s in active])
             i = step % per_epoch
             rows = orders_now[:, i * config.batch_size:(i + 1) * config.batch_size]
-            loss = task.loss(model, task.batch(data, rows))  # (active,)
+            loss = task.loss(model, _on(task.batch(data, rows), device))  # (active,)
             for p in params:  # optimizer.zero_grad(set_to_none=True), without its overhead
                 p.grad = None
             loss.sum().backward()

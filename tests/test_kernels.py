@@ -103,6 +103,25 @@ def test_attention_kernel_steps_aside_where_it_does_not_apply():
     assert torch.equal(layer(x, full), expected)
 
 
+def test_an_attention_kernel_that_steps_aside_leaves_the_dropout_draws_to_torch():
+    # heads 6 wide: the kernel declines after the layer has asked it, and torch's path must
+    # then draw the masks a torch-only run draws (not a second set after the kernel's); the
+    # same holds for a model on a GPU, where the kernel always declines
+    config = ModelConfig(k=2, n_ctx=10, d_model=12, n_heads=2, d_mlp=16, n_layers=2,
+                         dropout=0.3, mask="causal", pos_encoding="learned", readout="mean")
+    tokens = torch.randint(3, 7, (1, 4, 12))
+    tokens[..., 0], tokens[..., 11] = 0, 2
+
+    def twice():
+        model = Classifier(config, [5]).train()
+        return [model(tokens), model(tokens)]
+
+    fused = twice()
+    with kernels.torch_only():
+        plain = twice()
+    assert all(torch.equal(a, b) for a, b in zip(fused, plain))
+
+
 @pytest.mark.parametrize("residual", [True, False])
 @pytest.mark.parametrize("d", [8, 32, 256])
 def test_layer_norm_kernel_equals_torch(residual, d):

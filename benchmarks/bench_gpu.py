@@ -1,0 +1,201 @@
+"""Benchmark: training on a GPU through the same ``train()`` (a lent device machine only).
+
+Usage: ``python benchmarks/bench_gpu.py [--parts check,speed] [--out PATH]``; writes
+``benchmarks/results/gpu.json`` (or ``--out``) and prints a table. Needs CUDA; CI never runs it.
+
+- ``check``: the same seeded networks (the grid's classifier, exp. 1's shape, and seed 001's
+  encoder-decoder, two models each) trained 20 steps on the CPU and on the GPU with float32
+  products (TF32 off): the relative difference of their weights (rounding only: 1e-6 to 1e-4)
+  and of their validation accuracies.
+- ``speed``, all wall-clock with the device synchronised, float32:
+  exp. 1's classifier (``run.thesis_config(1, literal=False)``, Dyck-1, lengths <= 16) at batch
+  32 (the thesis' batch: launch-bound) and batch 4096 (FLOP/s over the measured float32 matrix
+  rate of this GPU); exp. 7's shape (d_model 384, Dyck-3, lengths up to 4096, batch 8, banded):
+  seconds per 1000 training sequences and peak GPU memory; seed 001's encoder-decoder on
+  Dyck-3 completion (batch 64): milliseconds a step for one model and for five trained together.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import table
+from bench_completion_recipe import BASE_MODEL, BASE_TRAIN
+from bench_training import labelled
+
+from dyckbook.completion import CompletionDataConfig, make_completion_splits
+from dyckbook.model import ClassificationTask
+from dyckbook.run import build_model, thesis_config
+from dyckbook.seq2seq import CompletionTask, Seq2SeqConfig, build_seq2seq
+from dyckbook.train import TrainConfig, train
+
+CUDA = torch.device("cuda")
+
+
+def _relative(a: torch.nn.Module, b: torch.nn.Module) -> float:
+    """‖a − b‖ / ‖b‖ over all parameters (b the CPU reference)."""
+    diff = sum(float((p.detach().cpu() - q.detach()).double().pow(2).sum())
+               for p, q in zip(a.parameters(), b.parameters()))
+    norm = sum(float(q.detach().double().pow(2).sum()) for q in b.parameters())
+    return (diff / norm) ** 0.5
+
+
+def part_check() -> tuple[dict[str, Any], list[dict]]:
+    raw, rows = {}, []
+    config = TrainConfig(lr=1e-3, batch_size=32, max_steps=20, eval_every=10, grad_clip=1.0)
+    data = [labelled(1, 512, 16, seed) for seed in (0, 1)]
+    val = [labelled(1, 256, 16, seed + 10) for seed in (0, 1)]
+    splits = [make_completion_splits(CompletionDataConfig(k=3, n_train=512, n_val=128,
+                                                          n_test=1), seed=s) for s in (0, 1)]
+    cases = {
+        "exp. 1 classifier": (build_model(thesis_config(1, literal=False).model, [0, 1]),
+                              ClassificationTask(), data, val),
+        "seed 001 encoder-decoder": (build_seq2seq(Seq2SeqConfig(**BASE_MODEL), [0, 1]),
+                                     CompletionTask(), [s.train for s in splits],
+                                     [s.val for s in splits])}
+    for name, (cpu_model, task, train_sets, val_sets) in cases.items():
+        gpu_model = copy.deepcopy(cpu_model).to(CUDA)
+        on_cpu = train(cpu_model, task, train_sets, val_sets, config)
+        on_gpu = train(gpu_model, task, train_sets, val_sets, config)
+        raw[name] = {"relative_weight_difference": _relative(gpu_model, cpu_model),
+                     "val_accuracy_cpu": on_cpu.history[-1]["val_accuracy"],
+                     "val_accuracy_gpu": on_gpu.history[-1]["val_accuracy"],
+                     "train_loss_cpu": on_cpu.history[-1]["train_loss"],
+                     "train_loss_gpu": on_gpu.history[-1]["train_loss"]}
+        rows.append(table.row(f"GPU check, {name}", "relative weight difference, GPU vs CPU, "
+                              "after 20 steps", raw[name]["relative_weight_difference"],
+                              target="≤ 1e-3"))
+    return raw, rows
+
+
+def _timed(model: torch.nn.Module, task: Any, train_sets: list, config: TrainConfig) -> float:
+    """Wall seconds of ``train`` (the device synchronised before and after)."""
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    train(model, task, train_sets, None, config)
+    torch.cuda.synchronize()
+    return time.perf_counter() - start
+
+
+def matmul_rate(size: int = 8192, repeats: int = 10) -> float:
+    """float32 matrix-product FLOP/s of this GPU now (TF32 off; median of ``repeats``)."""
+    g = torch.Generator(CUDA).manual_seed(0)
+    a, b = (torch.randn(size, size, device=CUDA, generator=g) for _ in range(2))
+    a @ b
+    times = []
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        a @ b
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    return 2 * size**3 / statistics.median(times)
+
+
+def part_speed() -> tuple[dict[str, Any], list[dict]]:
+    raw: dict[str, Any] = {}
+    rows = []
+    exp1 = thesis_config(1, literal=False)
+    data = labelled(1, 8192, 16, 0)
+    task = ClassificationTask()
+    for batch, steps in ((32, 300), (4096, 30)):
+        model = build_model(exp1.model, [0]).to(CUDA)
+        config = TrainConfig(lr=1e-5, batch_size=batch, max_steps=steps)
+        _timed(model, task, [data], TrainConfig(lr=1e-5, batch_size=batch, max_steps=3))
+        seconds = statistics.median(_timed(model, task, [data], config) for _ in range(3))
+        rate = steps * batch / seconds
+        flops = 6 * model.n_params * (float(data.lengths.mean()) + 2) * rate
+        raw[f"exp1_batch_{batch}"] = {"examples_per_s": rate, "training_flops_per_s": flops,
+                                      "parameters": model.n_params, "steps": steps}
+        rows.append(table.row("GPU training, exp. 1", f"examples/s, batch {batch}", rate))
+    measured = matmul_rate()
+    raw["matmul_fp32_flops_per_s"] = measured
+    rows.append(table.row("GPU training, exp. 1", "fraction of the measured float32 matmul "
+                          "rate, batch 4096", raw["exp1_batch_4096"]["training_flops_per_s"]
+                          / measured))
+    exp7 = thesis_config(7, literal=False)
+    long = labelled(3, 64, 4096, 0)
+    model = build_model(exp7.model, [0]).to(CUDA)
+    torch.cuda.reset_peak_memory_stats()
+    seconds = _timed(model, task, [long], TrainConfig(lr=1e-5, batch_size=8, epochs=1,
+                                                      bucket=True))
+    raw["exp7_long"] = {"sequences": len(long), "mean_length": float(long.lengths.mean()),
+                        "seconds_per_1000": 1000 * seconds / len(long),
+                        "peak_gpu_mib": torch.cuda.max_memory_allocated() / 2**20}
+    rows += [table.row("GPU training, exp. 7 shape, lengths ≤ 4096", "seconds per 1000 "
+                       "sequences, batch 8, banded", raw["exp7_long"]["seconds_per_1000"],
+                       lower_is_better=True),
+             table.row("GPU training, exp. 7 shape, lengths ≤ 4096", "peak GPU memory MiB",
+                       raw["exp7_long"]["peak_gpu_mib"], lower_is_better=True)]
+    splits = [make_completion_splits(CompletionDataConfig(k=3, n_train=4096, n_val=1,
+                                                          n_test=1), seed=s) for s in range(5)]
+    for n_models in (1, 5):
+        model = build_seq2seq(Seq2SeqConfig(**BASE_MODEL), list(range(n_models))).to(CUDA)
+        sets = [s.train for s in splits[:n_models]]
+        config = TrainConfig(**{**BASE_TRAIN, "max_steps": 300, "bucket": True})
+        _timed(model, CompletionTask(), sets, TrainConfig(lr=1e-5, max_steps=3, batch_size=64))
+        ms = 1000 * statistics.median(_timed(model, CompletionTask(), sets, config)
+                                      for _ in range(3)) / config.max_steps
+        raw[f"completion_{n_models}_models_ms_per_step"] = ms
+        rows.append(table.row("GPU training, seed 001 encoder-decoder (Dyck-3 completion)",
+                              f"ms a step, batch 64, {n_models} model(s) together", ms,
+                              lower_is_better=True))
+    return raw, rows
+
+
+PARTS = {"check": part_check, "speed": part_speed}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--parts", default=",".join(PARTS))
+    parser.add_argument("--out", default=str(table.RESULTS / "gpu.json"))
+    args = parser.parse_args()
+    parts = args.parts.split(",")
+    unknown = [p for p in parts if p not in PARTS]
+    if unknown:
+        parser.error(f"--parts: {unknown[0]!r} is not one of {list(PARTS)}")
+    if not torch.cuda.is_available():
+        sys.exit("bench_gpu: no CUDA device here (this benchmark runs on a lent GPU machine)")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    raw: dict[str, Any] = {"device": torch.cuda.get_device_name(),
+                           "torch": torch.__version__, "platform": platform.platform(),
+                           "cpu_count_visible": os.cpu_count()}
+    rows: list[dict] = []
+    for part in parts:
+        start = time.perf_counter()
+        try:
+            raw[part], part_rows = PARTS[part]()
+            rows += part_rows
+        except Exception as error:  # noqa: BLE001 - a failed part is reported, the others run
+            raw[part] = {"error": repr(error)}
+            print(f"part {part} failed: {error!r}", file=sys.stderr)
+        raw[f"{part}_wall_s"] = round(time.perf_counter() - start, 1)
+        print(json.dumps({part: raw[part]}, default=str)[:3000], flush=True)
+    out = Path(args.out)
+    if out.resolve() == (table.RESULTS / "gpu.json").resolve():
+        table.save("gpu", rows, raw, list(os.getloadavg()), "full")
+    else:
+        out.write_text(json.dumps({"table": rows, "raw": raw}, indent=1, default=str) + "\n")
+    for r in rows:
+        print(f"{r['benchmark']:<58} {r['measure']:<60} {r['dyckbook']}")
+
+
+if __name__ == "__main__":
+    main()
