@@ -148,10 +148,10 @@ def first_reach(history: list[dict], target: float, window: int, model: int = 0
                 ) -> dict | None:
     """The first validation at which the mean of model ``model``'s last ``window`` validations
     reaches ``target`` (``train``'s early-stop rule, read off a run that may have gone on)."""
-    values = [h["val_accuracy"][model] for h in history]
-    return next((h for i, h in enumerate(history)
-                 if i + 1 >= window and sum(values[i + 1 - window:i + 1]) / window >= target),
-                None)
+    from dyckbook.train import first_reach as reach
+
+    at = reach([h["val_accuracy"][model] for h in history], target, window)
+    return None if at is None else history[at]
 
 
 def fit(name: str, model_kw: dict, train_kw: dict, seed: int, threads: int,

@@ -17,6 +17,7 @@ from typing import Any
 
 from dyckbook.book import _accuracy, _failed_text, _mean_interval, pct
 from dyckbook.completion import close_by_counts, order_blind_best, order_blind_expected
+from dyckbook.train import first_reach
 
 __all__ = ["BBH_PUBLISHED", "agreement_sentence", "bbh_reference_rows", "bbh_rows",
            "chapter_configs", "completion_rows", "completion_sentence", "merged_lengths",
@@ -93,12 +94,24 @@ def chapter_configs(params: Mapping[str, Any], ks: str, pos_encodings: str,
     return out
 
 
+def step_of_target(record: Any, target: float = 0.99) -> int | None:
+    """The step at which a record's validation exact match reached ``target`` (the mean of its
+    last ``target_window`` validations): its ``stopped_at`` where it stopped there, else read
+    off its history (a run trained to the end of its schedule), or None."""
+    if record.stopped_at is not None:
+        return record.stopped_at
+    history = [h for h in record.history if "val_accuracy" in h]
+    window = int(record.config.get("train", {}).get("target_window", 3))
+    at = first_reach([h["val_accuracy"] for h in history], target, window)
+    return None if at is None else int(history[at]["step"])
+
+
 def steps_to_target(groups: Mapping[str, Sequence[Any]]) -> dict[str, str]:
-    """Per label: the median step at which a seed's validation exact match reached the target
-    (``n of m seeds``), from the records' ``stopped_at``."""
+    """Per label: the median step at which a seed's validation exact match reached 99%
+    (``n of m seeds``, :func:`step_of_target`)."""
     out = {}
     for label, group in groups.items():
-        steps = [r.stopped_at for r in group if r.stopped_at is not None]
+        steps = [s for s in map(step_of_target, group) if s is not None]
         seeds = f"{len(group)} seed{'s' * (len(group) != 1)}"
         out[label] = (f"{int(statistics.median(steps)):,} ({len(steps)} of {seeds})"
                       if steps else f"not reached ({seeds})")
@@ -110,17 +123,22 @@ def _untrained(label: str) -> bool:
 
 
 def completion_rows(rows: Mapping[str, Sequence[Mapping[str, Any]]],
-                    steps: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-    """One display row per configuration: exact match in and out of distribution (a learned
-    table's rows past the training lengths never trained: shown as such, not as a length
-    result), seeds at >= 99%, and the steps to the target where ``steps`` gives them."""
+                    steps: Mapping[str, str] | None = None,
+                    norms: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """One display row per configuration: its LayerNorm placement where ``norms`` gives it
+    (``pre`` | ``post``), exact match in and out of distribution (a learned table's rows past
+    the training lengths never trained: shown as such, not as a length result), seeds at
+    >= 99%, and the steps to the target where ``steps`` gives them."""
     out = []
     for ind, ood in zip(rows["in_distribution"], rows["ood"]):
-        row = {"configuration": ind["label"], "seeds": f"{ind['seeds']}{_failed_text(ind)}",
-               "exact match, training lengths": _accuracy(ind),
-               "seeds >= 99%": f"{ind['solved']}/{ind['seeds']}",
-               "exact match, longer prefixes": (f"{UNTRAINED} ({_accuracy(ood)})"
-                                                if _untrained(ind["label"]) else _accuracy(ood))}
+        row = {"configuration": ind["label"]}
+        if norms is not None:
+            row["LayerNorm"] = f"{norms[ind['label']]}-LN"
+        row |= {"seeds": f"{ind['seeds']}{_failed_text(ind)}",
+                "exact match, training lengths": _accuracy(ind),
+                "seeds >= 99%": f"{ind['solved']}/{ind['seeds']}",
+                "exact match, longer prefixes": (f"{UNTRAINED} ({_accuracy(ood)})"
+                                                 if _untrained(ind["label"]) else _accuracy(ood))}
         if steps is not None:
             row["steps to 99% validation (median)"] = steps.get(ind["label"], "")
         out.append(row)

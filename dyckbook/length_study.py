@@ -268,9 +268,17 @@ def side_sentence(rows: Sequence[Mapping[str, Any]]) -> str:
     for r in rows:
         ways.setdefault(r[column], []).append(r["configuration"])
     return (f"{column[0].upper()}{column[1:]}: "
-            + "; ".join(f"{len(names)} of {len(rows)} {way} ({', '.join(names)})"
+            + "; ".join(f"{len(names)} of {len(rows)} {_agree(way, len(names))} "
+                        f"({', '.join(names)})"
                         for way, names in sorted(ways.items(), key=lambda w: -len(w[1])))
             + ".")
+
+
+def _agree(way: str, n: int) -> str:
+    """A class of :func:`side_rows` ("accepts the negatives") with its verb agreeing with n
+    configurations ("accept the negatives")."""
+    verb, _, rest = way.partition(" ")
+    return way if n == 1 else " ".join(filter(None, (verb.removesuffix("s"), rest)))
 
 
 def panels(groups: Mapping[str, Sequence[Any]], test: str) -> dict[str, dict[str, Any]]:

@@ -311,11 +311,13 @@ def config_fields(params: Mapping[str, Any]) -> dict[str, Any]:
     """The names in ``params`` (a notebook's globals) that are fields of the data, model or
     training configs of any kind (classifier, thesis, completion), for ``RunConfig.override``
     or ``RunConfig.from_flat``. ``grad_clip`` 0 means no clipping; without ``n_ctx``, the model
-    accepts the longest training or test string named."""
+    accepts the longest training or test string named. ``target_accuracy`` 0 means no early
+    stop (train to the end of the schedule)."""
     check_fields("config_fields: ", {"params": params}, {"params": mapping()})
     out = {k: v for k, v in params.items() if k in _FLAT_NAMES}
-    if out.get("grad_clip") == 0:
-        out["grad_clip"] = None
+    for name in ("grad_clip", "target_accuracy"):
+        if out.get(name) == 0 and not isinstance(out[name], bool):
+            out[name] = None
     longest = [out[k] for k in ("max_length", "test_max_length") if k in out]
     if longest and "n_ctx" not in out and all(is_int(v) for v in longest):
         out["n_ctx"] = max(longest)  # (a wrong type is left to the config to name)

@@ -21,7 +21,7 @@ from dyckbook.config import Config
 from dyckbook.dataset import Dataset
 from dyckbook.model import seed_for
 
-__all__ = ["MATMULS", "SCHEDULES", "Task", "TrainConfig", "TrainResult", "train"]
+__all__ = ["MATMULS", "SCHEDULES", "Task", "TrainConfig", "TrainResult", "first_reach", "train"]
 
 SCHEDULES = ("constant", "cosine", "linear")
 MATMULS = ("float32", "bfloat16")
@@ -125,6 +125,19 @@ class TrainResult:
     stopped_at: list[int | None]
     steps: int
     seconds: float
+
+
+def first_reach(accuracies: Sequence[float | None], target: float, window: int) -> int | None:
+    """The index of the first validation at which the mean of the last ``window`` accuracies
+    reaches ``target`` (:func:`train`'s early-stop rule, read off a run that went on past it),
+    or None. None entries (a model that had stopped) end the search."""
+    for i in range(window - 1, len(accuracies)):
+        last = accuracies[i + 1 - window:i + 1]
+        if any(a is None for a in last):
+            return None
+        if sum(last) / window >= target:
+            return i
+    return None
 
 
 def _schedule(config: TrainConfig, total: int):

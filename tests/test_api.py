@@ -192,3 +192,8 @@ def test_completion_layers_reach_the_built_model():
     assert (bbh.data.k, bbh.data.regime, bbh.data.min_length, bbh.data.max_length) == (
         4, "bbh", 2, 20)
     assert bbh.model.n_ctx >= bbh.data.test_max_length and bbh.train.max_steps == 7
+    # the notebook's target_accuracy 0: train to the end; its bucket reaches every config
+    to_the_end = completion_tables.chapter_configs(
+        config_fields({**params, "target_accuracy": 0, "bucket": True}), "1", "none")
+    assert all(c.train.target_accuracy is None and c.train.bucket
+               for c in to_the_end["main"].values())

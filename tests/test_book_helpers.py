@@ -144,6 +144,22 @@ def test_completion_rows_and_agreement_sentence():
     (out,) = completion_tables.completion_rows(learned, {"Dyck-3, decoder-only, learned": "9"})
     assert out["exact match, longer prefixes"].startswith("untrained positions (10.0%")
     assert out["steps to 99% validation (median)"] == "9"
+    (out,) = completion_tables.completion_rows(learned, norms={
+        "Dyck-3, decoder-only, learned": "pre"})
+    assert out["LayerNorm"] == "pre-LN" and list(out)[:2] == ["configuration", "LayerNorm"]
+
+
+@pytest.mark.parametrize("stopped_at, accuracies, expected", [
+    (500, [0.5, 0.99, 1.0], 500),  # stopped there: its stopped_at
+    (None, [0.97, 0.99, 1.0, 1.0, 1.0], 1000),  # trained on: the mean of 3 is 0.997 at 1000
+    (None, [0.98, 1.0, 0.98, 0.985], None),  # never
+    (None, [0.99, 0.995], None)])  # fewer validations than the window
+def test_step_of_target_reads_a_run_that_went_on(stopped_at, accuracies, expected):
+    history = [{"step": 250 * (i + 1), "val_accuracy": a} for i, a in enumerate(accuracies)]
+    history.insert(1, {"step": 260})  # an entry without a validation is skipped
+    record = SimpleNamespace(stopped_at=stopped_at, history=history,
+                             config={"train": {"target_window": 3}})
+    assert completion_tables.step_of_target(record) == expected
 
 
 def test_bbh_rows_count_items_missed_by_every_and_by_some_seed():

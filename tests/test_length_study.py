@@ -175,5 +175,10 @@ def test_side_rows_say_on_which_side_each_configuration_errs():
             accepts["negatives right, beyond 4N"]) == ("100.0%", "90.0%", "10.0%")
     sentence = length_study.side_sentence(list(rows.values()))
     assert sentence.startswith("Beyond 4N: 1 of 5 accepts the negatives (Dyck-1 accepts)")
+    twice = length_study.side_sentence([rows["Dyck-1 accepts"]] * 2 + [rows["Dyck-1 holds"]])
+    assert twice.startswith("Beyond 4N: 2 of 3 accept the negatives (Dyck-1 accepts, Dyck-1 "
+                            "accepts); 1 of 3 holds (Dyck-1 holds)")
+    both = length_study.side_sentence([rows["Dyck-1 guesses"]] * 2)
+    assert both == "Beyond 4N: 2 of 2 err both ways (Dyck-1 guesses, Dyck-1 guesses)."
     with pytest.raises(ValueError, match="split_at"):
         length_study.side_rows(groups, "stack", 16, split_at=0)

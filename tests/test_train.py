@@ -15,7 +15,7 @@ from dyckbook.dataset import Dataset
 from dyckbook.evaluate import predict
 from dyckbook.languages import Dyck, sample_lengths
 from dyckbook.model import ClassificationTask, Classifier, ModelConfig
-from dyckbook.train import TrainConfig, train
+from dyckbook.train import TrainConfig, first_reach, train
 
 LANG = Dyck(1)
 CONFIG = ModelConfig(k=1, n_ctx=16, d_model=16, n_heads=2, d_mlp=32, n_layers=1, dropout=0.0,
@@ -307,3 +307,13 @@ def test_mlp_in_bfloat16_is_the_float32_mlp_with_products_rounded(act_fn):
     expected = torch.autograd.grad(by_hand(x).square().sum(), (x, *mlp.parameters()))
     for got, want in zip(grads, expected):  # the backward's products are rounded as well
         assert got.dtype == torch.float32 and torch.allclose(got, want, rtol=0.05, atol=0.05)
+
+
+@pytest.mark.parametrize("accuracies, window, expected", [
+    ([0.9, 1.0, 1.0, 0.98], 3, 3),  # (0.9 + 1 + 1) / 3 = 0.967 < 0.99; then 0.993
+    ([0.99, 1.0, 1.0], 3, 2),
+    ([1.0], 3, None),
+    ([1.0, 0.5], 1, 0),
+    ([0.99, None, 1.0, 1.0, 1.0], 3, None)])  # a stopped model's None ends the search
+def test_first_reach_is_the_early_stop_rule(accuracies, window, expected):
+    assert first_reach(accuracies, 0.99, window) == expected
