@@ -129,7 +129,9 @@ REGISTRATIONS = [
             "validation mean touches 99%. Both models now train to the end of their schedules; "
             "the time to 99% is still the first validation at which the mean of the last three "
             "reaches it, and the test scores the final model"},
-    {"registered": "2026-11-26 10:53 UTC",
+    # written before its confirm started (10:51 UTC, as the confirm read it); first stamped
+    # 10:53 by mistake, and committed at 10:52 (7c0acbd) once a lint error was fixed
+    {"registered": "2026-11-26 10:51 UTC",
      "encoder_decoder": "post-2e-3-12000-bucket-sinusoidal-full",
      "decoder_only": "decoder-only-pre-2e-3-bucket-full",
      "why": "registration 4's encoder-decoder held 99% test exact match in 3 of 5 seeds. The "
