@@ -489,8 +489,10 @@ class Attention(nn.Module):
         keys = x if memory is None else memory
         mask = _key_mask(mask, n * batch, keys.shape[2])
         if (mask is False or x.device.type != "cpu" or not kernels.available()
-                or (self.relative and memory is None)):
-            return None
+                or (self.relative and memory is None)
+                or not kernels.fits(d, self.n_heads, 1 if x_q is not None else n_pos,
+                                    keys.shape[2])):
+            return None  # before the projection and the masks: torch's path makes its own
         out = torch.bfloat16  # a bfloat16 product's output goes to the kernel as it is
         if memory is None and x_q is None:
             q = affine(self.qkv.bias, x.reshape(n, -1, d), self.qkv.weight, out)

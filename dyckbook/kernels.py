@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-__all__ = ["MAX_KEYS", "attention", "available", "cache_dir", "layer_norm", "torch_only"]
+__all__ = ["MAX_KEYS", "attention", "available", "cache_dir", "fits", "layer_norm", "torch_only"]
 
 log = logging.getLogger(__name__)
 SOURCE = Path(__file__).with_name("kernels.c")
@@ -200,8 +200,7 @@ def attention(q: torch.Tensor, kv: torch.Tensor | None, n_heads: int,
         return None
     d = q.shape[2] // 3 if kv is None else q.shape[2]
     k_pos = q.shape[1] if kv is None else kv.shape[1]
-    if (d % n_heads or (d // n_heads) % 8 or d // n_heads > 256 or k_pos > MAX_KEYS
-            or q.shape[1] > MAX_KEYS or _load() is None):
+    if not fits(d, n_heads, q.shape[1], k_pos) or _load() is None:
         return None
     if mask is not None:
         mask = mask.contiguous().view(torch.uint8)
@@ -212,6 +211,13 @@ def attention(q: torch.Tensor, kv: torch.Tensor | None, n_heads: int,
     keep = _wants_grad(q, kv)  # keep the probabilities for a backward pass
     return _Attention.apply(q.contiguous(), None if kv is None else kv.contiguous(), n_heads,
                             mask, causal, qpos, drop, keep)
+
+
+def fits(d_model: int, n_heads: int, q_pos: int, k_pos: int) -> bool:
+    """Whether :func:`attention` takes this shape: heads a multiple of 8 and at most 256 wide,
+    at most ``MAX_KEYS`` queries and keys (callers ask before they prepare its inputs)."""
+    d_head, rest = divmod(d_model, n_heads)
+    return not rest and d_head % 8 == 0 and d_head <= 256 and max(q_pos, k_pos) <= MAX_KEYS
 
 
 class _LayerNorm(torch.autograd.Function):
