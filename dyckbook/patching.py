@@ -33,7 +33,7 @@ from dyckbook.model import Classifier
 __all__ = ["Component", "Patcher", "all_components", "complement_recovered", "component_effects",
            "component_name", "effect_rows", "hypothesis_rows", "hypothesis_sentences",
            "judge_hypotheses", "loss_recovered", "model_rows", "pair_accuracy", "pair_tokens",
-           "patched_logits"]
+           "patched_logits", "per_model_rows"]
 
 Component = tuple[int, Union[int, str]]  # (layer, head) | (layer, "mlp") | (layer, "resid")
 
@@ -269,6 +269,34 @@ def hypothesis_sentences(tested: dict[str, list[dict[str, object]]]) -> str:
                          f"loss, scrubbing the rest keeps "
                          f"{r['loss recovered, kept by scrubbing']:.2f}{note}.")
     return "\n".join(lines)
+
+
+def per_model_rows(names: Sequence[str], accuracies: Sequence[float],
+                   results: Sequence[dict[str, object]],
+                   effects: dict[str, list[float]]) -> list[dict[str, object]]:
+    """One row per model of a group: its stack-set accuracy, each hypothesis' loss recovered
+    patched in / kept by scrubbing (:func:`judge_hypotheses`' results; "does not separate the
+    pairs" where it was not scored) and each component's alone (:func:`component_effects`).
+    The pooled means can hide models whose circuits differ; this shows them one by one."""
+    n = len(names)
+    columns = [*(r["per model, patched in"] for r in results),
+               *(r["per model, kept by scrubbing"] for r in results), *effects.values()]
+    if len(accuracies) != n or any(len(c) != n for c in columns):
+        raise ValueError(f"per_model_rows: {n} names but accuracies, hypotheses or effects "
+                         f"for another number of models")
+    rows = []
+    for i, name in enumerate(names):
+        row: dict[str, object] = {"model": name, "stack-set accuracy": f"{accuracies[i]:.4f}"}
+        for r in results:
+            patched, kept = r["per model, patched in"][i], r["per model, kept by scrubbing"][i]
+            short = str(r["hypothesis"]).split(",")[0]
+            row[f"{short}: patched in / kept"] = (
+                "does not separate the pairs" if math.isnan(patched)
+                else f"{patched:.2f} / {kept:.2f}")
+        for component, values in effects.items():
+            row[component] = "–" if math.isnan(values[i]) else f"{values[i]:.2f}"
+        rows.append(row)
+    return rows
 
 
 def effect_rows(effects: dict[str, dict[str, list[float]]]) -> list[dict[str, object]]:

@@ -116,3 +116,22 @@ def test_a_model_that_does_not_separate_the_pairs_counts_as_unexplained():
     assert row["models separating the pairs"] == 1 and row["verdict"] == "rejected"
     assert math.isnan(row["per model, patched in"][1])
     assert row["loss recovered, patched in"] == pytest.approx(0.5)  # (1 + 0) / 2
+
+
+def test_per_model_rows_show_each_model_and_mark_one_that_does_not_separate():
+    control = constructions.dyck1_counter(48)
+    blind = Classifier(ModelConfig(k=1, n_ctx=48, d_model=8, n_heads=1, d_mlp=8, n_layers=1,
+                                   dropout=0.0, mask="causal"), [0])
+    members, negatives = _pairs(1, "far", [40] * 10)
+    results = patching.judge_hypotheses([control, blind], members, negatives,
+                                        {"H1, count then flag": [(0, 0), (0, "mlp")],
+                                         "H2, the count alone": [(0, 0)]})
+    effects = patching.component_effects([control, blind], members, negatives)
+    rows = patching.per_model_rows(["counter", "blind"], [1.0, 0.5], results, effects)
+    assert rows[0]["H1: patched in / kept"] == "1.00 / 1.00"
+    assert rows[0]["H2: patched in / kept"].endswith("/ 0.00")  # serial: scrubbing keeps none
+    assert rows[1]["H1: patched in / kept"] == "does not separate the pairs"
+    assert rows[0]["L0 MLP"] == "1.00" and rows[1]["L0H0"] == "–"
+    assert rows[1]["stack-set accuracy"] == "0.5000"
+    with pytest.raises(ValueError, match="2 names but"):
+        patching.per_model_rows(["counter", "blind"], [1.0], results, effects)
