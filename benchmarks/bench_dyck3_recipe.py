@@ -106,9 +106,14 @@ def main() -> None:
     parser.add_argument("--seeds", default="100,101,102")
     args = parser.parse_args()
     rows = [r.strip() for r in args.rows.split(",") if r.strip()]
+    if not rows:
+        raise ValueError(f"--rows must name at least one row, got {args.rows!r}")
     for r in rows:
         config(r)  # an unknown row fails before anything trains
-    seeds = [int(s) for s in args.seeds.split(",")]
+    try:
+        seeds = [int(s) for s in args.seeds.split(",")]
+    except ValueError:
+        raise ValueError(f"--seeds must be comma-separated integers, got {args.seeds!r}") from None
     if args.workers < 1:
         raise ValueError(f"--workers must be >= 1, got {args.workers}")
     load = os.getloadavg()
