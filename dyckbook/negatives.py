@@ -193,6 +193,26 @@ def _pick_pair(rng: np.random.Generator, mask: np.ndarray) -> tuple[np.ndarray, 
     return i, j, seen[:, -1] > 0
 
 
+def _pick_nested(rng: np.random.Generator, outer: np.ndarray, inner: np.ndarray,
+                 size: np.ndarray) -> tuple[np.ndarray, ...]:
+    """:func:`_pick_pair` of ``eligible[b, p, q] = outer[b, p] & inner[b, q] & (p < q <= p +
+    size[b, p])`` (the same draws, the same choice) without the ``(batch, m, m)`` matrix: in
+    opener order the pairs nested in pair p are the next ``size[b, p]``, so row p's count and
+    its r-th True are differences of one running count. ``(batch, m)`` arrays in, O(batch m)."""
+    n, m = inner.shape
+    below = np.zeros((n, m + 1), np.int64)  # below[:, j]: the inner pairs among 0..j - 1
+    np.cumsum(inner, axis=1, out=below[:, 1:])
+    end = np.minimum(np.arange(m) + 1 + size, m)  # one past the last pair nested in p
+    counts = np.where(outer, np.take_along_axis(below, end, 1) - below[:, 1:], 0)
+    seen = np.cumsum(counts, axis=1)
+    rank = (rng.random(n) * seen[:, -1]).astype(np.int32)
+    i = np.argmax(seen > rank[:, None], axis=1)
+    rows = np.arange(n)
+    r = (rng.random(n) * counts[rows, i]).astype(np.int32)  # _pick's draw on row i
+    j = np.argmax(below[:, 1:] > (below[rows, i + 1] + r)[:, None], axis=1)
+    return i, j, seen[:, -1] > 0
+
+
 def _exchange(codes: np.ndarray, ok: np.ndarray, i: np.ndarray, j: np.ndarray) -> None:
     """Exchange columns i and j of the rows where ``ok`` holds, in place."""
     rows, i, j = np.flatnonzero(ok), i[ok], j[ok]
@@ -296,9 +316,7 @@ def _stack(language: Dyck, rng: np.random.Generator, lengths: np.ndarray):
     c = np.where(real, np.take_along_axis(partner, o, 1), -1)
     outer = _far_from_ends(lengths, o, c) & real  # (batch, pair)
     inner = (c - o >= long_range_windows(lengths)[:, None]) & real
-    nested = (o[:, :, None] < o[:, None, :]) & (c[:, None, :] < c[:, :, None])  # (b, outer, inner)
-    eligible = nested & outer[:, :, None] & inner[:, None, :]
-    p, q, ok = _pick_pair(rng, eligible)
+    p, q, ok = _pick_nested(rng, outer, inner, np.where(real, (c - o - 1) // 2, 0))
     rows = np.arange(lengths.size)
     ok &= (codes[rows, o[rows, p]] >> 1) != (codes[rows, o[rows, q]] >> 1)
     _exchange(codes, ok, c[rows, p], c[rows, q])

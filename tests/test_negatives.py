@@ -335,3 +335,32 @@ def test_bad_arguments():
         available_kinds(lang, -1)
     with pytest.raises(ValueError, match="k=8 and width=9"):
         sample_negatives(Dyck(8), rng, [20], window=9)
+
+
+@pytest.mark.parametrize("k,lo,hi", [(2, 30, 60), (3, 30, 48), (3, 100, 256)])
+def test_stack_choice_equals_the_brute_force_choice(k, lo, hi):
+    """The nested-pair picker draws what _pick_pair draws on the full (batch, m, m) matrix of
+    eligible (outer, inner) pairs, built here from its definition: same rows, same pairs."""
+    language, rng = Dyck(k), np.random.default_rng(k + hi)
+    lengths = 2 * rng.integers(lo // 2, hi // 2 + 1, 300)
+    codes, _ = language.sample_codes(rng, lengths)
+    partner = language.matching(codes, lengths)
+    m = codes.shape[1] // 2
+    o = np.argsort(~((codes % 2 == 0) & (np.arange(codes.shape[1]) < lengths[:, None])), axis=1,
+                   kind="stable")[:, :m]
+    real = np.arange(m) < lengths[:, None] // 2
+    c = np.where(real, np.take_along_axis(partner, o, 1), -1)
+    w = N.long_range_windows(lengths)[:, None]
+    outer = (o >= w) & (c <= lengths[:, None] - 1 - w) & real
+    inner = (c - o >= w) & real
+    nested = (o[:, :, None] < o[:, None, :]) & (c[:, None, :] < c[:, :, None])
+    eligible = nested & outer[:, :, None] & inner[:, None, :]
+    seed = int(rng.integers(1 << 30))
+    want = N._pick_pair(np.random.default_rng(seed), eligible)
+    got = N._pick_nested(np.random.default_rng(seed), outer, inner,
+                         np.where(real, (c - o - 1) // 2, 0))
+    assert np.array_equal(got[2], want[2]) and want[2].sum() >= 10
+    ok = want[2]
+    assert np.array_equal(got[0][ok], want[0][ok]) and np.array_equal(got[1][ok], want[1][ok])
+    rows = np.flatnonzero(ok)
+    assert eligible[rows, got[0][ok], got[1][ok]].all()
