@@ -1,0 +1,204 @@
+"""Which configurations could hold the stack set to 16N: a probe for the length study (07).
+
+07's configurations all read the class at ``[end]``; on Dyck-2 and Dyck-3 none holds even the
+stack set's first lengths (30 and up, all beyond N = 16). The constructions
+(``constructions.dyck_kd``) say why an end readout may be the obstacle: two causal layers flag a
+mismatch at the closer, and only a third layer could carry the flags to the last position, while
+a ``mean`` readout averages them. This trains the candidates stated below on 07's recipe for the
+``cpu`` profile (read from notebooks/experiments.yml) with the test maximum raised to 16N, for
+each k, on seeds 100-102 (no page uses them), and reports per configuration each seed's reach on
+the stack set (``length_study.reach_rows``) and its accuracy at every length bin. Tasks (one per
+configuration, k and seed) run on a process pool of one torch thread per worker.
+Writes benchmarks/results/length_reach.json (tasks of an earlier run are kept unless rerun)
+and prints a table; ``--records DIR`` also keeps the records.
+
+    python benchmarks/bench_length_reach.py [--ks 1,2,3] [--configs C,C] [--workers 2]
+        [--seeds 100,101,102] [--test-max-length 256] [--out PATH] [--max-steps S]
+        [--recipe FILE | --write-recipe FILE] [--records DIR | --from-records FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dyckbook import executors, length_study, results, run
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import table
+
+#: stated before any of them ran: the construction's readout (mean) with NoPE and with the
+#: positions that can generalise, with the language-model loss (07's best end objective), and
+#: the mean readout alone; then 07's best end configuration as the reference
+CANDIDATES = ("causal-none-mean+language_model", "causal-alibi-mean+language_model",
+              "causal-rope-mean+language_model", "causal-randomized-mean+language_model",
+              "causal-none-mean", "causal-none-end+language_model")
+RESULTS = Path(__file__).resolve().parent / "results" / "length_reach.json"
+THRESHOLD = 0.9  # 07's reach_threshold
+
+
+def recipe(path: str | None = None) -> dict[str, Any]:
+    """07's resolved parameters in the cpu profile, from notebooks/experiments.yml or from a
+    JSON file ``--write-recipe`` wrote (for a machine without the notebook packages)."""
+    if path:
+        return json.loads(Path(path).read_text())
+    from dyckbook import runner  # reads the notebooks: nbformat
+
+    runs = runner.resolve_profile(runner.load_manifest(), "cpu")
+    params = next(r.params for r in runs if r.name == "generalisation")
+    return {k: v for k, v in params.items() if k not in ("run_name", "results_dir")}
+
+
+def base_config(params: dict[str, Any], k: int, test_max_length: int) -> run.RunConfig:
+    """07's base RunConfig (as its notebook builds it) for k, tested to ``test_max_length``,
+    without the shortcut baselines (the stack set holds them at chance by construction)."""
+    flat = {**params, "test_max_length": test_max_length, "baselines": ()}  # none: a probe
+    return run.RunConfig.from_flat(flat).override(k=k, test_min_length=2, n_ctx=test_max_length,
+                                                  test_sets=("hard", "stack"))
+
+
+def bins(score: Any, width: int) -> list[float | None]:
+    """Accuracy per length bin of ``width`` (None where a bin has no strings)."""
+    top = max(score.per_length, default=0)
+    out = []
+    for low in range(1, top + 1, width):
+        a = score.accuracy_between(low, low + width - 1)
+        out.append(None if a != a else round(a, 4))
+    return out
+
+
+def summarise(label: str, records: list[Any], n: int) -> dict[str, Any]:
+    row = length_study.reach_rows({label: records}, "stack", n, THRESHOLD)[0]
+    return {"task": label, "seeds": [r.seed for r in records],
+            "reach_xN": [x / n for x in row["_reaches"]], ">= 8N": row[">= 8N"],
+            ">= 16N": row[">= 16N"], "status": [r.status for r in records],
+            "steps": [r.steps for r in records], "n_params": records[0].n_params,
+            "stack": [round(r.scores["stack"].accuracy, 4) for r in records],
+            "hard": [round(r.scores["hard"].accuracy, 4) for r in records],
+            "train": [round(r.train_accuracy, 4) for r in records],
+            "stack_bins": [bins(r.scores["stack"], n) for r in records]}
+
+
+def table_rows(tasks: dict[str, dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    rows = []
+    for label, t in tasks.items():
+        seeds = len(t["seeds"])
+        rows.append(table.row(
+            f"Length reach on the stack set (07's cpu recipe, N = {n}, {seeds} seeds)",
+            f"{label}: seeds holding >= {THRESHOLD:.0%} to 16N; reach per seed "
+            + " ".join(f"{x:g}N" for x in t["reach_xN"]),
+            int(t[">= 16N"].split("/")[0]) if "/" in t[">= 16N"] else t[">= 16N"],
+            target=f">= {seeds // 2 + 1} of {seeds}"))
+    return rows
+
+
+def train(config: run.RunConfig, seed: int) -> Any:
+    """One seed's record (a task of the pool: a configuration's seeds train side by side)."""
+    return run.run_seeds(config, [seed])[0].record
+
+
+def run_tasks(configs: dict[str, run.RunConfig], seeds: list[int], workers: int,
+              folder: Path) -> dict[str, list[Any]]:
+    """Every (configuration, seed) on a pool of ``workers``; each record is appended to
+    ``folder/records.jsonl`` as it finishes (a run cut short keeps what finished)."""
+    got: dict[str, dict[int, Any]] = {}
+    with executors.make_executor(None, min(workers, len(configs) * len(seeds))) as pool:
+        futures = {pool.submit(train, c, s): (label, s) for label, c in configs.items()
+                   for s in seeds}
+        for future in cf.as_completed(futures):
+            label, seed = futures[future]
+            record = future.result()
+            record.label = label
+            results.append_records(folder / "records.jsonl", [record])
+            got.setdefault(label, {})[seed] = record
+            print(f"{label} seed {seed}: stack {record.scores['stack'].accuracy:.4f}", flush=True)
+    return {label: [got[label][s] for s in seeds] for label in configs}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ks", default="1,2,3")
+    parser.add_argument("--configs", default=",".join(CANDIDATES))
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--seeds", default="100,101,102")
+    parser.add_argument("--test-max-length", type=int, default=256)
+    parser.add_argument("--out", default=str(RESULTS))
+    parser.add_argument("--records", default=None, help="keep records.jsonl in this folder")
+    parser.add_argument("--from-records", default=None,
+                        help="summarise this records.jsonl (every seed of every task) instead")
+    parser.add_argument("--recipe", default=None, help="07's parameters from this JSON file")
+    parser.add_argument("--write-recipe", default=None, help="write 07's parameters here, exit")
+    parser.add_argument("--max-steps", type=int, default=None, help="a check only (default: 07's)")
+    args = parser.parse_args()
+    try:
+        ks = [int(k) for k in args.ks.split(",")]
+        seeds = [int(s) for s in args.seeds.split(",")]
+    except ValueError:
+        raise ValueError(f"--ks and --seeds must be comma-separated integers, got "
+                         f"{args.ks!r} and {args.seeds!r}") from None
+    names = [c.strip() for c in args.configs.split(",") if c.strip()]
+    if not names:
+        raise ValueError(f"--configs must name at least one configuration, got {args.configs!r}")
+    if args.workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {args.workers}")
+    params = recipe(args.recipe)
+    if args.write_recipe:
+        Path(args.write_recipe).write_text(json.dumps(params, indent=1) + "\n")
+        return
+    if args.max_steps is not None:
+        if args.max_steps < 1:
+            raise ValueError(f"--max-steps must be >= 1, got {args.max_steps}")
+        params["max_steps"] = args.max_steps
+    n = int(params["max_length"])
+    if args.test_max_length < n:
+        raise ValueError(f"--test-max-length must be >= N = {n}, got {args.test_max_length}")
+    configs = {f"Dyck-{k} {c}": length_study.config(base_config(params, k, args.test_max_length),
+                                                    c) for k in ks for c in names}
+    out_path = Path(args.out)
+    load = os.getloadavg()
+    raw = json.loads(out_path.read_text())["raw"] if out_path.exists() else {}
+    tasks = raw.get("tasks", {})
+    os.environ["DYCKBOOK_QUIET"] = "1"
+    start = time.perf_counter()
+    if args.from_records:
+        by_label: dict[str, dict[int, Any]] = {}
+        for r in results.read_records(args.from_records):
+            by_label.setdefault(r.label, {})[r.seed] = r
+        missing = [f"{label} seed {s}" for label in configs for s in seeds
+                   if s not in by_label.get(label, {})]
+        if missing:
+            raise ValueError(f"--from-records {args.from_records} lacks {missing}")
+        done = {label: [by_label[label][s] for s in seeds] for label in configs}
+    else:
+        folder = Path(args.records or tempfile.mkdtemp(prefix="length_reach_"))
+        done = run_tasks(configs, seeds, args.workers, folder)
+    for label, records in done.items():
+        tasks[label] = summarise(label, records, n)
+        print(json.dumps({k: v for k, v in tasks[label].items() if k != "stack_bins"}),
+              flush=True)
+    raw.update(tasks=tasks, torch=torch.__version__, recipe={
+        k: params[k] for k in ("max_length", "n_train", "n_test", "max_steps", "lr", "d_model",
+                               "n_layers", "batch_size", "target_accuracy")},
+        test_max_length=args.test_max_length, threshold=THRESHOLD, workers=args.workers,
+        seconds=None if args.from_records else round(time.perf_counter() - start, 1),
+        cores=os.cpu_count())
+    rows = table_rows(tasks, n)
+    if out_path.resolve() == RESULTS.resolve():
+        table.save("length_reach", rows, raw, load, "full")
+    else:
+        out_path.write_text(json.dumps({"raw": raw, "table": rows}, indent=1) + "\n")
+    for r in rows:
+        print(f"  {r['measure']}: {r['dyckbook']}")
+
+
+if __name__ == "__main__":
+    main()
