@@ -77,6 +77,9 @@ def check_scheduler(scheduler: str | None) -> str:
 
 def _init_worker() -> None:
     os.environ.update(ONE_THREAD)
+    torch = sys.modules.get("torch")
+    if torch is not None:  # imported before this ran (a script's __main__, which spawn re-imports
+        torch.set_num_threads(1)  # first): its thread pool no longer reads the environment
 
 
 class _Pool(cf.ProcessPoolExecutor):

@@ -186,3 +186,26 @@ def test_progress_is_a_bar_on_a_terminal_and_silent_when_quiet(monkeypatch) -> N
     with Progress(2, "runs", stream=stream, every=0.0) as bar:
         bar.update(2)
     assert bar.mode == "off" and stream.getvalue() == ""
+
+
+def test_pool_workers_run_one_torch_thread_even_when_the_script_imported_torch(tmp_path) -> None:
+    """A script that imports torch at its top is re-imported by every spawned worker before the
+    pool's initializer runs; the worker must still run one torch thread (torch otherwise keeps
+    the thread count it read at import: here 3; by default one per core, so that N workers on
+    N cores oversubscribe them N-fold)."""
+    import subprocess
+
+    script = tmp_path / "threads.py"
+    script.write_text(
+        "import torch\n"
+        "from dyckbook import executors\n\n"
+        "def threads(_):\n"
+        "    return torch.get_num_threads()\n\n"
+        "if __name__ == '__main__':\n"
+        "    with executors.make_executor(None, 2) as pool:\n"
+        "        print(sorted(pool.map(threads, range(4))))\n")
+    env = {**os.environ, "OMP_NUM_THREADS": "3"}  # what a worker's torch starts with, unfixed
+    env["PYTHONPATH"] = str(Path(runner.__file__).resolve().parents[1])
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
+                         timeout=300, check=True)
+    assert out.stdout.strip() == "[1, 1, 1, 1]", out.stdout + out.stderr
