@@ -189,7 +189,7 @@ def main() -> None:
         k: params[k] for k in ("max_length", "n_train", "n_test", "max_steps", "lr", "d_model",
                                "n_layers", "batch_size", "target_accuracy")},
         test_max_length=args.test_max_length, threshold=THRESHOLD, workers=args.workers,
-        seconds=None if args.from_records else round(time.perf_counter() - start, 1),
+        seconds=raw.get("seconds") if args.from_records else round(time.perf_counter() - start, 1),
         cores=os.cpu_count())
     rows = table_rows(tasks, n)
     if out_path.resolve() == RESULTS.resolve():

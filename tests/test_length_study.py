@@ -113,6 +113,11 @@ def test_reach_rows_count_failed_seeds_and_say_what_was_not_tested():
     assert rows[0]["seeds"] == "3 (1 failed)" and rows[0][">= 16N"] == "2/3"
     assert rows[0]["holds to (each seed, xN)"] == "16 16 0"
     assert rows[1][">= 8N"] == "0/3" and rows[1][">= 16N"] == "not tested"  # strings to 40
+    # no string of length 256 (Dyck-2's longest stack strings can stop short of it), but the
+    # last bin, [241, 256], has strings and holds: the seed reaches 16N, and that was tested
+    short_of_16n = {k: (10, 10) for k in range(30, 247, 2)}
+    row = length_study.reach_rows({"Dyck-2 a": [record(short_of_16n)]}, "stack", 16)[0]
+    assert row["holds to (each seed, xN)"] == "16" and row[">= 16N"] == "1/1"
     sentence = length_study.reach_sentence(rows, 0.9)
     assert "Dyck-1 a (2/3 seeds)" in sentence and "Dyck-1 b" not in sentence
     short = length_study.reach_rows({"Dyck-1 b": groups["Dyck-1 b"]}, "stack", 16)
