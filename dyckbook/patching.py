@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Union
 
 import numpy as np
@@ -30,10 +31,10 @@ from dyckbook import tokenizer
 from dyckbook.blocks import Recorder
 from dyckbook.model import Classifier
 
-__all__ = ["Component", "Patcher", "all_components", "complement_recovered", "component_effects",
-           "component_name", "effect_rows", "hypothesis_rows", "hypothesis_sentences",
-           "judge_hypotheses", "loss_recovered", "model_rows", "pair_accuracy", "pair_tokens",
-           "patched_logits", "per_model_rows"]
+__all__ = ["ChosenHeads", "Component", "Patcher", "all_components", "complement_recovered",
+           "component_effects", "component_name", "effect_rows", "hypothesis_rows",
+           "hypothesis_sentences", "judge_hypotheses", "loss_recovered", "model_rows",
+           "pair_accuracy", "pair_tokens", "patched_logits", "per_model_rows"]
 
 Component = tuple[int, Union[int, str]]  # (layer, head) | (layer, "mlp") | (layer, "resid")
 
@@ -182,28 +183,90 @@ def pair_accuracy(model: Classifier, members: torch.Tensor, negatives: torch.Ten
     return float(right) / (2 * members.shape[0])
 
 
+@dataclass(frozen=True)
+class ChosenHeads:
+    """A hypothesis whose heads are chosen model by model: the ``fixed`` components, plus in
+    each of ``layers`` the ``per_layer`` heads whose patching alone recovers the most loss on
+    *selection* pairs (``members``, ``negatives``), drawn apart from the pairs it is then judged
+    on, so the choice does not see the test. States "in each of these layers, that many heads
+    carry the difference and the others carry none"."""
+
+    fixed: tuple[Component, ...]
+    layers: tuple[int, ...]
+    members: torch.Tensor
+    negatives: torch.Tensor
+    per_layer: int = 1
+
+    def __post_init__(self) -> None:
+        if not self.layers or any(not isinstance(x, int) or isinstance(x, bool) or x < 0
+                                  for x in self.layers):
+            raise ValueError(f"layers must be non-empty layer numbers >= 0, got {self.layers!r}")
+        if not isinstance(self.per_layer, int) or self.per_layer < 1:
+            raise ValueError(f"per_layer must be an int >= 1, got {self.per_layer!r}")
+        if self.members.shape != self.negatives.shape or self.members.shape[0] == 0:
+            raise ValueError(f"members and negatives (the selection pairs) must have one "
+                             f"non-empty shape, got {tuple(self.members.shape)} and "
+                             f"{tuple(self.negatives.shape)}")
+
+    def components(self, model: Classifier) -> list[Component]:
+        """``fixed`` and the heads chosen for ``model`` (each layer's strongest, ties to the
+        lower head), in the order of :func:`all_components`."""
+        c = model.config
+        if max(self.layers) >= c.n_layers or self.per_layer > c.n_heads:
+            raise ValueError(f"layers {self.layers} / per_layer {self.per_layer}: the model has "
+                             f"{c.n_layers} layers of {c.n_heads} heads")
+        chosen = set(_check(model, self.fixed))
+        for layer in self.layers:
+            effect = [loss_recovered(model, self.members, self.negatives, [(layer, h)])
+                      for h in range(c.n_heads)]
+            ranked = sorted(range(c.n_heads),
+                            key=lambda h: (-(effect[h] if math.isfinite(effect[h]) else -math.inf),
+                                           h))
+            chosen |= {(layer, h) for h in ranked[:self.per_layer]}
+        return [x for x in [*all_components(model), *((x, "resid") for x in range(c.n_layers))]
+                if x in chosen]
+
+    def describe(self) -> str:
+        heads = (f"the strongest head of layer {self.layers[0]}" if len(self.layers) == 1
+                 else "the strongest head of each of layers "
+                 + ", ".join(map(str, self.layers)))
+        if self.per_layer > 1:
+            heads = heads.replace("the strongest head", f"the {self.per_layer} strongest heads")
+        return ", ".join([*map(component_name, self.fixed),
+                          f"{heads} (chosen per model on separate pairs)"])
+
+
 def judge_hypotheses(models: Sequence[Classifier], members: torch.Tensor, negatives: torch.Tensor,
-                    hypotheses: dict[str, Sequence[Component]], accept: float = 0.8,
+                    hypotheses: dict[str, Sequence[Component] | ChosenHeads],
+                    accept: float = 0.8,
                     floor: float = 0.6, separates: float = 0.9) -> list[dict[str, object]]:
     """Each hypothesis (a name and the components it says carry the difference) against every
     model: loss recovered by patching its components, and by its complement (scrubbing), each
     the mean over the models with its 95% interval. *Accepted* when both means are >= ``accept``
     and both intervals' lower ends >= ``floor``, else *rejected*. A model that does not separate
     the pairs (classifies under ``separates`` of their strings right) has no mechanism to
-    explain: it counts as 0, a failure, not as missing."""
+    explain: it counts as 0, a failure, not as missing. A :class:`ChosenHeads` hypothesis picks
+    its components per model (on its own selection pairs); they are listed per model."""
     from dyckbook.intervals import interval
 
     solved = [pair_accuracy(m, members, negatives) >= separates for m in models]
     rows = []
-    for name, components in hypotheses.items():
-        row: dict[str, object] = {"hypothesis": name,
-                                  "components": ", ".join(map(component_name, components)),
-                                  "models separating the pairs": sum(solved)}
+    for name, hypothesis in hypotheses.items():
+        chosen = isinstance(hypothesis, ChosenHeads)
+        per_model = [(hypothesis.components(m) if chosen else list(hypothesis)) if ok else None
+                     for m, ok in zip(models, solved)]
+        row: dict[str, object] = {
+            "hypothesis": name, "components": (hypothesis.describe() if chosen else
+                                               ", ".join(map(component_name, hypothesis))),
+            "models separating the pairs": sum(solved)}
+        if chosen:
+            row["per model, components"] = [None if c is None else
+                                            ", ".join(map(component_name, c)) for c in per_model]
         verdict = True
         for label, fn in (("patched in", loss_recovered), ("kept by scrubbing",
                                                             complement_recovered)):
-            values = [fn(m, members, negatives, components) if ok else math.nan
-                      for m, ok in zip(models, solved)]
+            values = [fn(m, members, negatives, c) if c is not None else math.nan
+                      for m, c in zip(models, per_model)]
             scored = [0.0 if math.isnan(v) else v for v in values]  # nothing explained
             mean = float(np.mean(scored)) if scored else math.nan
             low, high = interval(scored, bounds=(-math.inf, math.inf))
@@ -293,6 +356,10 @@ def per_model_rows(names: Sequence[str], accuracies: Sequence[float],
             row[f"{short}: patched in / kept"] = (
                 "does not separate the pairs" if math.isnan(patched)
                 else f"{patched:.2f} / {kept:.2f}")
+            if "per model, components" in r:  # a ChosenHeads hypothesis: which heads
+                heads = [x for x in str(r["per model, components"][i] or "–").split(", ")
+                         if "MLP" not in x]
+                row[f"{short}: heads chosen"] = ", ".join(heads)
         for component, values in effects.items():
             row[component] = "–" if math.isnan(values[i]) else f"{values[i]:.2f}"
         rows.append(row)

@@ -135,3 +135,56 @@ def test_per_model_rows_show_each_model_and_mark_one_that_does_not_separate():
     assert rows[1]["stack-set accuracy"] == "0.5000"
     with pytest.raises(ValueError, match="2 names but"):
         patching.per_model_rows(["counter", "blind"], [1.0], results, effects)
+
+
+def _two_head_model(seed):
+    torch.manual_seed(seed)
+    return Classifier(ModelConfig(k=3, n_ctx=48, d_model=16, n_heads=2, d_mlp=32, n_layers=2,
+                                  mask="causal", readout="mean", pos_encoding="learned",
+                                  dropout=0.0), [seed]).eval()
+
+
+def test_chosen_heads_pick_each_layers_strongest_head_on_the_selection_pairs_only():
+    select = _pairs(3, "stack", [40] * 12, seed=5)
+    test = _pairs(3, "stack", [40] * 12, seed=6)
+    hypothesis = patching.ChosenHeads(((1, "mlp"),), (0, 1), *select)
+    picked_head_1 = False
+    for seed in range(6):
+        model = _two_head_model(seed)
+        components = hypothesis.components(model)
+        for layer in (0, 1):  # the oracle: each head's effect alone, on the selection pairs
+            effects = [patching.loss_recovered(model, *select, [(layer, h)]) for h in (0, 1)]
+            best = int(np.argmax(effects))
+            assert (layer, best) in components and (layer, 1 - best) not in components
+            picked_head_1 |= best == 1
+        assert components == [c for c in patching.all_components(model)
+                              if c in components] and (1, "mlp") in components
+        # judged on the test pairs exactly as the same components named by hand
+        (chosen,) = patching.judge_hypotheses([model], *test, {"H": hypothesis}, separates=0.0)
+        (named,) = patching.judge_hypotheses([model], *test, {"H": components}, separates=0.0)
+        for key in ("per model, patched in", "per model, kept by scrubbing"):
+            assert chosen[key] == named[key]
+        assert chosen["per model, components"] == [named["components"]]
+        assert chosen["components"] == ("L1 MLP, the strongest head of each of layers 0, 1 "
+                                        "(chosen per model on separate pairs)")
+    assert picked_head_1  # the choice was not always the first head
+
+
+def test_chosen_heads_find_the_constructions_circuit_and_name_bad_arguments():
+    control = constructions.dyck_kd(3, 24, 48)
+    members, negatives = _pairs(3, "stack", [40] * 10, seed=1)
+    hypothesis = patching.ChosenHeads(((1, "mlp"),), (1,), *_pairs(3, "stack", [44] * 10, 2))
+    (row,) = patching.judge_hypotheses([control, control], members, negatives,
+                                       {"H, the matching head and the comparison": hypothesis})
+    assert row["verdict"] == "accepted" and row["per model, components"] == ["L1H0, L1 MLP"] * 2
+    rows = patching.per_model_rows(["a", "b"], [1.0, 1.0], [row], {})
+    assert rows[0]["H: heads chosen"] == "L1H0"
+    model = _two_head_model(0)
+    for bad, match in [(dict(layers=()), "layers must be"), (dict(layers=(0, -1)), "layers must"),
+                       (dict(per_layer=0), "per_layer must"), (dict(layers=(2,)), "2 layers"),
+                       (dict(per_layer=3), "per_layer 3")]:
+        with pytest.raises(ValueError, match=match):
+            patching.ChosenHeads(**{"fixed": (), "layers": (0,), "members": members,
+                                    "negatives": negatives, **bad}).components(model)
+    with pytest.raises(ValueError, match="selection pairs"):
+        patching.ChosenHeads((), (0,), members, negatives[:3])
