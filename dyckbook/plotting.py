@@ -1,4 +1,6 @@
-"""Every figure of the book: arrays and records in, a ``matplotlib.figure.Figure`` out.
+"""Every figure of the book: arrays and records in, a ``matplotlib.figure.Figure`` out. The
+attention figures live in :mod:`dyckbook.attention_plots` and are re-exported here, so a
+notebook imports ``plotting`` alone; the shared style is :mod:`dyckbook.figure_style`.
 
 Figures are built from ``Figure`` directly, never through pyplot: nothing is registered with
 pyplot's figure manager, so nothing leaks between calls and notebooks do not draw a figure
@@ -9,24 +11,36 @@ The takeaway of a figure belongs to the caller's caption.
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-import matplotlib
 import numpy as np
 import seaborn as sns
-from matplotlib import colors as mcolors
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.patches import Arc, Rectangle
-from matplotlib.ticker import FormatStrFormatter, MaxNLocator, ScalarFormatter
+from matplotlib.patches import Arc
+from matplotlib.ticker import FormatStrFormatter, ScalarFormatter
 
-from dyckbook import explain
+from dyckbook.attention_plots import (
+    plot_attention_grid,
+    plot_attention_summary,
+    plot_cross_attention,
+    plot_matching,
+    plot_preview_roc,
+)
 from dyckbook.blocks import POS_ENCODINGS
 from dyckbook.dataset import MEMBER, Dataset
 from dyckbook.evaluate import Score, wilson
+from dyckbook.figure_style import (
+    HIDDEN,
+    PALETTE,
+    STYLE,
+    as_list,
+    new_figure,
+    new_panel,
+    style_context,
+)
 from dyckbook.hardness import BINS
 from dyckbook.intervals import interval
 from dyckbook.languages import Dyck
@@ -39,265 +53,6 @@ __all__ = [
     "plot_kinds", "plot_matching", "plot_preview_roc", "plot_probes", "plot_seeds",
     "plot_training_curves", "plot_word_counts", "style_context",
 ]
-
-#: Okabe-Ito: told apart with any colour-vision deficiency.
-PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
-STYLE: dict[str, Any] = {
-    "font.size": 9.5, "axes.titlesize": 10, "axes.labelsize": 9.5, "xtick.labelsize": 8.5,
-    "ytick.labelsize": 8.5, "legend.fontsize": 8, "figure.titlesize": 11,
-    "axes.spines.top": False, "axes.spines.right": False, "grid.color": "0.9",
-    "grid.linewidth": 0.6, "image.interpolation": "nearest", "legend.frameon": False,
-    "axes.prop_cycle": matplotlib.cycler(color=PALETTE),
-}
-HIDDEN = "0.85"  # background of cells a model cannot attend to (hatched)
-ANNOTATE_MAX = 20  # attention grids of at most this many tokens print their values
-
-
-@contextlib.contextmanager
-def style_context() -> Iterator[None]:
-    """Apply ``STYLE`` within a ``with`` block (nothing leaks out)."""
-    with matplotlib.rc_context(STYLE):
-        yield
-
-
-def _figure(nrows: int, ncols: int, size: tuple[float, float], title: str | None = None,
-            **kw: Any):
-    """A pyplot-free figure with a constrained layout, a 2-D array of axes and ``title``
-    (if any) above them all."""
-    fig = Figure(figsize=size, layout="constrained")
-    if title:
-        fig.suptitle(title)
-    return fig, fig.subplots(nrows, ncols, squeeze=False, **kw)
-
-
-def _panel(size: tuple[float, float], title: str | None = None) -> tuple[Figure, Axes]:
-    """A one-panel figure (:func:`_figure`) and its axes, titled ``title`` if given."""
-    fig, axes = _figure(1, 1, size)
-    if title:
-        axes[0, 0].set_title(title)
-    return fig, axes[0, 0]
-
-
-def _as_list(x: Any) -> list:
-    return list(x) if isinstance(x, Sequence) and not isinstance(x, str) else [x]
-
-
-# --- attention ---
-def _heat_panel(ax: Axes, values: np.ndarray, xlabels: Sequence[str], ylabels: Sequence[str],
-                steps: tuple[int, int], fontsize: float, title: str,
-                outlines: Iterator[tuple[int, int]], **imshow: Any):
-    """One attention panel: the image, token tick labels (brackets upright), no spines, the
-    title, and an outline around each (key, query) cell of ``outlines``; returns the image."""
-    image = ax.imshow(values, **imshow)
-    ax.set_xticks(np.arange(0, len(xlabels), steps[0]), list(xlabels)[::steps[0]])
-    for text in ax.get_xticklabels():
-        text.set_rotation(90 if len(text.get_text()) > 1 else 0)
-    ax.set_yticks(np.arange(0, len(ylabels), steps[1]), list(ylabels)[::steps[1]])
-    ax.tick_params(length=0, labelsize=fontsize)
-    ax.spines[:].set_visible(False)
-    ax.set_title(title)
-    for x, y in outlines:
-        ax.add_patch(Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, edgecolor=PALETTE[3], lw=1.6))
-    return image
-
-
-def plot_attention_grid(patterns: np.ndarray, string: str, mask: str = "bidirectional", *,
-                        scale: str = "prob", marks: np.ndarray | None = None,
-                        title: str | None = None) -> Figure:
-    """Attention of one string: layers as rows, heads as columns, one colour bar.
-
-    Rows of a panel are queries, columns keys, both labelled with the tokens; pads are
-    cropped, keys the mask hides are hatched grey. Values are raw probabilities (0..1) by
-    default; ``scale="minmax"`` shows the thesis' per-matrix [-1, 1] scaling instead.
-
-    Args:
-        patterns: (layer, head, query, key) of one string, e.g. ``attention_patterns(model,
-            dataset)[:, i]``.
-        string: the string (its length crops the pads).
-        mask: the model's mask (``bidirectional`` or ``causal``).
-        scale: ``prob`` or ``minmax``.
-        marks: (query,) a key to outline in every row (-1: none; hidden keys are not
-            outlined), e.g. every bracket's partner (``partner_positions(dataset)[i]``).
-        title: the figure title.
-
-    Returns:
-        A Figure with layer x head panels and a colour bar.
-    """
-    if scale not in ("prob", "minmax"):
-        raise ValueError(f"scale must be 'prob' or 'minmax', got {scale!r}")
-    p = np.asarray(patterns, dtype=np.float64)
-    n = len(string) + 2
-    if p.ndim != 4 or min(p.shape[2:]) < n:
-        raise ValueError(f"patterns must be (layer, head, query, key) with at least {n} "
-                         f"positions, got shape {p.shape}")
-    hidden = ~explain.visible_keys(np.array([len(string)]), n, mask)[0]
-    data = np.ma.MaskedArray(p[..., :n, :n], mask=np.broadcast_to(hidden, p[..., :n, :n].shape))
-    vmin, cmap, label = 0.0, "viridis", "attention probability"
-    if scale == "minmax":
-        data, vmin, cmap = explain.minmax_scale(data), -1.0, "coolwarm"
-        label = "attention, min-max scaled to [-1, 1] per panel"
-    cmap = matplotlib.colormaps[cmap].with_extremes(bad=(0, 0, 0, 0))  # hidden: see-through
-    labels = ["[start]", *string, "[end]"]
-    step = max(1, math.ceil(n / 40))  # at most ~40 tick labels a side
-    n_layers, n_heads = p.shape[:2]
-    panel = float(np.clip(0.28 * n + 1.0, 2.6, 5.2))
-    with style_context():
-        fig, axes = _figure(n_layers, n_heads, (panel * n_heads + 1.0, panel * n_layers + 0.6),
-                            title)
-        for (l, h), ax in np.ndenumerate(axes):
-            ax.patch.set(facecolor=HIDDEN, hatch="////", edgecolor="0.65")
-            marked = [] if marks is None else np.flatnonzero(np.asarray(marks)[:n] >= 0)
-            image = _heat_panel(ax, data[l, h], labels, labels, (step, step),
-                                float(np.clip(panel * 72 / n * 0.7, 5, 9)), f"layer {l}, head {h}",
-                                ((marks[q], q) for q in marked if not hidden[q, marks[q]]),
-                                cmap=cmap, vmin=vmin, vmax=1.0)
-            if n <= ANNOTATE_MAX:
-                _annotate(ax, data[l, h], panel * 72 / n * 0.33, scale == "minmax")
-        axes[-1, 0].set_xlabel("key")
-        for ax in axes[:, 0]:
-            ax.set_ylabel("query")
-        fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8, label=label)
-    return fig
-
-
-def _annotate(ax: Axes, values: np.ma.MaskedArray, size: float, minmax: bool) -> None:
-    """Print every visible cell's value (leading zero dropped so it fits)."""
-    for (q, k), v in np.ndenumerate(values.filled(np.nan)):
-        if not np.isnan(v):
-            dark = abs(v) > 0.5 if minmax else v < 0.6  # where the colour map is dark
-            text = ax.text(k, q, f"{v:.1f}" if minmax else f"{v:.2f}".replace("0.", ".", 1),
-                           ha="center", va="center", fontsize=float(np.clip(size, 4, 8)),
-                           color="white" if dark else "black")
-            text.set_in_layout(False)  # hundreds of texts: keep them out of the layout pass
-
-
-def plot_attention_summary(summary: explain.LongInputSummary, title: str | None = None) -> Figure:
-    """One head on one long string (hundreds to thousands of tokens), in four panels.
-
-    (a) the pattern downsampled by block maximum (log colours), where thin diagonals such as
-    partner attention survive; (b) mean mass by signed offset key - query in log2 bins, beside
-    uniform attention; (c) every closer's mass on its partner along the string, beside
-    uniform attention; (d) the same by nesting level.
-
-    Returns:
-        A Figure with 4 panels and a colour bar.
-    """
-    s = summary
-    nb = len(s.offset_edges) - 1
-    positive = s.block_max[s.block_max > 0]
-    low = max(float(positive.min()) if positive.size else 1e-6, 1e-6)
-    with style_context():
-        fig, axes = _figure(2, 2, (10.5, 8.0), title or f"One head on a {s.n - 2}-symbol string")
-        ax = axes[0, 0]
-        image = ax.imshow(s.block_max, cmap="magma", extent=(0, s.n, s.n, 0),
-                          norm=mcolors.LogNorm(low, max(float(s.block_max.max()), low * 10)))
-        fig.colorbar(image, ax=ax, shrink=0.85, label="largest weight in the block")
-        ax.set(xlabel="key position", ylabel="query position",
-               title=f"(a) pattern, {len(s.block_edges) - 1}² blocks (block maximum)")
-        ax = axes[0, 1]
-        x = np.arange(2 * nb + 1)
-        ax.bar(x, s.offset_mass, color=[PALETTE[0]] * nb + ["0.2"] + [PALETTE[3]] * nb,
-               label="this head")
-        ax.step(x, s.uniform_mass, where="mid", color="0.4", ls="--", label="uniform attention")
-        names = [f"-{e}" for e in s.offset_edges[:-1][::-1]] + ["0"] + [
-            f"+{e}" for e in s.offset_edges[:-1]]
-        ticks = np.unique(np.r_[np.arange(0, 2 * nb + 1, max(1, (2 * nb + 1) // 12)), nb])
-        ax.set_xticks(ticks, [names[i] for i in ticks], rotation=90)
-        ax.set(xlabel="offset key − query (bin ±e: |offset| in [e, 2e))",
-               ylabel="mean attention mass", title="(b) where attention goes, by offset")
-        ax.legend()
-        ax = axes[1, 0]
-        q = np.flatnonzero(~np.isnan(s.partner_mass))
-        ax.scatter(q, s.partner_mass[q], s=5, color=PALETTE[3], rasterized=True,
-                   label="mass on the partner")
-        ax.plot(np.arange(s.n), 1.0 / s.visible, color="0.4", ls="--", label="uniform attention")
-        # log scale: at thousands of tokens uniform attention gives each key ~1e-3
-        floor = 0.5 * min(1.0 / s.n, float(np.nanmin(s.partner_mass, initial=1.0)))
-        ax.set(xlabel="closer position", ylabel="attention on the partner", yscale="log",
-               ylim=(max(floor, 1e-6), 1.5), title="(c) closers' attention on their partner")
-        ax.legend(loc="upper right")
-        ax = axes[1, 1]
-        level = np.arange(1, len(s.partner_by_level) + 1)
-        ax.plot(level, s.partner_by_level, marker="o", ms=3, color=PALETTE[3])
-        ax.set(xlabel="nesting level of the pair (1 = outermost)", yscale="log",
-               ylim=(max(floor, 1e-6), 1.5), ylabel="mean attention on the partner",
-               title="(d) by nesting level")
-    return fig
-
-
-def plot_matching(scores: explain.MatchingScores | Mapping[str, explain.MatchingScores],
-                  title: str | None = None) -> Figure:
-    """Per head: does a closer attend to its partner where no cheap heuristic finds it?
-
-    Bars per head: mean attention of closers on their partner (all closers), on the partner
-    at the closers where both heuristics miss ("hard"), on the previous token and on the most
-    recent opener of the same type; lines: uniform attention over all and over hard closers.
-    A head that only looks structured has a tall "all" bar and a "hard" bar near the line.
-
-    Args:
-        scores: one ``explain.MatchingScores`` or ``{label: MatchingScores}`` (a panel each).
-
-    Returns:
-        A Figure with one panel per entry.
-    """
-    items = dict(scores) if isinstance(scores, Mapping) else {"": scores}
-    bars = (("partner", "partner (all closers)", PALETTE[0]),
-            ("partner_hard", "partner (heuristics miss)", PALETTE[3]),
-            ("previous", "previous token", "0.6"),
-            ("recent_opener", "recent same-type opener", PALETTE[5]))
-    n_heads = max(s.partner.size for s in items.values())
-    with style_context():
-        fig, axes = _figure(1, len(items), (max(3.6, 0.9 * n_heads + 2) * len(items) + 2.4, 4.0),
-                            sharey=True, title=title)  # + 2.4 inches for the legend
-        for ax, (label, s) in zip(axes[0], items.items()):
-            heads = np.arange(s.partner.size)
-            for j, (field, name, color) in enumerate(bars):
-                ax.bar(heads + (j - 1.5) * 0.2, getattr(s, field).ravel(), 0.19, color=color,
-                       label=name)
-            ax.axhline(s.uniform, color="0.3", ls=":", lw=1, label="uniform (all closers)")
-            ax.axhline(s.uniform_hard, color="0.3", ls="--", lw=1, label="uniform (hard)")
-            ax.set_xticks(heads, [f"L{l}H{h}" for l, h in np.ndindex(s.partner.shape)])
-            ax.set_ylim(0, 1)
-            ax.set_title(f"{label + ': ' if label else ''}{s.n_closers} closers, "
-                         f"{s.n_hard / s.n_closers:.0%} hard\nright: previous "
-                         f"{s.previous_share:.0%}, recent opener {s.recent_share:.0%}")
-        axes[0, 0].set_ylabel("mean attention of closers")
-        axes[0, -1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    return fig
-
-
-def plot_preview_roc(scores: Mapping[str, tuple[np.ndarray, np.ndarray]],
-                     title: str | None = None) -> Figure:
-    """The ``[end]`` token's self-attention as a membership score: ROC curves, and its
-    distribution by class for every model.
-
-    Args:
-        scores: ``{label: (scores (batch,) from explain.preview_scores, labels (batch,) 0/1)}``.
-
-    Returns:
-        A Figure with the ROC panel and one histogram panel per model.
-    """
-    items = {name: np.asarray(s) for name, (s, _) in scores.items()}
-    truth = {name: np.asarray(y).astype(bool) for name, (_, y) in scores.items()}
-    with style_context():
-        fig, axes = _figure(1, 1 + len(items), (3.9 * (1 + len(items)), 3.8), title)
-        ax = axes[0, 0]
-        for name, s in items.items():
-            fpr, tpr = explain.roc_curve(s, truth[name])
-            ax.plot(fpr, tpr, lw=1.5, label=f"{name}: AUC {explain.roc_auc(s, truth[name]):.2f}")
-        ax.plot([0, 1], [0, 1], color="0.5", ls="--", lw=1, label="no information")
-        ax.set(xlim=(0, 1), ylim=(0, 1.01), aspect="equal", xlabel="false-positive rate",
-               ylabel="true-positive rate", title="ROC: score = [end] self-attention")
-        ax.legend(loc="lower right")
-        for ax, (name, s) in zip(axes[0, 1:], items.items()):
-            s, y = np.asarray(s, dtype=np.float64), truth[name]
-            bins = np.histogram_bin_edges(s, bins=min(40, max(5, s.size // 10)))
-            for cls, color, what in ((y, PALETTE[0], "members"), (~y, PALETTE[3], "non-members")):
-                ax.hist(s[cls], bins=bins, alpha=0.6, color=color, label=f"{what} ({cls.sum()})")
-            ax.set(xlabel="[end] self-attention, last layer", ylabel="strings", title=name)
-            ax.xaxis.set_major_locator(MaxNLocator(5))
-            ax.legend()
-    return fig
 
 
 # --- training and evaluation ---
@@ -318,7 +73,7 @@ def plot_training_curves(history: Sequence[Mapping[str, Any]] | Mapping[str, Seq
         raise ValueError(f"history must hold at least one record per run, got {history!r:.80}")
     validated = any("val_accuracy" in h[0] for h in items.values())
     with style_context():
-        fig, axes = _figure(1, 1 + validated, (4.6 * (1 + validated), 3.5), title)
+        fig, axes = new_figure(1, 1 + validated, (4.6 * (1 + validated), 3.5), title)
         for i, (label, h) in enumerate(items.items()):
             step = [r["step"] for r in h]
             color = PALETTE[i % len(PALETTE)]
@@ -403,7 +158,7 @@ def plot_length_panels(panels: Mapping[str, Mapping[str, Score | Mapping[int, Se
     if not panels:
         raise ValueError("panels must hold at least one {title: series}, got none")
     with style_context():
-        fig, axes = _figure(len(panels), 1, (7.0, 3.8 * len(panels)), sharex=True)
+        fig, axes = new_figure(len(panels), 1, (7.0, 3.8 * len(panels)), sharex=True)
         for ax, (title, series) in zip(axes[:, 0], panels.items()):
             if title:
                 ax.set_title(title)
@@ -460,8 +215,8 @@ def plot_kinds(model_scores: Score | Sequence[Score],
     Returns:
         A Figure with one panel: members, then a row per kind, then a row per bin present.
     """
-    model_scores = _as_list(model_scores)
-    baselines = {name: _as_list(s) for name, s in baseline_scores.items()}
+    model_scores = as_list(model_scores)
+    baselines = {name: as_list(s) for name, s in baseline_scores.items()}
     kinds = sorted({k for s in model_scores for k in s.per_kind if k != MEMBER})
     bins = [b for b in BINS if any(s.per_bin.get(b, [0])[0] for s in model_scores)]
     labels = ["members"] + [k.replace("_", " ") for k in kinds] + [f"bin {b}" for b in bins]
@@ -473,7 +228,7 @@ def plot_kinds(model_scores: Score | Sequence[Score],
     markers = "sD^vP<>X"
     colors = [PALETTE[i] for i in (1, 2, 3, 4, 7)] + ["0.5"]  # never the model's blue
     with style_context():
-        fig, ax = _panel((7.0, 0.42 * len(labels) + 1.6), title)
+        fig, ax = new_panel((7.0, 0.42 * len(labels) + 1.6), title)
         rows = np.arange(len(labels))
         for j, (name, scores) in enumerate(baselines.items()):
             acc = np.nanmean([values(s) for s in scores], axis=0)
@@ -515,7 +270,7 @@ def plot_oracle(tables: Mapping[str, Mapping[str, Mapping[str, float]]], bar: fl
     rules = list(dict.fromkeys(rule for table in tables.values() for rule in table))
     colours = [PALETTE[i] for i in (3, 1, 5, 0, 2, 4, 7)]
     with style_context():
-        fig, ax = _panel((10.0, 3.8), title)
+        fig, ax = new_panel((10.0, 3.8), title)
         x, width = np.arange(len(rules)), 0.8 / max(len(tables), 1)
         for i, (label, table) in enumerate(tables.items()):
             acc = np.array([table[r]["all"] if r in table else np.nan for r in rules])
@@ -548,7 +303,7 @@ def plot_seeds(rows: Sequence[Mapping[str, Any]], value: str = "accuracy",
     ok = [r for r in rows if r.get("status", "ok") == "ok"]
     failed = [r for r in rows if r.get("status", "ok") != "ok"]
     with style_context():
-        fig, ax = _panel((6.5, 0.5 * len(configs) + 1.4), title)
+        fig, ax = new_panel((6.5, 0.5 * len(configs) + 1.4), title)
         if ok:
             sns.stripplot(x=[r[value] for r in ok], y=[r["config"] for r in ok], order=configs,
                           orient="h", ax=ax, color=PALETTE[0], alpha=0.6, size=4, jitter=0.15,
@@ -599,7 +354,7 @@ def plot_grid(rows: Sequence[Mapping[str, Any]], value: str = "solved_share",
     readouts = sorted({r["readout"] for r in rows}, key=READOUTS.index)
     vmin = 0.0 if value == "solved_share" else 0.5
     with style_context():
-        fig, axes = _figure(len(ks), len(layers), (2.2 * len(layers) * max(1, len(readouts)) / 3
+        fig, axes = new_figure(len(ks), len(layers), (2.2 * len(layers) * max(1, len(readouts)) / 3
                                                    + 2.6, 0.32 * len(lines) * len(ks) + 1.2),
                             sharex=True, sharey=True, title=title)
         for (i, k), (j, n_layers) in ((a, b) for a in enumerate(ks) for b in enumerate(layers)):
@@ -650,13 +405,13 @@ def plot_probes(results: Mapping[str, Mapping[str, ProbeResult]]
     Returns:
         A Figure with one panel per target present.
     """
-    runs = _as_list(results)
+    runs = as_list(results)
     targets = [t for t in PROBE_TARGETS if any(t in r for r in runs)]
     units = {"regression": "held-out R²", "classification": "held-out accuracy"}
     names = {"depth": "depth after the symbol", "balanced": "prefix balanced so far",
              "membership": "membership, at the readout"}
     with style_context():
-        fig, axes = _figure(1, len(targets), (4.0 * len(targets), 3.6), title)
+        fig, axes = new_figure(1, len(targets), (4.0 * len(targets), 3.6), title)
         for ax, target in zip(axes[0], targets):
             hooks = list(next(r[target] for r in runs if target in r))
             x = np.arange(len(hooks))
@@ -694,7 +449,7 @@ def plot_ablation(drops: np.ndarray | Sequence[np.ndarray], title: str | None = 
     limit = max(0.05, float(np.abs(mean).max()))
     n_layers, n_heads = mean.shape
     with style_context():
-        fig, axes = _figure(1, 1, (max(4.8, 1.1 * n_heads + 2.4), 0.7 * n_layers + 1.4))
+        fig, axes = new_figure(1, 1, (max(4.8, 1.1 * n_heads + 2.4), 0.7 * n_layers + 1.4))
         text = [[f"{m:+.3f}" + (f"\n±{s:.3f}" if len(stack) > 1 else "") for m, s in zip(*r)]
                 for r in zip(mean, stack.std(0))]
         sns.heatmap(mean, ax=axes[0, 0], cmap="RdBu_r", vmin=-limit, vmax=limit, annot=text,
@@ -727,7 +482,7 @@ def plot_word_counts(counts_by_k: Mapping[int, Mapping[int, int]],
             for k, d in counts_by_k.items()}
     exponent = max(v for d in logs.values() for _, v in d) > 300  # beyond float64
     with style_context():
-        fig, ax = _panel((6.5, 3.8), title)
+        fig, ax = new_panel((6.5, 3.8), title)
         for k in sorted(logs):
             n, v = np.array(logs[k]).T
             ax.plot(n, v if exponent else 10.0 ** v, marker="o" if n.size <= 40 else None,
@@ -755,7 +510,7 @@ def plot_depth_profile(string: str, language: Dyck, title: str | None = None) ->
     top, bottom = max(int(height.max()), 1), min(int(height.min()), 0)
     arc = 0.45 * top if (partner >= 0).any() else 0.0
     with style_context():
-        fig, ax = _panel((float(np.clip(0.3 * n + 1.5, 6, 16)), 3.0 + 0.1 * top),
+        fig, ax = new_panel((float(np.clip(0.3 * n + 1.5, 6, 16)), 3.0 + 0.1 * top),
                          title or (f"A {n}-symbol member of {language.name}" if one.labels[0]
                                    else f"A non-member of {language.name}"))
         ax.plot(np.arange(n + 1), height, color="0.2", marker="o", ms=3, zorder=3)
@@ -777,52 +532,4 @@ def plot_depth_profile(string: str, language: Dyck, title: str | None = None) ->
         ax.set(xlim=(-0.3, n + 0.3), ylim=(min(bottom, -arc) - 0.2, top + 0.4), ylabel="height",
                yticks=np.arange(bottom, top + 1, max(1, (top - bottom) // 6)))
         ax.spines["bottom"].set_visible(False)
-    return fig
-
-
-# --- completion (the encoder-decoder) ---
-def plot_cross_attention(patterns: np.ndarray, prefix: str, output: str,
-                         partners: Sequence[int], *, title: str | None = None) -> Figure:
-    """Cross-attention of one completion: decoder step x source position, a panel per layer
-    (rows) and head (columns), one colour bar; the opener each emitted closer closes outlined.
-
-    Args:
-        patterns: (layer, head, target pos, source pos) of one example, e.g. the stacked
-            ``blocks.{l}.cross_attn.hook_pattern`` of ``run_with_cache`` (pads are cropped).
-        prefix: the prefix (the source is ``<bos> prefix <eos>``).
-        output: the decoder's output, one character per step (``"$"`` may stand for ``<eos>``).
-        partners: (steps,) prefix position of the opener each step closes (-1: none, e.g.
-            ``<eos>``), e.g. ``completion.open_positions(...)[i]``.
-        title: the figure title.
-
-    Returns:
-        A Figure with layer x head panels and a colour bar.
-    """
-    p = np.asarray(patterns, dtype=np.float64)
-    n_src, n_out = len(prefix) + 2, len(output)
-    if p.ndim != 4 or p.shape[2] < n_out or p.shape[3] < n_src:
-        raise ValueError(f"patterns must be (layer, head, target, source) with at least "
-                         f"({n_out}, {n_src}) positions, got shape {p.shape}")
-    if len(partners) != n_out:
-        raise ValueError(f"partners must hold one position per output step ({n_out}), "
-                         f"got {len(partners)}")
-    src_labels = ["<bos>", *prefix, "<eos>"]
-    out_labels = ["<eos>" if c == "$" else c for c in output]
-    n_layers, n_heads = p.shape[:2]
-    width = float(np.clip(0.16 * n_src + 1.2, 3.0, 9.0))
-    height = float(np.clip(0.22 * n_out + 1.0, 1.6, 5.0))
-    step = max(1, math.ceil(n_src / 60))  # at most ~60 source labels
-    with style_context():
-        fig, axes = _figure(n_layers, n_heads, (width * n_heads + 1.0, height * n_layers + 0.6),
-                            title)
-        for (l, h), ax in np.ndenumerate(axes):
-            image = _heat_panel(
-                ax, p[l, h, :n_out, :n_src], src_labels, out_labels, (step, 1),
-                float(np.clip(width * 72 / n_src * 0.6, 5, 9)), f"layer {l}, head {h}",
-                ((partner + 1, j) for j, partner in enumerate(partners) if partner >= 0),
-                cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
-        fig.supxlabel("source position (the opener each closer closes outlined)")
-        fig.supylabel("decoder step (emitted token)")
-        fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8,
-                     label="cross-attention probability")
     return fig

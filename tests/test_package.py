@@ -18,8 +18,8 @@ FLOORS = {
         "baselines", "recurrent"},
     4: {"run", "results", "explain", "probes", "verdicts", "registry", "constructions",
         "patching"},
-    5: {"grid", "plotting", "book", "verdict_tables", "completion_tables", "length_study",
-        "pages"},
+    5: {"grid", "figure_style", "attention_plots", "plotting", "book", "verdict_tables",
+        "completion_tables", "length_study", "pages"},
     6: {"executors", "runner", "__main__"},
 }
 FLOOR_OF = {m: f for f, mods in FLOORS.items() for m in mods}
