@@ -13,7 +13,7 @@ from torch import nn
 from dyckbook import blocks, tokenizer
 from dyckbook.config import Config
 from dyckbook.dataset import Dataset
-from dyckbook.vocab import N_SPECIAL, PAD, PAD_CODE
+from dyckbook.vocab import PAD, PAD_CODE
 
 __all__ = ["MASKS", "OBJECTIVES", "READOUTS", "ClassificationTask", "Classifier", "ModelConfig",
            "seed_for"]
@@ -33,7 +33,7 @@ def seed_for(seed: int, purpose: str) -> int:
 
 
 @dataclass(frozen=True)
-class ModelConfig(Config):
+class ModelConfig(Config, tokenizer.TokenShape):
     """Architecture of a :class:`Classifier`. Defaults: the thesis' experiment-1 shape."""
 
     k: int = 1  # bracket types; the vocabulary is 3 specials + 2k symbols
@@ -75,14 +75,6 @@ class ModelConfig(Config):
         if self.objective != "membership" and self.mask != "causal":
             raise ValueError(f"ModelConfig.objective {self.objective!r} predicts from each "
                              f"prefix: it needs mask='causal', got {self.mask!r}")
-
-    @property
-    def d_vocab(self) -> int:
-        return N_SPECIAL + 2 * self.k
-
-    @property
-    def n_positions(self) -> int:
-        return self.n_ctx + 2
 
 
 class Classifier(blocks.Stacked):

@@ -20,7 +20,7 @@ import torch
 from dyckbook import blocks, tokenizer
 from dyckbook.config import Config
 from dyckbook.model import seed_for
-from dyckbook.vocab import N_SPECIAL, PAD
+from dyckbook.vocab import PAD
 
 __all__ = ["CELLS", "RecurrentClassifier", "RecurrentConfig"]
 
@@ -28,7 +28,7 @@ CELLS = ("lstm", "stack")
 
 
 @dataclass(frozen=True)
-class RecurrentConfig(Config):
+class RecurrentConfig(Config, tokenizer.TokenShape):
     """Architecture of a :class:`RecurrentClassifier`."""
 
     k: int = 1  # bracket types; the vocabulary is 3 specials + 2k symbols
@@ -47,14 +47,6 @@ class RecurrentConfig(Config):
                 raise ValueError(f"RecurrentConfig.{name} must be a positive int, got {value!r}")
         if self.cell not in CELLS:
             raise ValueError(f"RecurrentConfig.cell must be one of {CELLS}, got {self.cell!r}")
-
-    @property
-    def d_vocab(self) -> int:
-        return N_SPECIAL + 2 * self.k
-
-    @property
-    def n_positions(self) -> int:
-        return self.n_ctx + 2
 
 
 class RecurrentClassifier(blocks.Stacked):

@@ -7,7 +7,25 @@ import torch
 
 from dyckbook.vocab import END, N_SPECIAL, PAD, PAD_CODE, START
 
-__all__ = ["check_ids", "check_tokens", "decode", "encode", "token_names"]
+__all__ = ["TokenShape", "check_ids", "check_tokens", "decode", "encode", "token_names"]
+
+
+class TokenShape:
+    """The shape of the classifier's tokens for a config with ``k`` bracket types and strings
+    of up to ``n_ctx`` symbols: a mixin of the classifiers' configs."""
+
+    k: int
+    n_ctx: int
+
+    @property
+    def d_vocab(self) -> int:
+        """The specials and 2k symbols."""
+        return N_SPECIAL + 2 * self.k
+
+    @property
+    def n_positions(self) -> int:
+        """``[start]``, n_ctx symbols, ``[end]``."""
+        return self.n_ctx + 2
 
 
 def encode(codes: np.ndarray, lengths: np.ndarray, width: int | None = None) -> torch.Tensor:
