@@ -17,7 +17,7 @@ FLOORS = {
     3: {"tokenizer", "kernels", "blocks", "model", "thesis_model", "seq2seq", "train", "evaluate",
         "baselines", "recurrent"},
     4: {"run", "results", "explain", "probes", "verdicts", "registry", "constructions",
-        "patching"},
+        "patching", "length_break"},
     5: {"grid", "figure_style", "attention_plots", "plotting", "book", "verdict_tables",
         "completion_tables", "length_study", "pages"},
     6: {"executors", "runner", "__main__"},

@@ -1,0 +1,95 @@
+"""Why a model breaks beyond its training lengths: the padded sets keep the one dip where the
+intervention says, the rule gives every verdict it names, and the hand-set counter holds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dyckbook import constructions, length_break
+
+
+def _first_dip(codes: np.ndarray, length: int) -> int:
+    """The oracle: the first index where a left-to-right count of ( minus ) goes negative."""
+    depth = 0
+    for i, c in enumerate(codes[:length]):
+        depth += 1 if c == 0 else -1
+        if depth < 0:
+            return i
+    return -1
+
+
+def test_padding_moves_the_dip_only_before_and_keeps_membership():
+    pads = [0, 8, 20]
+    sets = length_break.padded_sets(12, 32, pads, seed=3)
+    assert set(sets) == set(length_break.CONDITIONS)
+    cores = sets["negatives after"][0]
+    for m in pads:
+        for condition, (codes, lengths, label) in ((c, sets[c][m]) for c in sets):
+            assert (lengths == 32 + m).all() and codes.shape == (12, 32 + m)
+            dips = [_first_dip(codes[i], 32 + m) for i in range(12)]
+            if label == 1:
+                assert dips == [-1] * 12, condition  # members never dip
+                assert all(codes[i, :32 + m].sum() == (32 + m) // 2 for i in range(12))
+            else:
+                core_dips = [_first_dip(cores[0][i], 32) for i in range(12)]
+                shift = m if condition.endswith("before") else 0
+                assert dips == [d + shift for d in core_dips], (condition, m)
+        # the same core under both paddings, and a fresh pad per item
+        after, before = sets["negatives after"][m][0], sets["negatives before"][m][0]
+        assert (after[:, :32] == cores[0]).all() and (before[:, m:] == cores[0]).all()
+
+
+def test_the_hand_set_counter_holds_on_every_padded_set():
+    pads = [0, 16, 64]
+    scores = length_break.scores(constructions.dyck1_counter(96),
+                                 length_break.padded_sets(30, 32, pads, seed=1), 96)
+    assert all(v == 1.0 for by_pad in scores.values() for v in by_pad.values())
+    assert length_break.verdict(scores, pads) == "holds"
+
+
+def _scores(neg_after, neg_before, mem_after, mem_before, base=(1.0, 1.0)):
+    return {"negatives after": {"0": base[0], "9": neg_after},
+            "negatives before": {"0": base[0], "9": neg_before},
+            "members after": {"0": base[1], "9": mem_after},
+            "members before": {"0": base[1], "9": mem_before}}
+
+
+@pytest.mark.parametrize("scores, expected", [
+    (_scores(1.0, 0.0, 1.0, 1.0), "position"),  # a later dip is accepted
+    (_scores(1.0, 1.0, 0.0, 0.0), "length"),  # long members are rejected wherever the dip is
+    (_scores(0.0, 0.0, 1.0, 1.0), "length"),
+    (_scores(0.95, 0.95, 1.0, 0.95), "holds"),
+    (_scores(1.0, 0.5, 0.7, 1.0), "mixed"),  # before drops 0.25, after 0.15
+    (_scores(1.0, 1.0, 1.0, 1.0, base=(1.0, 0.5)), "does not solve the cores"),
+    (_scores(1.0, 1.0, 1.0, 1.0, base=(0.0, 1.0)), "does not solve the cores"),  # accepts all
+])
+def test_the_rule_gives_each_verdict(scores, expected):
+    assert length_break.verdict(scores, [0, 9]) == expected
+
+
+def test_rows_and_sentence_count_every_seed():
+    tasks = {"causal-none-end": [{"seed": 1, "scores": _scores(1.0, 0.0, 1.0, 1.0)},
+                                 {"seed": 2, "scores": _scores(1.0, 1.0, 1.0, 1.0,
+                                                               base=(0.0, 1.0))}]}
+    rows = length_break.rows(tasks, [0, 9])
+    assert [r["verdict"] for r in rows] == ["position", "does not solve the cores"]
+    assert rows[0]["balanced, padded before"] == "0.50"
+    assert rows[0]["members kept / negatives rejected, before"] == "1.00 / 0.00"
+    assert length_break.sentence(tasks, [0, 9]) == (
+        "By the rule stated beforehand: `causal-none-end`: 1 position, 1 does not solve the "
+        "cores (of 2 seeds).")
+    tasks["causal-none-end"] += [{"seed": 3, "scores": _scores(1.0, 1.0, 0.0, 0.0)},
+                                 {"seed": 4, "scores": _scores(0.0, 0.0, 1.0, 1.0)}]
+    assert length_break.sentence(tasks, [0, 9]).endswith(
+        "1 position, 2 length, 1 does not solve the cores (of 4 seeds). Of the 2 seeds that "
+        "break with the length, 1 does so by rejecting the padded members on both sides (they "
+        "keep rejecting more of the negatives than they accept of the members).")
+
+
+@pytest.mark.parametrize("pads", [[], [8], [0, 3], [0, 8, 4], [0, 8, 8]])
+def test_bad_pads_are_named(pads):
+    with pytest.raises(ValueError, match="pads must be"):
+        length_break.padded_sets(4, 32, pads, seed=0)
+    with pytest.raises(ValueError, match="n_items must be"):
+        length_break.padded_sets(0, 32, [0], seed=0)
