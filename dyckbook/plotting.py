@@ -50,8 +50,8 @@ from dyckbook.probes import PROBE_TARGETS, ProbeResult, prefix_targets
 __all__ = [
     "PALETTE", "STYLE", "plot_ablation", "plot_accuracy_by_length", "plot_attention_grid",
     "plot_attention_summary", "plot_cross_attention", "plot_depth_profile", "plot_grid",
-    "plot_kinds", "plot_matching", "plot_preview_roc", "plot_probes", "plot_seeds",
-    "plot_training_curves", "plot_word_counts", "style_context",
+    "plot_kinds", "plot_matching", "plot_padding", "plot_preview_roc", "plot_probes",
+    "plot_seeds", "plot_training_curves", "plot_word_counts", "style_context",
 ]
 
 
@@ -532,4 +532,36 @@ def plot_depth_profile(string: str, language: Dyck, title: str | None = None) ->
         ax.set(xlim=(-0.3, n + 0.3), ylim=(min(bottom, -arc) - 0.2, top + 0.4), ylabel="height",
                yticks=np.arange(bottom, top + 1, max(1, (top - bottom) // 6)))
         ax.spines["bottom"].set_visible(False)
+    return fig
+
+
+# --- why the length study's models break (dyckbook.length_break) ---
+def plot_padding(tasks: Mapping[str, Sequence[Mapping[str, Any]]], pads: Sequence[int],
+                 core_length: int, train_max_length: int | None = None) -> Figure:
+    """The padded-core intervention (``dyckbook.length_break``): negatives rejected (left) and
+    members kept (right) against the string's length, a colour per configuration, solid for
+    padding after the core (the dip stays), dashed for padding before it (the dip moves); each
+    seed faint, their mean marked."""
+    if not tasks or any(not per_seed for per_seed in tasks.values()):
+        raise ValueError("tasks must map at least one configuration to its seeds' results")
+    x = [core_length + m for m in pads]
+    with style_context():
+        fig, axes = new_figure(1, 2, (9.5, 4.4), sharey=True)
+        for ax, who, title in zip(axes[0], ("negatives", "members"),
+                                  ("negatives rejected", "members kept")):
+            for i, (label, per_seed) in enumerate(tasks.items()):
+                color = PALETTE[i % len(PALETTE)]
+                for side, style in (("after", "-"), ("before", "--")):
+                    values = np.array([[t["scores"][f"{who} {side}"][str(m)] for m in pads]
+                                       for t in per_seed])
+                    for seed_values in values:
+                        ax.plot(x, seed_values, style, color=color, alpha=0.25, lw=0.8)
+                    ax.plot(x, values.mean(0), style, color=color, marker="o", ms=3,
+                            label=f"{label}, padded {side}")
+            if train_max_length:
+                ax.axvline(train_max_length, color="0.5", lw=0.8, ls=":")
+            ax.set(title=title, xlabel="string length", ylim=(-0.03, 1.03))
+        axes[0, 0].set_ylabel("share of the strings (seeds faint, mean marked)")
+        handles, labels = axes[0, 0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", ncol=2, fontsize=7.5)
     return fig

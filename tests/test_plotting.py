@@ -10,6 +10,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Arc, Rectangle
 
 from dyckbook import explain as E
+from dyckbook import length_break
 from dyckbook import plotting as P
 from dyckbook.dataset import Dataset
 from dyckbook.evaluate import score
@@ -281,3 +282,19 @@ def test_oracle_bars_rise_from_one_half_and_leave_gaps_for_missing_rules() -> No
     assert np.isnan(heights[2])  # Dyck-1 has no counter bar (a recogniser there)
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert labels == ["bar of the long-range sets (55%)", "Dyck-1 hard", "Dyck-3 stack"]
+
+
+def test_padding_has_a_line_per_seed_and_a_mean_per_configuration_and_side() -> None:
+    pads = [0, 8, 24]
+    score = {c: {str(m): 0.5 + 0.01 * m for m in pads} for c in length_break.CONDITIONS}
+    tasks = {"a": [{"seed": 1, "scores": score}, {"seed": 2, "scores": score}],
+             "b": [{"seed": 1, "scores": score}]}
+    fig = P.plot_padding(tasks, pads, 32, 16)
+    left, right = fig.axes
+    # per configuration and side: each seed, then the mean; plus the N marker
+    assert len(left.lines) == 2 * (2 + 1) + 2 * (1 + 1) + 1
+    mean = [ln for ln in left.lines if ln.get_label() == "b, padded before"][0]
+    assert list(mean.get_xdata()) == [32, 40, 56] and mean.get_ydata()[-1] == pytest.approx(0.74)
+    assert len(fig.legends) == 1 and len(fig.legends[0].get_texts()) == 4
+    with pytest.raises(ValueError, match="tasks must map"):
+        P.plot_padding({"a": []}, pads, 32)
