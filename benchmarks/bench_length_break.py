@@ -13,7 +13,10 @@ them): NoPE with the end readout (07's ``causal-none-end``), with the language-m
 randomized positions with the mean readout and that loss (3N in ``bench_length_reach``). Tasks
 (one per configuration and seed) train and test on a process pool of one torch thread each.
 The hand-set Dyck-1 counter (``constructions.dyck1_counter``), which recognises Dyck-1 at every
-length, is scored first on the same kind of sets: it must hold. Writes
+length, is scored first on the same kind of sets: it must hold. Each trained model is then
+patched inside (``length_break.patch_scores``, rule stated 2026-11-26 before any patched number):
+layer 0's output at the dip of the *before* negatives at the largest pad, taken from the
+unpadded core's run, with its controls. Writes
 benchmarks/results/length_break.json and prints a table.
 
     python benchmarks/bench_length_break.py [--configs C,C] [--seeds 100,101,102]
@@ -52,7 +55,9 @@ def task(config: run.RunConfig, seed: int, n_items: int, pads: list[int]) -> dic
     sets = length_break.padded_sets(n_items, 2 * config.data.max_length, pads, 1000 + seed)
     return {"seed": seed, "status": result.record.status, "steps": result.record.steps,
             "stack": round(result.record.scores["stack"].accuracy, 4),
-            "scores": length_break.scores(result.model, sets, TEST_MAX_LENGTH)}
+            "scores": length_break.scores(result.model, sets, TEST_MAX_LENGTH),
+            "patch": length_break.patch_scores(result.model, sets, pads[-1], TEST_MAX_LENGTH,
+                                               2000 + seed)}
 
 
 def main() -> None:
@@ -100,7 +105,9 @@ def main() -> None:
             label, seed = futures[future]
             got = done.setdefault(label, {})[seed] = future.result()
             got["verdict"] = length_break.verdict(got["scores"], pads)
-            print(f"{label} seed {seed}: {got['verdict']} {json.dumps(got['scores'])}", flush=True)
+            got["patch_verdict"] = length_break.patch_verdict(got["patch"])
+            print(f"{label} seed {seed}: {got['verdict']} {json.dumps(got['scores'])}; patched: "
+                  f"{got['patch_verdict']} {json.dumps(got['patch'])}", flush=True)
     rows, tasks = [], {}
     for label in configs:
         per_seed = [done[label][s] for s in seeds]
@@ -121,12 +128,21 @@ def main() -> None:
             f"up to {pads[-1]})",
             f"{label}: " + ", ".join(f"{c} {v}" for v, c in counts.items() if c) + f" ({shown})",
             counts["position"], target="verdicts per seed"))
+        patched = [t["patch_verdict"] for t in per_seed]
+        rows.append(table.row(
+            f"Patching layer 0's output at the dip (before, m = {pads[-1]})",
+            f"{label}: " + ", ".join(f"{patched.count(v)} {v}" for v in length_break.PATCH_VERDICTS
+                                     if patched.count(v)) + " (negatives rejected core / padded "
+            "/ dips / other positions / whole core: " + "; ".join(
+                "/".join(f"{t['patch']['negatives rejected'][k]:.2f}"
+                         for k in ("core", "padded", *length_break.PATCHES)) for t in per_seed)
+            + ")", patched.count("the dips carry it"), target="verdicts per seed"))
     raw = {"tasks": tasks, "control": {"scores": control,
                                              "verdict": length_break.verdict(control, pads)},
            "pads": pads, "n_items": args.n_items, "seeds": seeds,
            "recipe": {k: params[k] for k in ("max_length", "n_train", "max_steps", "lr",
                                              "d_model", "n_layers", "batch_size")},
-           "thresholds": length_break.RULE,
+           "thresholds": length_break.RULE, "patch_thresholds": length_break.PATCH_RULE,
            "workers": args.workers, "seconds": round(time.perf_counter() - start, 1),
            "cores": os.cpu_count(), "torch": torch.__version__}
     out_path = Path(args.out)

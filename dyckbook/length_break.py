@@ -24,6 +24,22 @@ cores: a model whose b0 < ``solves`` does not solve the cores; otherwise, at the
 both drops are >= ``breaks``, ``holds`` when both are <= ``holds``, else ``mixed``.
 ``benchmarks/bench_length_break.py`` trains the models and writes the results this module's
 rows and sentence display.
+
+**Inside the model** (stated 2026-11-26, before any patched number): if a seed breaks by
+position because layer 0 dilutes the count, layer 0's output at the dip carries the loss. Take
+a *before* negative at the largest m and replace layer 0's output (``blocks.0.hook_resid_post``,
+what layer 1 reads) at its dip positions (core depth < 0) with the same positions' vectors from
+the unpadded core's own run, where the dip is early (:func:`patch_scores`). Controls: the same
+number of the core's other positions (depth >= 0) patched alike, and the matched members patched
+at the negatives' dip positions from their own unpadded run (they must stay accepted); the whole
+core span patched is shown beside. With r the share of negatives rejected and recovered(x) =
+(r(x) - r(padded)) / (r(core) - r(padded)), :func:`patch_verdict` (:data:`PATCH_RULE`) says
+``the dips carry it`` when recovered(dips) >= ``carries``, recovered(other positions) <=
+``control`` and the members kept fall by at most ``members``; ``not specific`` when the dips
+recover but a control fails; ``the core carries it`` when only the whole core recovers
+(>= ``carries``); ``not in layer 0`` when even the whole core recovers <= ``control``;
+``partial`` otherwise; ``nothing to recover`` when the padding cost under ``breaks``; ``does
+not solve the cores`` as in :func:`verdict`.
 """
 
 from __future__ import annotations
@@ -35,15 +51,22 @@ import numpy as np
 import torch
 
 from dyckbook import tokenizer
+from dyckbook.blocks import Recorder
 from dyckbook.languages import Dyck
 from dyckbook.negatives import sample_minimal_pairs
 
-__all__ = ["CONDITIONS", "RULE", "VERDICTS", "balanced", "padded_sets", "rows", "scores",
-           "sentence", "verdict"]
+__all__ = ["CONDITIONS", "LAYER0", "PATCHES", "PATCH_RULE", "PATCH_VERDICTS", "RULE", "VERDICTS",
+           "aligned_logits", "balanced", "padded_sets", "patch_rows", "patch_scores",
+           "patch_sentence", "patch_verdict", "rows", "scores", "sentence", "verdict"]
 
 RULE = {"solves": 0.8, "breaks": 0.2, "holds": 0.1}  # stated before any model was scored
 VERDICTS = ("position", "length", "holds", "mixed", "does not solve the cores")
 CONDITIONS = ("negatives after", "negatives before", "members after", "members before")
+PATCH_RULE = {"carries": 0.8, "control": 0.2, "members": 0.1}  # stated before any patch ran
+PATCHES = ("dips", "other positions", "whole core")
+PATCH_VERDICTS = ("the dips carry it", "not specific", "the core carries it", "partial",
+                  "not in layer 0", "nothing to recover", "does not solve the cores")
+LAYER0 = "blocks.0.hook_resid_post"  # layer 0's output: what layer 1 reads
 Sets = dict[str, dict[int, tuple[np.ndarray, np.ndarray, int]]]
 
 
@@ -155,3 +178,146 @@ def sentence(tasks: Mapping[str, Sequence[Mapping[str, Any]]], pads: Sequence[in
                  f"by rejecting the padded members on both sides (they keep rejecting more of "
                  f"the negatives than they accept of the members).")
     return text
+
+
+class _AlignedPatch(Recorder):
+    """Replaces one hook's vectors at ``(rows, positions)`` (token indices) with ``values``."""
+
+    def __init__(self, hook: str, rows: np.ndarray, positions: np.ndarray,
+                 values: torch.Tensor) -> None:
+        super().__init__(lambda name: False)  # records nothing
+        self.hook, self.rows, self.positions, self.values = hook, rows, positions, values
+        self.done = False
+
+    def replace(self, name: str, value: torch.Tensor) -> torch.Tensor:
+        if name != self.hook:
+            return value
+        value = value.clone()  # (S = 1, batch, pos, d_model)
+        value[0, self.rows, self.positions] = self.values.to(value.dtype)
+        self.done = True
+        return value
+
+
+@torch.no_grad()
+def aligned_logits(model: Any, target: torch.Tensor, source: torch.Tensor, rows: np.ndarray,
+                   target_positions: np.ndarray, source_positions: np.ndarray,
+                   hook: str = LAYER0) -> torch.Tensor:
+    """Logits (batch, 2) of ``target`` tokens with ``hook``'s vectors at ``(rows,
+    target_positions)`` taken from ``source``'s run at ``(rows, source_positions)`` (token
+    indices; the two token tensors may differ in their strings, not in their batch).
+
+    Raises:
+        ValueError: ``hook`` is not one the model records, or unequal index arrays.
+    """
+    if not len(rows) == len(target_positions) == len(source_positions):
+        raise ValueError(f"rows, target_positions and source_positions must have one length, "
+                         f"got {len(rows)}, {len(target_positions)}, {len(source_positions)}")
+    model.eval()
+    _, cache = model.run_with_cache(source, {hook})
+    if hook not in cache:
+        raise ValueError(f"hook {hook!r} is not recorded by the model")
+    patch = _AlignedPatch(hook, rows, target_positions, cache[hook][rows, source_positions])
+    logits = model.run_with_cache(target, patch)[0]
+    if not patch.done:
+        raise ValueError(f"hook {hook!r} is not patchable in this model")
+    return logits
+
+
+def _patch_masks(codes: np.ndarray, lengths: np.ndarray, seed: int) -> dict[str, np.ndarray]:
+    """:data:`PATCHES` as bool (batch, core length) masks over the negative cores' symbols."""
+    depth = Dyck(1).heights(codes, lengths).astype(np.int64)
+    inside = np.arange(codes.shape[1])[None, :] < lengths[:, None]
+    dips = (depth < 0) & inside
+    other = np.zeros_like(dips)
+    rng = np.random.default_rng(seed)
+    for i in range(len(codes)):
+        candidates = np.flatnonzero(~dips[i] & inside[i])
+        other[i, rng.choice(candidates, min(int(dips[i].sum()), len(candidates)),
+                            replace=False)] = True
+    return {"dips": dips, "other positions": other, "whole core": inside}
+
+
+def patch_scores(model: Any, sets: Sets, m: int, width: int, seed: int, hook: str = LAYER0
+                 ) -> dict[str, dict[str, float]]:
+    """The intervention of the module docstring on one model at pad length ``m``: ``{"negatives
+    rejected" | "members kept": {"core" | "padded" | patch: share}}`` (:data:`PATCHES`), the
+    *before* sets encoded at ``width`` (the model's ``n_ctx``); ``seed`` picks the control
+    positions. Every patch takes ``hook``'s vectors at core symbol t from the unpadded core's
+    run (token t + 1) into the padded string's (token m + t + 1)."""
+    if m not in sets["negatives before"] or m == 0:
+        raise ValueError(f"m must be a nonzero pad length of the sets "
+                         f"({sorted(sets['negatives before'])}), got {m!r}")
+    core_codes, core_lengths, _ = sets["negatives before"][0]
+    masks = _patch_masks(core_codes, core_lengths, seed)
+    out: dict[str, dict[str, float]] = {}
+    for name, label in (("negatives", 0), ("members", 1)):
+        core, padded = sets[f"{name} before"][0], sets[f"{name} before"][m]
+        core_tokens = tokenizer.encode(core[0], core[1], width)
+        padded_tokens = tokenizer.encode(padded[0], padded[1], width)
+        key = "negatives rejected" if label == 0 else "members kept"
+        model.eval()
+        with torch.no_grad():
+            got = {"core": model(core_tokens), "padded": model(padded_tokens)}
+        for patch, mask in masks.items():
+            rows, t = np.nonzero(mask)
+            got[patch] = aligned_logits(model, padded_tokens, core_tokens, rows, m + t + 1,
+                                        t + 1, hook)
+        out[key] = {k: round(float((v.argmax(-1) == label).float().mean()), 4)
+                    for k, v in got.items()}
+    return out
+
+
+def _recovered(patch: Mapping[str, Mapping[str, float]], which: str) -> float:
+    r = patch["negatives rejected"]
+    return (r[which] - r["padded"]) / (r["core"] - r["padded"])
+
+
+def patch_verdict(patch: Mapping[str, Mapping[str, float]]) -> str:
+    """The module docstring's rule (:data:`PATCH_RULE`) on one model's :func:`patch_scores`."""
+    r, kept = patch["negatives rejected"], patch["members kept"]
+    if (r["core"] + kept["core"]) / 2 < RULE["solves"]:
+        return "does not solve the cores"
+    if r["core"] - r["padded"] < RULE["breaks"]:
+        return "nothing to recover"
+    dips, other = _recovered(patch, "dips"), _recovered(patch, "other positions")
+    if dips >= PATCH_RULE["carries"]:
+        members_ok = kept["padded"] - kept["dips"] <= PATCH_RULE["members"]
+        return ("the dips carry it" if other <= PATCH_RULE["control"] and members_ok
+                else "not specific")
+    whole = _recovered(patch, "whole core")
+    if whole >= PATCH_RULE["carries"]:
+        return "the core carries it"
+    return "not in layer 0" if whole <= PATCH_RULE["control"] else "partial"
+
+
+def patch_rows(tasks: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    """One display row per configuration and seed that has a ``patch`` (:func:`patch_scores`):
+    the verdict, the negatives rejected core / padded / per patch, and the members kept."""
+    out = []
+    for label, per_seed in tasks.items():
+        for t in per_seed:
+            if "patch" not in t:
+                continue
+            p = t["patch"]
+            r, kept = p["negatives rejected"], p["members kept"]
+            row = {"configuration": label, "seed": t["seed"], "verdict": patch_verdict(p),
+                   "negatives rejected, core / padded": f"{r['core']:.2f} / {r['padded']:.2f}"}
+            for patch in PATCHES:
+                row[f"patched {patch}"] = f"{r[patch]:.2f}"
+            row["members kept, padded / dips patched"] = (f"{kept['padded']:.2f} / "
+                                                         f"{kept['dips']:.2f}")
+            out.append(row)
+    return out
+
+
+def patch_sentence(tasks: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
+    """The patch verdicts counted per configuration, every patched seed counted."""
+    parts = []
+    for label, per_seed in tasks.items():
+        found = [patch_verdict(t["patch"]) for t in per_seed if "patch" in t]
+        if found:
+            counts = ", ".join(f"{found.count(v)} {v}" for v in PATCH_VERDICTS if found.count(v))
+            parts.append(f"`{label}`: {counts} (of {len(found)} seeds)")
+    if not parts:
+        return "No model was patched."
+    return "Patching layer 0's output, by the rule stated beforehand: " + "; ".join(parts) + "."

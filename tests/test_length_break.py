@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
-from dyckbook import constructions, length_break
+from dyckbook import constructions, length_break, tokenizer
 
 
 def _first_dip(codes: np.ndarray, length: int) -> int:
@@ -93,3 +94,90 @@ def test_bad_pads_are_named(pads):
         length_break.padded_sets(4, 32, pads, seed=0)
     with pytest.raises(ValueError, match="n_items must be"):
         length_break.padded_sets(0, 32, [0], seed=0)
+
+
+def _before(m=16, n=10, seed=2):
+    sets = length_break.padded_sets(n, 32, [0, m], seed=seed)
+    return sets, {name: (tokenizer.encode(*sets[name][m][:2], 32 + m),
+                         tokenizer.encode(*sets[name][0][:2], 32 + m))
+                  for name in ("negatives before", "members before")}
+
+
+def test_aligned_patch_lands_on_the_same_symbols():
+    # the oracle: a NoPE model's embedding depends on the token only, so patching it at the
+    # core's symbols from the core's own run changes nothing, and a shift by one changes logits
+    counter, m = constructions.dyck1_counter(48), 16
+    sets, tokens = _before(m)
+    padded, core = tokens["negatives before"]
+    rows, t = np.nonzero(np.ones((10, 32), bool))
+    plain = counter(padded)
+    same = length_break.aligned_logits(counter, padded, core, rows, m + t + 1, t + 1,
+                                       "blocks.0.hook_resid_pre")
+    shifted = length_break.aligned_logits(counter, padded, core, rows, m + t, t + 1,
+                                          "blocks.0.hook_resid_pre")
+    assert torch.allclose(same, plain, atol=1e-5)
+    assert (shifted - plain).abs().max() > 0.1
+
+
+def test_the_counters_flag_travels_with_layer_0s_output_at_the_dip():
+    # in the hand-set counter layer 0 flags every negative prefix, so a member takes the
+    # negative core's verdict exactly when it receives the dip positions' vectors
+    counter, m = constructions.dyck1_counter(48), 16
+    sets, tokens = _before(m)
+    members = tokens["members before"][0]
+    negative_core = tokens["negatives before"][1]
+    masks = length_break._patch_masks(*sets["negatives before"][0][:2], seed=0)
+    assert masks["dips"].any(1).all() and not (masks["dips"] & masks["other positions"]).any()
+    assert (masks["dips"].sum(1) == masks["other positions"].sum(1)).all()
+    for patch, rejected in (("dips", True), ("other positions", False)):
+        rows, t = np.nonzero(masks[patch])
+        logits = length_break.aligned_logits(counter, members, negative_core, rows, m + t + 1,
+                                             t + 1)
+        assert ((logits.argmax(-1) == 0) == rejected).all(), patch
+
+
+def test_patch_scores_on_the_counter_have_nothing_to_recover():
+    sets = length_break.padded_sets(20, 32, [0, 16, 48], seed=4)
+    p = length_break.patch_scores(constructions.dyck1_counter(80), sets, 48, 80, seed=0)
+    assert all(v == 1.0 for side in p.values() for v in side.values())
+    assert set(p["negatives rejected"]) == {"core", "padded", *length_break.PATCHES}
+    assert length_break.patch_verdict(p) == "nothing to recover"
+    with pytest.raises(ValueError, match="m must be a nonzero pad length"):
+        length_break.patch_scores(constructions.dyck1_counter(80), sets, 0, 80, seed=0)
+    with pytest.raises(ValueError, match="hook 'nope'"):
+        length_break.patch_scores(constructions.dyck1_counter(80), sets, 16, 80, 0, hook="nope")
+
+
+def _patch(dips, other, whole, kept_dips=1.0, core=1.0, padded=0.0):
+    return {"negatives rejected": {"core": core, "padded": padded, "dips": dips,
+                                   "other positions": other, "whole core": whole},
+            "members kept": {"core": 1.0, "padded": 1.0, "dips": kept_dips,
+                             "other positions": 1.0, "whole core": 1.0}}
+
+
+@pytest.mark.parametrize("patch, expected", [
+    (_patch(0.9, 0.1, 1.0), "the dips carry it"),
+    (_patch(0.9, 0.5, 1.0), "not specific"),  # the control positions recover too
+    (_patch(0.9, 0.1, 1.0, kept_dips=0.5), "not specific"),  # the patch rejects members
+    (_patch(0.5, 0.0, 0.9), "the core carries it"),
+    (_patch(0.5, 0.0, 0.5), "partial"),
+    (_patch(0.1, 0.0, 0.1), "not in layer 0"),
+    (_patch(0.5, 0.5, 0.5, padded=0.9), "nothing to recover"),
+    (_patch(0.65, 0.0, 0.6, core=0.8, padded=0.4), "partial"),  # recovered 0.625 and 0.5
+    (_patch(1.0, 1.0, 1.0, core=0.5, padded=0.0), "does not solve the cores"),  # balanced 0.75
+])
+def test_the_patch_rule_gives_each_verdict(patch, expected):
+    assert length_break.patch_verdict(patch) == expected
+
+
+def test_patch_rows_and_sentence_count_patched_seeds_only():
+    tasks = {"a": [{"seed": 1, "patch": _patch(0.9, 0.1, 1.0)}, {"seed": 2},
+                   {"seed": 3, "patch": _patch(0.1, 0.0, 0.1)}]}
+    rows = length_break.patch_rows(tasks)
+    assert [(r["seed"], r["verdict"]) for r in rows] == [(1, "the dips carry it"),
+                                                         (3, "not in layer 0")]
+    assert rows[0]["patched dips"] == "0.90"
+    assert length_break.patch_sentence(tasks) == (
+        "Patching layer 0's output, by the rule stated beforehand: `a`: 1 the dips carry it, "
+        "1 not in layer 0 (of 2 seeds).")
+    assert length_break.patch_sentence({"a": [{"seed": 1}]}) == "No model was patched."
