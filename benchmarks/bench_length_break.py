@@ -41,7 +41,7 @@ from dyckbook.length_break import balanced
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import table
-from bench_length_reach import base_config, recipe
+from bench_length_reach import THRESHOLD, base_config, bins, recipe
 
 CONFIGS = ("causal-none-end", "causal-none-end+language_model",
            "causal-randomized-mean+language_model")
@@ -55,6 +55,9 @@ def task(config: run.RunConfig, seed: int, n_items: int, pads: list[int]) -> dic
     sets = length_break.padded_sets(n_items, 2 * config.data.max_length, pads, 1000 + seed)
     return {"seed": seed, "status": result.record.status, "steps": result.record.steps,
             "stack": round(result.record.scores["stack"].accuracy, 4),
+            "stack_bins": bins(result.record.scores["stack"], config.data.max_length),
+            "reach_xN": length_study.reach(result.record.scores["stack"], config.data.max_length,
+                                           THRESHOLD) / config.data.max_length,
             "scores": length_break.scores(result.model, sets, TEST_MAX_LENGTH),
             "patch": length_break.patch_scores(result.model, sets, pads[-1], TEST_MAX_LENGTH,
                                                2000 + seed)}
