@@ -42,6 +42,10 @@ import table
 CANDIDATES = ("causal-none-mean+language_model", "causal-alibi-mean+language_model",
               "causal-rope-mean+language_model", "causal-randomized-mean+language_model",
               "causal-none-mean", "causal-none-end+language_model")
+#: stated 2026-11-26 after seed 101 of bench_length_break (07's causal-none-end, seeds 100-102)
+#: held the stack set to 16N, before seeds 103-109 ran: does a majority of ten seeds of 07's NoPE
+#: end configuration hold it (run with --ks 1 --configs causal-none-end --seeds 100,...,109)?
+MOONSHOT_CHECK = "causal-none-end"
 RESULTS = Path(__file__).resolve().parent / "results" / "length_reach.json"
 THRESHOLD = 0.9  # 07's reach_threshold
 
