@@ -52,6 +52,7 @@ import torch
 
 from dyckbook import tokenizer
 from dyckbook.blocks import Recorder
+from dyckbook.evaluate import evaluating
 from dyckbook.languages import Dyck
 from dyckbook.negatives import sample_minimal_pairs
 
@@ -198,13 +199,13 @@ class _AlignedPatch(Recorder):
         return value
 
 
-@torch.no_grad()
 def aligned_logits(model: Any, target: torch.Tensor, source: torch.Tensor, rows: np.ndarray,
                    target_positions: np.ndarray, source_positions: np.ndarray,
                    hook: str = LAYER0) -> torch.Tensor:
     """Logits (batch, 2) of ``target`` tokens with ``hook``'s vectors at ``(rows,
     target_positions)`` taken from ``source``'s run at ``(rows, source_positions)`` (token
-    indices; the two token tensors may differ in their strings, not in their batch).
+    indices; the two token tensors may differ in their strings, not in their batch), in eval
+    mode; the model's mode is restored.
 
     Raises:
         ValueError: ``hook`` is not one the model records, or unequal index arrays.
@@ -212,12 +213,12 @@ def aligned_logits(model: Any, target: torch.Tensor, source: torch.Tensor, rows:
     if not len(rows) == len(target_positions) == len(source_positions):
         raise ValueError(f"rows, target_positions and source_positions must have one length, "
                          f"got {len(rows)}, {len(target_positions)}, {len(source_positions)}")
-    model.eval()
-    _, cache = model.run_with_cache(source, {hook})
-    if hook not in cache:
-        raise ValueError(f"hook {hook!r} is not recorded by the model")
-    patch = _AlignedPatch(hook, rows, target_positions, cache[hook][rows, source_positions])
-    logits = model.run_with_cache(target, patch)[0]
+    with evaluating(model):
+        _, cache = model.run_with_cache(source, {hook})
+        if hook not in cache:
+            raise ValueError(f"hook {hook!r} is not recorded by the model")
+        patch = _AlignedPatch(hook, rows, target_positions, cache[hook][rows, source_positions])
+        logits = model.run_with_cache(target, patch)[0]
     if not patch.done:
         raise ValueError(f"hook {hook!r} is not patchable in this model")
     return logits
@@ -255,8 +256,7 @@ def patch_scores(model: Any, sets: Sets, m: int, width: int, seed: int, hook: st
         core_tokens = tokenizer.encode(core[0], core[1], width)
         padded_tokens = tokenizer.encode(padded[0], padded[1], width)
         key = "negatives rejected" if label == 0 else "members kept"
-        model.eval()
-        with torch.no_grad():
+        with evaluating(model):
             got = {"core": model(core_tokens), "padded": model(padded_tokens)}
         for patch, mask in masks.items():
             rows, t = np.nonzero(mask)

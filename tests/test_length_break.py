@@ -116,6 +116,10 @@ def test_aligned_patch_lands_on_the_same_symbols():
     shifted = length_break.aligned_logits(counter, padded, core, rows, m + t, t + 1,
                                           "blocks.0.hook_resid_pre")
     assert torch.allclose(same, plain, atol=1e-5)
+    counter.train()  # the mode is restored
+    length_break.aligned_logits(counter, padded, core, rows, m + t + 1, t + 1)
+    assert counter.training
+    counter.eval()
     assert (shifted - plain).abs().max() > 0.1
 
 
