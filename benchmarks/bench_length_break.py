@@ -16,7 +16,9 @@ The hand-set Dyck-1 counter (``constructions.dyck1_counter``), which recognises 
 length, is scored first on the same kind of sets: it must hold. Each trained model is then
 patched inside (``length_break.patch_scores``, rule stated 2026-11-26 before any patched number):
 layer 0's output at the dip of the *before* negatives at the largest pad, taken from the
-unpadded core's run, with its controls. Writes
+unpadded core's run, with its controls; then again from the core's run at the padded string's
+positions (``move_positions``; rule and prediction stated 2026-11-27 before any number of it:
+randomized positions break by the pad's symbols, not the indices). Writes
 benchmarks/results/length_break.json and prints a table.
 
     python benchmarks/bench_length_break.py [--configs C,C] [--seeds 100,101,102]
@@ -60,7 +62,10 @@ def task(config: run.RunConfig, seed: int, n_items: int, pads: list[int]) -> dic
                                            THRESHOLD) / config.data.max_length,
             "scores": length_break.scores(result.model, sets, TEST_MAX_LENGTH),
             "patch": length_break.patch_scores(result.model, sets, pads[-1], TEST_MAX_LENGTH,
-                                               2000 + seed)}
+                                               2000 + seed),
+            "patch_moved": length_break.patch_scores(result.model, sets, pads[-1],
+                                                     TEST_MAX_LENGTH, 2000 + seed,
+                                                     move_positions=True)}
 
 
 def main() -> None:
@@ -109,8 +114,11 @@ def main() -> None:
             got = done.setdefault(label, {})[seed] = future.result()
             got["verdict"] = length_break.verdict(got["scores"], pads)
             got["patch_verdict"] = length_break.patch_verdict(got["patch"])
+            got["moved_verdicts"] = [length_break.moved_verdict(got["patch_moved"]),
+                                     length_break.patch_verdict(got["patch_moved"])]
             print(f"{label} seed {seed}: {got['verdict']} {json.dumps(got['scores'])}; patched: "
-                  f"{got['patch_verdict']} {json.dumps(got['patch'])}", flush=True)
+                  f"{got['patch_verdict']} {json.dumps(got['patch'])}; positions moved: "
+                  f"{got['moved_verdicts']} {json.dumps(got['patch_moved'])}", flush=True)
     rows, tasks = [], {}
     for label in configs:
         per_seed = [done[label][s] for s in seeds]
@@ -140,12 +148,23 @@ def main() -> None:
                 "/".join(f"{t['patch']['negatives rejected'][k]:.2f}"
                          for k in ("core", "padded", *length_break.PATCHES)) for t in per_seed)
             + ")", patched.count("the dips carry it"), target="verdicts per seed"))
+        moved = [t["moved_verdicts"] for t in per_seed]
+        rows.append(table.row(
+            f"The core at the padded string's positions, then patched from (m = {pads[-1]})",
+            f"{label}: " + "; ".join(f"seed {t['seed']}: {a}, {b}" for t, (a, b) in
+                                     zip(per_seed, moved)) + " (negatives rejected core / moved "
+            "/ padded / dips patched: " + "; ".join(
+                "/".join(f"{t['patch_moved']['negatives rejected'][k]:.2f}"
+                         for k in ("core", length_break.MOVED, "padded", "dips"))
+                for t in per_seed) + ")",
+            sum(b == "the dips carry it" for _, b in moved), target="verdicts per seed"))
     raw = {"tasks": tasks, "control": {"scores": control,
                                              "verdict": length_break.verdict(control, pads)},
            "pads": pads, "n_items": args.n_items, "seeds": seeds,
            "recipe": {k: params[k] for k in ("max_length", "n_train", "max_steps", "lr",
                                              "d_model", "n_layers", "batch_size")},
            "thresholds": length_break.RULE, "patch_thresholds": length_break.PATCH_RULE,
+           "moved_thresholds": length_break.MOVED_RULE,
            "workers": args.workers, "seconds": round(time.perf_counter() - start, 1),
            "cores": os.cpu_count(), "torch": torch.__version__}
     out_path = Path(args.out)

@@ -43,9 +43,9 @@ MATMUL: contextvars.ContextVar[str] = contextvars.ContextVar("dyckbook_matmul",
 class Recorder:
     """Collects activations of a single model (S = 1) by TransformerLens-style hook name.
 
-    At ``hook_z``, ``hook_attn_out``, ``hook_mlp_out`` and ``hook_resid_pre|mid|post`` the
-    forward pass continues with what the call returns: :meth:`replace` (here: nothing) lets a
-    subclass patch an activation (``dyckbook.patching``).
+    At ``hook_pos_embed`` (the classifier's), ``hook_z``, ``hook_attn_out``, ``hook_mlp_out``
+    and ``hook_resid_pre|mid|post`` the forward pass continues with what the call returns:
+    :meth:`replace` (here: nothing) lets a subclass patch an activation (``dyckbook.patching``).
     """
 
     def __init__(self, names: Iterable[str] | Callable[[str], bool] | None = None) -> None:

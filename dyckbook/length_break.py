@@ -40,11 +40,27 @@ recover but a control fails; ``the core carries it`` when only the whole core re
 (>= ``carries``); ``not in layer 0`` when even the whole core recovers <= ``control``;
 ``partial`` otherwise; ``nothing to recover`` when the padding cost under ``breaks``; ``does
 not solve the cores`` as in :func:`verdict`.
+
+**Positions matched** (stated 2026-11-27, before any number of it). Under randomized positions
+the patched vectors above also carry the positions the core's own run gave them, so a patch that
+does not recover says nothing. Rerun the core with the padded string's positional encodings
+(``hook_pos_embed``: the start keeps its own, core token j >= 1 takes the padded string's token
+m + j): its dip then sits at a late position index with no pad before it
+(``move_positions=True`` in :func:`patch_scores`). Hypothesis: a randomized-position model,
+trained on indices drawn up to ``n_positions``, is not broken by the indices but by the pad's
+symbols before the dip. With s = (r(core) - r(core, positions moved)) / (r(core) - r(padded)),
+the share of the break that moving the positions alone reproduces, :func:`moved_verdict`
+(:data:`MOVED_RULE`) says ``the positions break it`` when s >= ``positions``, ``the pad's
+symbols break it`` when s <= ``symbols``, ``both`` otherwise (``nothing to recover`` and ``does
+not solve the cores`` as above); :func:`patch_verdict` then judges the patches taken from the
+moved run. Predicted for the randomized-position seeds that break by position: the pad's symbols
+break it, and the dips carry it. A model with no positional vectors (NoPE, RoPE, ALiBi) has
+nothing to move: its moved scores equal the plain ones (a check).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -55,10 +71,12 @@ from dyckbook.blocks import Recorder
 from dyckbook.evaluate import evaluating
 from dyckbook.languages import Dyck
 from dyckbook.negatives import sample_minimal_pairs
+from dyckbook.vocab import PAD
 
-__all__ = ["CONDITIONS", "LAYER0", "PATCHES", "PATCH_RULE", "PATCH_VERDICTS", "RULE", "VERDICTS",
-           "aligned_logits", "balanced", "padded_sets", "patch_rows", "patch_scores",
-           "patch_sentence", "patch_verdict", "rows", "scores", "sentence", "verdict"]
+__all__ = ["CONDITIONS", "LAYER0", "MOVED", "MOVED_RULE", "MOVED_VERDICTS", "PATCHES", "PATCH_RULE",
+           "PATCH_VERDICTS", "POSITIONS", "RULE", "VERDICTS", "aligned_logits", "balanced",
+           "moved_verdict", "padded_sets", "patch_rows", "patch_scores", "patch_sentence",
+           "patch_verdict", "rows", "scores", "sentence", "verdict"]
 
 RULE = {"solves": 0.8, "breaks": 0.2, "holds": 0.1}  # stated before any model was scored
 VERDICTS = ("position", "length", "holds", "mixed", "does not solve the cores")
@@ -68,6 +86,11 @@ PATCHES = ("dips", "other positions", "whole core")
 PATCH_VERDICTS = ("the dips carry it", "not specific", "the core carries it", "partial",
                   "not in layer 0", "nothing to recover", "does not solve the cores")
 LAYER0 = "blocks.0.hook_resid_post"  # layer 0's output: what layer 1 reads
+MOVED_RULE = {"positions": 0.8, "symbols": 0.2}  # stated 2026-11-27 before any moved number
+MOVED_VERDICTS = ("the positions break it", "the pad's symbols break it", "both",
+                  "nothing to recover", "does not solve the cores")
+POSITIONS = "hook_pos_embed"  # the positional vectors added to the embedding
+MOVED = "core, positions moved"
 Sets = dict[str, dict[int, tuple[np.ndarray, np.ndarray, int]]]
 
 
@@ -182,11 +205,12 @@ def sentence(tasks: Mapping[str, Sequence[Mapping[str, Any]]], pads: Sequence[in
 
 
 class _AlignedPatch(Recorder):
-    """Replaces one hook's vectors at ``(rows, positions)`` (token indices) with ``values``."""
+    """Replaces one hook's vectors at ``(rows, positions)`` (token indices) with ``values``;
+    records the hooks named in ``record``."""
 
     def __init__(self, hook: str, rows: np.ndarray, positions: np.ndarray,
-                 values: torch.Tensor) -> None:
-        super().__init__(lambda name: False)  # records nothing
+                 values: torch.Tensor, record: Iterable[str] = ()) -> None:
+        super().__init__(set(record))
         self.hook, self.rows, self.positions, self.values = hook, rows, positions, values
         self.done = False
 
@@ -201,11 +225,13 @@ class _AlignedPatch(Recorder):
 
 def aligned_logits(model: Any, target: torch.Tensor, source: torch.Tensor, rows: np.ndarray,
                    target_positions: np.ndarray, source_positions: np.ndarray,
-                   hook: str = LAYER0) -> torch.Tensor:
+                   hook: str = LAYER0, source_patch: _AlignedPatch | None = None
+                   ) -> torch.Tensor:
     """Logits (batch, 2) of ``target`` tokens with ``hook``'s vectors at ``(rows,
     target_positions)`` taken from ``source``'s run at ``(rows, source_positions)`` (token
     indices; the two token tensors may differ in their strings, not in their batch), in eval
-    mode; the model's mode is restored.
+    mode; the model's mode is restored. ``source_patch`` patches the source run (it must record
+    ``hook``: :func:`_moved_positions`).
 
     Raises:
         ValueError: ``hook`` is not one the model records, or unequal index arrays.
@@ -214,7 +240,7 @@ def aligned_logits(model: Any, target: torch.Tensor, source: torch.Tensor, rows:
         raise ValueError(f"rows, target_positions and source_positions must have one length, "
                          f"got {len(rows)}, {len(target_positions)}, {len(source_positions)}")
     with evaluating(model):
-        _, cache = model.run_with_cache(source, {hook})
+        _, cache = model.run_with_cache(source, source_patch or Recorder({hook}))
         if hook not in cache:
             raise ValueError(f"hook {hook!r} is not recorded by the model")
         patch = _AlignedPatch(hook, rows, target_positions, cache[hook][rows, source_positions])
@@ -238,13 +264,28 @@ def _patch_masks(codes: np.ndarray, lengths: np.ndarray, seed: int) -> dict[str,
     return {"dips": dips, "other positions": other, "whole core": inside}
 
 
-def patch_scores(model: Any, sets: Sets, m: int, width: int, seed: int, hook: str = LAYER0
-                 ) -> dict[str, dict[str, float]]:
+def _moved_positions(model: Any, core: torch.Tensor, padded: torch.Tensor, m: int, hook: str
+                     ) -> _AlignedPatch | None:
+    """A patch giving the core's tokens the padded string's positional vectors (start: its
+    own; core token j >= 1: padded token m + j), recording ``hook``; None when the model adds
+    no positional vectors (nothing to move)."""
+    with evaluating(model):
+        _, cache = model.run_with_cache(padded, {POSITIONS})
+    if POSITIONS not in cache:
+        return None
+    rows, j = np.nonzero((core != PAD).numpy())
+    source = np.where(j == 0, 0, j + m)
+    return _AlignedPatch(POSITIONS, rows, j, cache[POSITIONS][rows, source], record={hook})
+
+
+def patch_scores(model: Any, sets: Sets, m: int, width: int, seed: int, hook: str = LAYER0,
+                 move_positions: bool = False) -> dict[str, dict[str, float]]:
     """The intervention of the module docstring on one model at pad length ``m``: ``{"negatives
     rejected" | "members kept": {"core" | "padded" | patch: share}}`` (:data:`PATCHES`), the
     *before* sets encoded at ``width`` (the model's ``n_ctx``); ``seed`` picks the control
     positions. Every patch takes ``hook``'s vectors at core symbol t from the unpadded core's
-    run (token t + 1) into the padded string's (token m + t + 1)."""
+    run (token t + 1) into the padded string's (token m + t + 1). ``move_positions``: that run
+    has the padded string's positions (:data:`MOVED` is then its own score too)."""
     if m not in sets["negatives before"] or m == 0:
         raise ValueError(f"m must be a nonzero pad length of the sets "
                          f"({sorted(sets['negatives before'])}), got {m!r}")
@@ -258,10 +299,16 @@ def patch_scores(model: Any, sets: Sets, m: int, width: int, seed: int, hook: st
         key = "negatives rejected" if label == 0 else "members kept"
         with evaluating(model):
             got = {"core": model(core_tokens), "padded": model(padded_tokens)}
+        moved = (_moved_positions(model, core_tokens, padded_tokens, m, hook) if move_positions
+                 else None)
+        if move_positions:
+            with evaluating(model):
+                got[MOVED] = (got["core"] if moved is None
+                              else model.run_with_cache(core_tokens, moved)[0])
         for patch, mask in masks.items():
             rows, t = np.nonzero(mask)
             got[patch] = aligned_logits(model, padded_tokens, core_tokens, rows, m + t + 1,
-                                        t + 1, hook)
+                                        t + 1, hook, moved)
         out[key] = {k: round(float((v.argmax(-1) == label).float().mean()), 4)
                     for k, v in got.items()}
     return out
@@ -290,18 +337,39 @@ def patch_verdict(patch: Mapping[str, Mapping[str, float]]) -> str:
     return "not in layer 0" if whole <= PATCH_RULE["control"] else "partial"
 
 
-def patch_rows(tasks: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
-    """One display row per configuration and seed that has a ``patch`` (:func:`patch_scores`):
-    the verdict, the negatives rejected core / padded / per patch, and the members kept."""
+def moved_verdict(patch: Mapping[str, Mapping[str, float]]) -> str:
+    """The module docstring's rule (:data:`MOVED_RULE`) on one model's :func:`patch_scores`
+    with ``move_positions``."""
+    r, kept = patch["negatives rejected"], patch["members kept"]
+    if (r["core"] + kept["core"]) / 2 < RULE["solves"]:
+        return "does not solve the cores"
+    if r["core"] - r["padded"] < RULE["breaks"]:
+        return "nothing to recover"
+    share = (r["core"] - r[MOVED]) / (r["core"] - r["padded"])  # the break moving reproduces
+    if share >= MOVED_RULE["positions"]:
+        return "the positions break it"
+    return "the pad's symbols break it" if share <= MOVED_RULE["symbols"] else "both"
+
+
+def patch_rows(tasks: Mapping[str, Sequence[Mapping[str, Any]]], key: str = "patch"
+               ) -> list[dict[str, Any]]:
+    """One display row per configuration and seed that has ``key`` (:func:`patch_scores`;
+    ``patch_moved`` with ``move_positions``): the verdict(s), the negatives rejected core /
+    padded (/ the core at moved positions) / per patch, and the members kept."""
     out = []
     for label, per_seed in tasks.items():
         for t in per_seed:
-            if "patch" not in t:
+            if key not in t:
                 continue
-            p = t["patch"]
+            p = t[key]
             r, kept = p["negatives rejected"], p["members kept"]
-            row = {"configuration": label, "seed": t["seed"], "verdict": patch_verdict(p),
-                   "negatives rejected, core / padded": f"{r['core']:.2f} / {r['padded']:.2f}"}
+            row = {"configuration": label, "seed": t["seed"], "verdict": patch_verdict(p)}
+            if MOVED in r:
+                row["positions moved"] = moved_verdict(p)
+                row["negatives rejected, core / moved / padded"] = (
+                    f"{r['core']:.2f} / {r[MOVED]:.2f} / {r['padded']:.2f}")
+            else:
+                row["negatives rejected, core / padded"] = f"{r['core']:.2f} / {r['padded']:.2f}"
             for patch in PATCHES:
                 row[f"patched {patch}"] = f"{r[patch]:.2f}"
             row["members kept, padded / dips patched"] = (f"{kept['padded']:.2f} / "
@@ -310,14 +378,25 @@ def patch_rows(tasks: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[dict[st
     return out
 
 
-def patch_sentence(tasks: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
-    """The patch verdicts counted per configuration, every patched seed counted."""
+def _counted(found: list[str], verdicts: Sequence[str]) -> str:
+    return ", ".join(f"{found.count(v)} {v}" for v in verdicts if found.count(v))
+
+
+def patch_sentence(tasks: Mapping[str, Sequence[Mapping[str, Any]]], key: str = "patch") -> str:
+    """The patch verdicts counted per configuration, every patched seed counted (``key``
+    ``patch_moved``: the positions-moved verdicts too)."""
     parts = []
     for label, per_seed in tasks.items():
-        found = [patch_verdict(t["patch"]) for t in per_seed if "patch" in t]
-        if found:
-            counts = ", ".join(f"{found.count(v)} {v}" for v in PATCH_VERDICTS if found.count(v))
-            parts.append(f"`{label}`: {counts} (of {len(found)} seeds)")
+        patched = [t[key] for t in per_seed if key in t]
+        if not patched:
+            continue
+        text = f"`{label}`: "
+        if key != "patch":
+            text += _counted([moved_verdict(p) for p in patched], MOVED_VERDICTS) + "; patched, "
+        text += _counted([patch_verdict(p) for p in patched], PATCH_VERDICTS)
+        parts.append(f"{text} (of {len(patched)} seeds)")
     if not parts:
         return "No model was patched."
-    return "Patching layer 0's output, by the rule stated beforehand: " + "; ".join(parts) + "."
+    what = ("Patching layer 0's output" if key == "patch" else
+            "Moving the core to the padded string's positions, then patching from that run")
+    return f"{what}, by the rule stated beforehand: " + "; ".join(parts) + "."

@@ -124,8 +124,8 @@ class Classifier(blocks.Stacked):
             record("hook_embed", x)
         pe = self.pos(tokens.shape[2], n_tokens)
         if pe is not None:
-            if record is not None:
-                record("hook_pos_embed", pe.expand_as(x))
+            if record is not None:  # patchable: dyckbook.length_break moves positions
+                pe = record("hook_pos_embed", pe.expand_as(x))
             x = x + pe
         x = blocks.dropout(x, c.dropout, self.streams, self.training,
                            (x.shape[1], c.n_positions, c.d_model))

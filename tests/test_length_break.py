@@ -3,11 +3,14 @@ intervention says, the rule gives every verdict it names, and the hand-set count
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
 
 from dyckbook import constructions, length_break, tokenizer
+from dyckbook.model import Classifier, ModelConfig
 
 
 def _first_dip(codes: np.ndarray, length: int) -> int:
@@ -185,3 +188,66 @@ def test_patch_rows_and_sentence_count_patched_seeds_only():
         "Patching layer 0's output, by the rule stated beforehand: `a`: 1 the dips carry it, "
         "1 not in layer 0 (of 2 seeds).")
     assert length_break.patch_sentence({"a": [{"seed": 1}]}) == "No model was patched."
+
+
+def test_moving_positions_is_a_shifted_position_table():
+    # the oracle: with learned positions, the core run at the padded string's positions is the
+    # core run of a copy whose table is read m later (start kept); read m - 1 later it differs
+    config = ModelConfig(k=1, n_ctx=48, d_model=16, n_heads=2, d_mlp=32, n_layers=2,
+                         mask="causal", readout="end", pos_encoding="learned", dropout=0.0)
+    m, model = 16, Classifier(config, [5]).eval()
+    torch.manual_seed(0)
+    with torch.no_grad():  # an untrained readout is near constant: make every part matter
+        for p in model.parameters():
+            p.add_(torch.randn_like(p))
+    _, tokens = _before(m)
+    padded, core = tokens["negatives before"]
+    moved = length_break._moved_positions(model, core, padded, m, length_break.LAYER0)
+    got, cache = model.run_with_cache(core, moved)
+    for shift, equal in ((m, True), (m - 1, False)):
+        shifted = copy.deepcopy(model)
+        with torch.no_grad():
+            shifted.pos.table[0, 1:34] = model.pos.table[0, 1 + shift:34 + shift]
+        want, want_cache = shifted.run_with_cache(core, {length_break.LAYER0})
+        assert torch.allclose(got, want, atol=1e-5) == equal, shift
+        assert torch.allclose(cache[length_break.LAYER0][:, :34],
+                              want_cache[length_break.LAYER0][:, :34], atol=1e-5) == equal
+
+
+def test_moving_positions_changes_nothing_without_positional_vectors():
+    sets = length_break.padded_sets(20, 32, [0, 48], seed=4)
+    counter = constructions.dyck1_counter(80)
+    plain = length_break.patch_scores(counter, sets, 48, 80, seed=0)
+    moved = length_break.patch_scores(counter, sets, 48, 80, seed=0, move_positions=True)
+    for side in plain:
+        assert moved[side] == {**plain[side], length_break.MOVED: plain[side]["core"]}
+
+
+def _moved(moved, **patch):
+    p = _patch(**{"dips": 1.0, "other": 0.0, "whole": 1.0, **patch})
+    p["negatives rejected"][length_break.MOVED] = moved
+    p["members kept"][length_break.MOVED] = 1.0
+    return p
+
+
+@pytest.mark.parametrize("patch, expected", [
+    (_moved(0.1), "the positions break it"),  # moving alone reproduces 90% of the break
+    (_moved(0.9), "the pad's symbols break it"),
+    (_moved(0.5), "both"),
+    (_moved(0.9, padded=0.9), "nothing to recover"),
+    (_moved(1.0, core=0.5), "does not solve the cores"),
+])
+def test_the_moved_rule_gives_each_verdict(patch, expected):
+    assert length_break.moved_verdict(patch) == expected
+
+
+def test_moved_rows_and_sentence_name_both_verdicts():
+    tasks = {"r": [{"seed": 1, "patch_moved": _moved(0.95)}, {"seed": 2, "patch": _moved(0.0)}]}
+    rows = length_break.patch_rows(tasks, "patch_moved")
+    assert [(r["seed"], r["positions moved"], r["verdict"]) for r in rows] == [
+        (1, "the pad's symbols break it", "the dips carry it")]
+    assert rows[0]["negatives rejected, core / moved / padded"] == "1.00 / 0.95 / 0.00"
+    assert length_break.patch_sentence(tasks, "patch_moved") == (
+        "Moving the core to the padded string's positions, then patching from that run, by the "
+        "rule stated beforehand: `r`: 1 the pad's symbols break it; patched, 1 the dips carry "
+        "it (of 1 seeds).")
