@@ -351,16 +351,26 @@ def moved_verdict(patch: Mapping[str, Mapping[str, float]]) -> str:
     return "the pad's symbols break it" if share <= MOVED_RULE["symbols"] else "both"
 
 
+def _unmoved(per_seed: Sequence[Mapping[str, Any]]) -> bool:
+    """Every seed's positions-moved scores are its plain patch's (the core's own at
+    :data:`MOVED`): a configuration with no positional vectors, where nothing moves."""
+    return all("patch" in t and t["patch_moved"][side] == {**t["patch"][side],
+                                                           MOVED: t["patch"][side]["core"]}
+               for t in per_seed for side in t["patch_moved"])
+
+
 def patch_rows(tasks: Mapping[str, Sequence[Mapping[str, Any]]], key: str = "patch"
                ) -> list[dict[str, Any]]:
     """One display row per configuration and seed that has ``key`` (:func:`patch_scores`;
-    ``patch_moved`` with ``move_positions``): the verdict(s), the negatives rejected core /
-    padded (/ the core at moved positions) / per patch, and the members kept."""
+    ``patch_moved`` with ``move_positions``, where a configuration in which nothing moved has
+    no rows): the verdict(s), the negatives rejected core / padded (/ the core at moved
+    positions) / per patch, and the members kept."""
     out = []
     for label, per_seed in tasks.items():
-        for t in per_seed:
-            if key not in t:
-                continue
+        patched = [t for t in per_seed if key in t]
+        if key == "patch_moved" and patched and _unmoved(patched):
+            continue
+        for t in patched:
             p = t[key]
             r, kept = p["negatives rejected"], p["members kept"]
             row = {"configuration": label, "seed": t["seed"], "verdict": patch_verdict(p)}
@@ -372,8 +382,12 @@ def patch_rows(tasks: Mapping[str, Sequence[Mapping[str, Any]]], key: str = "pat
                 row["negatives rejected, core / padded"] = f"{r['core']:.2f} / {r['padded']:.2f}"
             for patch in PATCHES:
                 row[f"patched {patch}"] = f"{r[patch]:.2f}"
-            row["members kept, padded / dips patched"] = (f"{kept['padded']:.2f} / "
-                                                         f"{kept['dips']:.2f}")
+            if MOVED in kept:
+                row["members kept, core / moved / padded / dips patched"] = " / ".join(
+                    f"{kept[k]:.2f}" for k in ("core", MOVED, "padded", "dips"))
+            else:
+                row["members kept, padded / dips patched"] = (f"{kept['padded']:.2f} / "
+                                                             f"{kept['dips']:.2f}")
             out.append(row)
     return out
 
@@ -390,11 +404,21 @@ def patch_sentence(tasks: Mapping[str, Sequence[Mapping[str, Any]]], key: str = 
         patched = [t[key] for t in per_seed if key in t]
         if not patched:
             continue
+        if key == "patch_moved" and _unmoved([t for t in per_seed if key in t]):
+            parts.append(f"`{label}`: no positional vectors, nothing moved (every score equals "
+                         f"the plain patch's, as it must; {len(patched)} seeds)")
+            continue
         text = f"`{label}`: "
         if key != "patch":
             text += _counted([moved_verdict(p) for p in patched], MOVED_VERDICTS) + "; patched, "
         text += _counted([patch_verdict(p) for p in patched], PATCH_VERDICTS)
-        parts.append(f"{text} (of {len(patched)} seeds)")
+        text += f" (of {len(patched)} seeds)"
+        if key != "patch":  # an observation beside the rule, which reads the negatives only
+            drop = sum(p["members kept"]["core"] - p["members kept"][MOVED] >= RULE["breaks"]
+                       for p in patched)
+            text += (f"; moving the positions alone drops the members kept by "
+                     f"{RULE['breaks']} or more in {drop} of {len(patched)}")
+        parts.append(text)
     if not parts:
         return "No model was patched."
     what = ("Patching layer 0's output" if key == "patch" else

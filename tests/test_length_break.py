@@ -243,11 +243,22 @@ def test_the_moved_rule_gives_each_verdict(patch, expected):
 
 def test_moved_rows_and_sentence_name_both_verdicts():
     tasks = {"r": [{"seed": 1, "patch_moved": _moved(0.95)}, {"seed": 2, "patch": _moved(0.0)}]}
+    tasks["r"][0]["patch_moved"]["members kept"][length_break.MOVED] = 0.7  # a drop of 0.3
     rows = length_break.patch_rows(tasks, "patch_moved")
     assert [(r["seed"], r["positions moved"], r["verdict"]) for r in rows] == [
         (1, "the pad's symbols break it", "the dips carry it")]
     assert rows[0]["negatives rejected, core / moved / padded"] == "1.00 / 0.95 / 0.00"
+    assert rows[0]["members kept, core / moved / padded / dips patched"] == (
+        "1.00 / 0.70 / 1.00 / 1.00")
+    plain = _patch(1.0, 0.0, 1.0)
+    nope = {"seed": 3, "patch": plain, "patch_moved": _moved(1.0)}  # the core's own score
+    tasks["n"] = [nope]
+    assert [r["configuration"] for r in length_break.patch_rows(tasks, "patch_moved")] == ["r"]
     assert length_break.patch_sentence(tasks, "patch_moved") == (
         "Moving the core to the padded string's positions, then patching from that run, by the "
         "rule stated beforehand: `r`: 1 the pad's symbols break it; patched, 1 the dips carry "
-        "it (of 1 seeds).")
+        "it (of 1 seeds); moving the positions alone drops the members kept by 0.2 or more in 1 "
+        "of 1; `n`: no positional vectors, nothing moved (every score equals the "
+        "plain patch's, as it must; 1 seeds).")
+    nope["patch_moved"]["members kept"]["dips"] = 0.5  # a moved score that differs: shown
+    assert len(length_break.patch_rows(tasks, "patch_moved")) == 2
