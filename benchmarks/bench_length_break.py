@@ -18,11 +18,18 @@ patched inside (``length_break.patch_scores``, rule stated 2026-11-26 before any
 layer 0's output at the dip of the *before* negatives at the largest pad, taken from the
 unpadded core's run, with its controls; then again from the core's run at the padded string's
 positions (``move_positions``; rule and prediction stated 2026-11-27 before any number of it:
-randomized positions break by the pad's symbols, not the indices). Writes
+randomized positions break by the pad's symbols, not the indices). A mean-readout model is also
+read with its average over the core's tokens only (``length_break.readout_scores``; stated
+2026-11-27 after seeds 100-102's positions-matched numbers, so its test is the fresh seeds
+103-107 of the randomized configuration, ``--more-seeds``). Writes
 benchmarks/results/length_break.json and prints a table.
 
     python benchmarks/bench_length_break.py [--configs C,C] [--seeds 100,101,102]
-        [--workers 2] [--pads 0,32,96,224] [--n-items 300] [--max-steps S] [--out PATH]
+        [--more-seeds C=S,S] [--workers 2] [--pads 0,32,96,224] [--n-items 300]
+        [--max-steps S] [--out PATH] [--keep-others]
+
+``--keep-others`` reruns only ``--configs`` and keeps the other configurations' tasks from the
+results file as they are (training is deterministic: two full reruns reproduced every field).
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ from bench_length_reach import THRESHOLD, base_config, bins, recipe
 
 CONFIGS = ("causal-none-end", "causal-none-end+language_model",
            "causal-randomized-mean+language_model")
+MORE_SEEDS = "causal-randomized-mean+language_model=103,104,105,106,107"  # the readout test's
 RESULTS = Path(__file__).resolve().parent / "results" / "length_break.json"
 TEST_MAX_LENGTH = 256
 
@@ -55,7 +63,10 @@ def task(config: run.RunConfig, seed: int, n_items: int, pads: list[int]) -> dic
     """Train one seed, then score every padded set (one pool task)."""
     result = run.run_seeds(config, [seed])[0]
     sets = length_break.padded_sets(n_items, 2 * config.data.max_length, pads, 1000 + seed)
-    return {"seed": seed, "status": result.record.status, "steps": result.record.steps,
+    readout = ({"readout": length_break.readout_scores(result.model, sets, pads[-1],
+                                                       TEST_MAX_LENGTH, 3000 + seed)}
+               if config.model.readout == "mean" else {})
+    return {**readout, "seed": seed, "status": result.record.status, "steps": result.record.steps,
             "stack": round(result.record.scores["stack"].accuracy, 4),
             "stack_bins": bins(result.record.scores["stack"], config.data.max_length),
             "reach_xN": length_study.reach(result.record.scores["stack"], config.data.max_length,
@@ -72,21 +83,32 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configs", default=",".join(CONFIGS))
     parser.add_argument("--seeds", default="100,101,102")
+    parser.add_argument("--more-seeds", default=MORE_SEEDS,
+                        help="CONFIG=S,S,...: further seeds of one configuration ('' for none)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--pads", default="0,32,96,224")
     parser.add_argument("--n-items", type=int, default=300)
     parser.add_argument("--max-steps", type=int, default=None, help="a check only (default: 07's)")
     parser.add_argument("--out", default=str(RESULTS))
+    parser.add_argument("--keep-others", action="store_true",
+                        help="keep the results file's tasks of configurations not in --configs")
     args = parser.parse_args()
     try:
         seeds = [int(s) for s in args.seeds.split(",")]
         pads = [int(p) for p in args.pads.split(",")]
+        more = {c: [int(s) for s in ss.split(",")] for c, ss in
+                (item.split("=") for item in filter(None, args.more_seeds.split(";")))}
     except ValueError:
-        raise ValueError(f"--seeds and --pads must be comma-separated integers, got "
-                         f"{args.seeds!r} and {args.pads!r}") from None
+        raise ValueError(f"--seeds and --pads must be comma-separated integers and --more-seeds "
+                         f"CONFIG=S,S, got {args.seeds!r}, {args.pads!r} and "
+                         f"{args.more_seeds!r}") from None
     names = [c.strip() for c in args.configs.split(",") if c.strip()]
     if not names:
         raise ValueError(f"--configs must name at least one configuration, got {args.configs!r}")
+    if set(more) - set(names):
+        raise ValueError(f"--more-seeds names configurations not in --configs: "
+                         f"{sorted(set(more) - set(names))}")
+    seeds_of = {c: seeds + [s for s in more.get(c, []) if s not in seeds] for c in names}
     if args.workers < 1 or args.n_items < 1:
         raise ValueError(f"--workers and --n-items must be >= 1, got {args.workers} and "
                          f"{args.n_items}")
@@ -97,6 +119,13 @@ def main() -> None:
     if 2 * n + pads[-1] > TEST_MAX_LENGTH:
         raise ValueError(f"--pads: 2N + {pads[-1]} exceeds the tested {TEST_MAX_LENGTH}")
     configs = {c: length_study.config(base_config(params, 1, TEST_MAX_LENGTH), c) for c in names}
+    kept: list[str] = []
+    if args.keep_others:  # read first: a bad file fails before any training
+        earlier = json.loads(Path(args.out).read_text())["raw"]
+        if (earlier["pads"], earlier["n_items"], earlier["recipe"]["max_steps"]) != (
+                pads, args.n_items, params["max_steps"]):
+            raise ValueError(f"--keep-others: {args.out} was run with other pads, items or steps")
+        kept = [c for c in earlier["tasks"] if c not in configs]
     load, start = os.getloadavg(), time.perf_counter()
     # the control: the hand-set counter recognises Dyck-1 at every length, so it must hold
     control = length_break.scores(constructions.dyck1_counter(TEST_MAX_LENGTH),
@@ -106,9 +135,10 @@ def main() -> None:
           f"{json.dumps(control)}")
     os.environ["DYCKBOOK_QUIET"] = "1"
     done: dict[str, dict[int, dict[str, Any]]] = {}
-    with executors.make_executor(None, min(args.workers, len(configs) * len(seeds))) as pool:
+    n_tasks = sum(map(len, seeds_of.values()))
+    with executors.make_executor(None, min(args.workers, n_tasks)) as pool:
         futures = {pool.submit(task, c, s, args.n_items, pads): (label, s)
-                   for label, c in configs.items() for s in seeds}
+                   for label, c in configs.items() for s in seeds_of[label]}
         for future in cf.as_completed(futures):
             label, seed = futures[future]
             got = done.setdefault(label, {})[seed] = future.result()
@@ -116,12 +146,18 @@ def main() -> None:
             got["patch_verdict"] = length_break.patch_verdict(got["patch"])
             got["moved_verdicts"] = [length_break.moved_verdict(got["patch_moved"]),
                                      length_break.patch_verdict(got["patch_moved"])]
+            if "readout" in got:
+                got["readout_verdict"] = length_break.readout_verdict(got["readout"])
             print(f"{label} seed {seed}: {got['verdict']} {json.dumps(got['scores'])}; patched: "
                   f"{got['patch_verdict']} {json.dumps(got['patch'])}; positions moved: "
-                  f"{got['moved_verdicts']} {json.dumps(got['patch_moved'])}", flush=True)
+                  f"{got['moved_verdicts']} {json.dumps(got['patch_moved'])}; readout: "
+                  f"{got.get('readout_verdict')} {json.dumps(got.get('readout'))}", flush=True)
     rows, tasks = [], {}
-    for label in configs:
-        per_seed = [done[label][s] for s in seeds]
+    for label in kept:
+        done[label] = {t["seed"]: t for t in earlier["tasks"][label]}
+        seeds_of[label] = [t["seed"] for t in earlier["tasks"][label]]
+    for label in [*kept, *configs]:
+        per_seed = [done[label][s] for s in seeds_of[label]]
         tasks[label] = per_seed
         counts = {v: sum(t["verdict"] == v for t in per_seed) for v in length_break.VERDICTS}
         top = str(pads[-1])
@@ -158,13 +194,27 @@ def main() -> None:
                          for k in ("core", length_break.MOVED, "padded", "dips"))
                 for t in per_seed) + ")",
             sum(b == "the dips carry it" for _, b in moved), target="verdicts per seed"))
+        read = [t for t in per_seed if "readout" in t]
+        if read:
+            rows.append(table.row(
+                f"The mean readout over the core's tokens only (m = {pads[-1]})",
+                f"{label}: " + "; ".join(
+                    f"seed {t['seed']}: {t['readout_verdict']} ("
+                    + "/".join(f"{t['readout']['negatives rejected'][k]:.2f}"
+                               for k in ("core", "padded", *length_break.READOUTS)) + ")"
+                    for t in read) + " (negatives rejected core / padded / over core tokens / "
+                "over pad tokens)",
+                sum(t["readout_verdict"] == "the average carries it" for t in read),
+                target="verdicts per seed"))
     raw = {"tasks": tasks, "control": {"scores": control,
                                              "verdict": length_break.verdict(control, pads)},
            "pads": pads, "n_items": args.n_items, "seeds": seeds,
+           "more_seeds": more, "kept_from_earlier_run": kept,
            "recipe": {k: params[k] for k in ("max_length", "n_train", "max_steps", "lr",
                                              "d_model", "n_layers", "batch_size")},
            "thresholds": length_break.RULE, "patch_thresholds": length_break.PATCH_RULE,
            "moved_thresholds": length_break.MOVED_RULE,
+           "readout_thresholds": length_break.READOUT_RULE,
            "workers": args.workers, "seconds": round(time.perf_counter() - start, 1),
            "cores": os.cpu_count(), "torch": torch.__version__}
     out_path = Path(args.out)

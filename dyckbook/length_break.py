@@ -56,6 +56,19 @@ not solve the cores`` as above); :func:`patch_verdict` then judges the patches t
 moved run. Predicted for the randomized-position seeds that break by position: the pad's symbols
 break it, and the dips carry it. A model with no positional vectors (NoPE, RoPE, ALiBi) has
 nothing to move: its moved scores equal the plain ones (a check).
+
+**The mean readout** (stated 2026-11-27 after the positions-matched numbers of seeds 100-102,
+before any number of it; fresh seeds are its test). A mean-readout model averages its last layer
+over every token, the pad's too, so a flag written at the core's tokens is diluted by the pad's
+length. Score the padded *before* strings with the average over the core's tokens only (core
+symbols and ``[end]``) and, as a control, over as many of the start and pad tokens (they come
+before the dip and never see it) (:func:`readout_scores`). :func:`readout_verdict`
+(:data:`READOUT_RULE`): ``the average carries it`` when recovered(core tokens) >= ``carries``,
+recovered(pad tokens) <= ``control`` and the members kept over the core tokens fall by at most
+``members``; ``not specific`` when the core tokens recover but a control fails; ``not the
+readout`` when recovered(core tokens) <= ``control``; ``partial`` otherwise (``nothing to
+recover`` and ``does not solve the cores`` as above). Predicted: in the mean-readout seeds that
+the pad's symbols break outside layer 0, the average carries it.
 """
 
 from __future__ import annotations
@@ -73,10 +86,12 @@ from dyckbook.languages import Dyck
 from dyckbook.negatives import sample_minimal_pairs
 from dyckbook.vocab import PAD
 
-__all__ = ["CONDITIONS", "LAYER0", "MOVED", "MOVED_RULE", "MOVED_VERDICTS", "PATCHES", "PATCH_RULE",
-           "PATCH_VERDICTS", "POSITIONS", "RULE", "VERDICTS", "aligned_logits", "balanced",
-           "moved_verdict", "padded_sets", "patch_rows", "patch_scores", "patch_sentence",
-           "patch_verdict", "rows", "scores", "sentence", "verdict"]
+__all__ = ["CONDITIONS", "LAYER0", "MOVED", "MOVED_RULE", "MOVED_VERDICTS", "PATCHES",
+           "PATCH_RULE", "PATCH_VERDICTS", "POSITIONS", "READOUT_RULE", "READOUT_VERDICTS", "RULE",
+           "VERDICTS", "aligned_logits", "balanced", "moved_verdict", "padded_sets", "patch_rows",
+           "patch_scores", "patch_sentence", "patch_verdict", "readout_logits", "readout_rows",
+           "readout_scores", "readout_sentence", "readout_verdict", "rows", "scores", "sentence",
+           "verdict"]
 
 RULE = {"solves": 0.8, "breaks": 0.2, "holds": 0.1}  # stated before any model was scored
 VERDICTS = ("position", "length", "holds", "mixed", "does not solve the cores")
@@ -90,6 +105,10 @@ MOVED_RULE = {"positions": 0.8, "symbols": 0.2}  # stated 2026-11-27 before any 
 MOVED_VERDICTS = ("the positions break it", "the pad's symbols break it", "both",
                   "nothing to recover", "does not solve the cores")
 POSITIONS = "hook_pos_embed"  # the positional vectors added to the embedding
+READOUT_RULE = {"carries": 0.8, "control": 0.2, "members": 0.1}  # stated before any number
+READOUT_VERDICTS = ("the average carries it", "not specific", "partial", "not the readout",
+                    "nothing to recover", "does not solve the cores")
+READOUTS = ("core tokens", "pad tokens")
 MOVED = "core, positions moved"
 Sets = dict[str, dict[int, tuple[np.ndarray, np.ndarray, int]]]
 
@@ -424,3 +443,123 @@ def patch_sentence(tasks: Mapping[str, Sequence[Mapping[str, Any]]], key: str = 
     what = ("Patching layer 0's output" if key == "patch" else
             "Moving the core to the padded string's positions, then patching from that run")
     return f"{what}, by the rule stated beforehand: " + "; ".join(parts) + "."
+
+
+def readout_logits(model: Any, tokens: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """Logits (batch, 2) of a single mean-readout classifier whose average runs over the
+    tokens ``keep`` (bool, like ``tokens``) marks instead of every real token, in eval mode (the
+    model's mode restored).
+
+    Raises:
+        ValueError: a model that does not read the mean, or a row that keeps no token.
+    """
+    if model.config.readout != "mean":
+        raise ValueError(f"readout_logits needs a mean-readout model, got readout "
+                         f"{model.config.readout!r}")
+    if keep.shape != tokens.shape or not bool(keep.any(-1).all()):
+        raise ValueError("keep must be shaped like tokens and keep a token in every row")
+    last = f"blocks.{model.config.n_layers - 1}.hook_resid_post"
+    with evaluating(model):
+        _, cache = model.run_with_cache(tokens, {last})
+        x = cache[last][None]  # (S = 1, batch, pos, d_model)
+        if model.ln_final is not None:
+            x = model.ln_final(x)
+        w = keep.to(x.dtype)[None, ..., None]
+        return model.classifier((x * w).sum(2) / w.sum(2))[0]
+
+
+def _readout_masks(tokens: torch.Tensor, lengths: np.ndarray, m: int,
+                   rng: np.random.Generator) -> dict[str, torch.Tensor]:
+    """:data:`READOUTS` as bool masks over padded *before* tokens: the core's symbols and
+    ``[end]`` (token indices m + 1 .. length + 1), and as many of the start and pad tokens
+    (indices 0 .. m), drawn."""
+    index = torch.arange(tokens.shape[1])[None, :]
+    core = (index > m) & (index <= torch.as_tensor(lengths)[:, None] + 1)
+    pad = torch.zeros_like(core)
+    for i, n in enumerate(core.sum(1).tolist()):
+        pad[i, rng.choice(m + 1, min(n, m + 1), replace=False)] = True
+    return {"core tokens": core, "pad tokens": pad}
+
+
+def readout_scores(model: Any, sets: Sets, m: int, width: int, seed: int
+                   ) -> dict[str, dict[str, float]]:
+    """The readout test of the module docstring at pad length ``m``: ``{"negatives rejected" |
+    "members kept": {"core" | "padded" | "core tokens" | "pad tokens": share}}``, the *before*
+    sets encoded at ``width``; ``seed`` picks the control tokens."""
+    if m not in sets["negatives before"] or m == 0:
+        raise ValueError(f"m must be a nonzero pad length of the sets "
+                         f"({sorted(sets['negatives before'])}), got {m!r}")
+    rng, out = np.random.default_rng(seed), {}
+    for name, label in (("negatives", 0), ("members", 1)):
+        (core, lengths, _), padded = sets[f"{name} before"][0], sets[f"{name} before"][m]
+        core_tokens = tokenizer.encode(core, lengths, width)
+        padded_tokens = tokenizer.encode(padded[0], padded[1], width)
+        keep = _readout_masks(padded_tokens, padded[1], m, rng)
+        with evaluating(model):
+            got = {"core": model(core_tokens), "padded": model(padded_tokens)}
+        for which, mask in keep.items():
+            got[which] = readout_logits(model, padded_tokens, mask)
+        key = "negatives rejected" if label == 0 else "members kept"
+        out[key] = {k: round(float((v.argmax(-1) == label).float().mean()), 4)
+                    for k, v in got.items()}
+    return out
+
+
+def readout_verdict(scores: Mapping[str, Mapping[str, float]]) -> str:
+    """The module docstring's rule (:data:`READOUT_RULE`) on one model's
+    :func:`readout_scores`."""
+    r, kept = scores["negatives rejected"], scores["members kept"]
+    if (r["core"] + kept["core"]) / 2 < RULE["solves"]:
+        return "does not solve the cores"
+    if r["core"] - r["padded"] < RULE["breaks"]:
+        return "nothing to recover"
+    core, pad = _recovered(scores, "core tokens"), _recovered(scores, "pad tokens")
+    if core >= READOUT_RULE["carries"]:
+        members_ok = kept["padded"] - kept["core tokens"] <= READOUT_RULE["members"]
+        return ("the average carries it" if pad <= READOUT_RULE["control"] and members_ok
+                else "not specific")
+    return "not the readout" if core <= READOUT_RULE["control"] else "partial"
+
+
+def readout_rows(tasks: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    """One display row per seed that has a ``readout`` (:func:`readout_scores`), with its
+    earlier verdicts beside."""
+    out = []
+    for label, per_seed in tasks.items():
+        for t in per_seed:
+            if "readout" not in t:
+                continue
+            r, kept = t["readout"]["negatives rejected"], t["readout"]["members kept"]
+            row = {"configuration": label, "seed": t["seed"],
+                   "verdict": readout_verdict(t["readout"])}
+            if "patch_moved" in t:
+                row["positions moved; patched"] = (f"{moved_verdict(t['patch_moved'])}; "
+                                                   f"{patch_verdict(t['patch_moved'])}")
+            row["negatives rejected, core / padded"] = f"{r['core']:.2f} / {r['padded']:.2f}"
+            for which in READOUTS:
+                row[f"read over {which}"] = f"{r[which]:.2f}"
+            row["members kept, padded / core tokens"] = (f"{kept['padded']:.2f} / "
+                                                        f"{kept['core tokens']:.2f}")
+            out.append(row)
+    return out
+
+
+def readout_sentence(tasks: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
+    """The readout verdicts per configuration, and the prediction's count: of the seeds the
+    pad's symbols break outside layer 0, how many the average carries."""
+    parts = []
+    for label, per_seed in tasks.items():
+        done = [t for t in per_seed if "readout" in t]
+        if not done:
+            continue
+        found = [readout_verdict(t["readout"]) for t in done]
+        named = [readout_verdict(t["readout"]) for t in done if "patch_moved" in t
+                 and moved_verdict(t["patch_moved"]) == "the pad's symbols break it"
+                 and patch_verdict(t["patch_moved"]) == "not in layer 0"]
+        parts.append(f"`{label}`: {_counted(found, READOUT_VERDICTS)} (of {len(done)} seeds); "
+                     f"of the {len(named)} the pad's symbols break outside layer 0, the average "
+                     f"carries it in {named.count('the average carries it')}")
+    if not parts:
+        return "No mean-readout model was read."
+    return "Reading the mean over the core's tokens, by the rule stated beforehand: " + "; ".join(
+        parts) + "."

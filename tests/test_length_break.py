@@ -262,3 +262,98 @@ def test_moved_rows_and_sentence_name_both_verdicts():
         "plain patch's, as it must; 1 seeds).")
     nope["patch_moved"]["members kept"]["dips"] = 0.5  # a moved score that differs: shown
     assert len(length_break.patch_rows(tasks, "patch_moved")) == 2
+
+
+def _mean_model(norm):
+    config = ModelConfig(k=1, n_ctx=48, d_model=16, n_heads=2, d_mlp=32, n_layers=2,
+                         mask="causal", readout="mean", pos_encoding="none", norm=norm,
+                         dropout=0.0)
+    model = Classifier(config, [7]).eval()
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p))
+    return model
+
+
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_the_readout_over_every_real_token_is_the_models_own(norm):
+    model = _mean_model(norm)
+    _, tokens = _before(16)
+    padded = tokens["negatives before"][0]
+    real = padded != tokenizer.PAD
+    assert torch.allclose(length_break.readout_logits(model, padded, real), model(padded),
+                          atol=1e-5)
+    fewer = real.clone()
+    fewer[:, 0] = False  # the start token left out: the average moves
+    assert (length_break.readout_logits(model, padded, fewer) - model(padded)).abs().max() > 1e-3
+    with pytest.raises(ValueError, match="keep a token in every row"):
+        length_break.readout_logits(model, padded, torch.zeros_like(real))
+    end = Classifier(ModelConfig(k=1, n_ctx=48, d_model=16, n_heads=2, d_mlp=32, n_layers=2,
+                                 mask="causal", readout="end"), [0])
+    with pytest.raises(ValueError, match="readout 'end'"):
+        length_break.readout_logits(end, padded, real)
+
+
+def test_the_readout_masks_are_the_core_and_the_tokens_before_it():
+    m = 16
+    sets, tokens = _before(m)
+    padded = tokens["negatives before"][0]
+    lengths = sets["negatives before"][m][1]
+    masks = length_break._readout_masks(padded, lengths, m, np.random.default_rng(0))
+    real = (padded != tokenizer.PAD).numpy()
+    for i in range(len(lengths)):
+        last = np.flatnonzero(real[i])[-33:]  # the oracle: the core's 32 symbols and [end]
+        assert np.flatnonzero(masks["core tokens"][i].numpy()).tolist() == last.tolist()
+        drawn = np.flatnonzero(masks["pad tokens"][i].numpy())
+        assert len(drawn) == min(33, m + 1) and drawn.max() <= m
+
+
+def test_readout_scores_keys_and_errors():
+    sets = length_break.padded_sets(10, 32, [0, 16], seed=4)
+    p = length_break.readout_scores(_mean_model("pre"), sets, 16, 48, seed=0)
+    assert set(p) == {"negatives rejected", "members kept"}
+    assert set(p["members kept"]) == {"core", "padded", *length_break.READOUTS}
+    with pytest.raises(ValueError, match="m must be a nonzero pad length"):
+        length_break.readout_scores(_mean_model("pre"), sets, 0, 48, seed=0)
+    # the hand-set counter reads the mean and holds at every length: nothing to recover
+    counter = length_break.readout_scores(constructions.dyck1_counter(48), sets, 16, 48, seed=0)
+    assert counter["negatives rejected"]["padded"] == 1.0
+    assert length_break.readout_verdict(counter) == "nothing to recover"
+
+
+def _read(core_tokens, pad_tokens, kept=1.0, core=1.0, padded=0.0):
+    return {"negatives rejected": {"core": core, "padded": padded, "core tokens": core_tokens,
+                                   "pad tokens": pad_tokens},
+            "members kept": {"core": 1.0, "padded": 1.0, "core tokens": kept,
+                             "pad tokens": 1.0}}
+
+
+@pytest.mark.parametrize("scores, expected", [
+    (_read(0.9, 0.0), "the average carries it"),
+    (_read(0.9, 0.5), "not specific"),
+    (_read(0.9, 0.0, kept=0.8), "not specific"),
+    (_read(0.5, 0.0), "partial"),
+    (_read(0.1, 0.0), "not the readout"),
+    (_read(0.5, 0.0, padded=0.9), "nothing to recover"),
+    (_read(1.0, 0.0, core=0.5), "does not solve the cores"),
+])
+def test_the_readout_rule_gives_each_verdict(scores, expected):
+    assert length_break.readout_verdict(scores) == expected
+
+
+def test_readout_rows_and_sentence_count_the_prediction():
+    moved_not_l0 = _moved(1.0, dips=0.0, other=0.0, whole=0.0)  # pad's symbols, not in layer 0
+    tasks = {"r": [{"seed": 1, "readout": _read(0.9, 0.0), "patch_moved": moved_not_l0},
+                   {"seed": 2, "readout": _read(0.1, 0.0), "patch_moved": _moved(1.0)},
+                   {"seed": 3}]}
+    rows = length_break.readout_rows(tasks)
+    assert [(r["seed"], r["verdict"]) for r in rows] == [(1, "the average carries it"),
+                                                         (2, "not the readout")]
+    assert rows[0]["positions moved; patched"] == "the pad's symbols break it; not in layer 0"
+    assert length_break.readout_sentence(tasks) == (
+        "Reading the mean over the core's tokens, by the rule stated beforehand: `r`: 1 the "
+        "average carries it, 1 not the readout (of 2 seeds); of the 1 the pad's symbols break "
+        "outside layer 0, the average carries it in 1.")
+    assert length_break.readout_sentence({"r": [{"seed": 3}]}) == (
+        "No mean-readout model was read.")
