@@ -338,18 +338,34 @@ def _recovered(patch: Mapping[str, Mapping[str, float]], which: str) -> float:
     return (r[which] - r["padded"]) / (r["core"] - r["padded"])
 
 
-def patch_verdict(patch: Mapping[str, Mapping[str, float]]) -> str:
-    """The module docstring's rule (:data:`PATCH_RULE`) on one model's :func:`patch_scores`."""
-    r, kept = patch["negatives rejected"], patch["members kept"]
+def _untestable(scores: Mapping[str, Mapping[str, float]]) -> str | None:
+    """The verdicts every rule gives first: the model does not solve the unpadded cores, or
+    the padding cost it too little to recover; else None."""
+    r, kept = scores["negatives rejected"], scores["members kept"]
     if (r["core"] + kept["core"]) / 2 < RULE["solves"]:
         return "does not solve the cores"
-    if r["core"] - r["padded"] < RULE["breaks"]:
-        return "nothing to recover"
-    dips, other = _recovered(patch, "dips"), _recovered(patch, "other positions")
-    if dips >= PATCH_RULE["carries"]:
-        members_ok = kept["padded"] - kept["dips"] <= PATCH_RULE["members"]
-        return ("the dips carry it" if other <= PATCH_RULE["control"] and members_ok
-                else "not specific")
+    return "nothing to recover" if r["core"] - r["padded"] < RULE["breaks"] else None
+
+
+def _carries(scores: Mapping[str, Mapping[str, float]], tested: str, control: str,
+             rule: Mapping[str, float]) -> bool | None:
+    """None when ``tested`` recovers less than ``rule["carries"]``; else whether it does so
+    specifically: ``control`` recovers at most ``rule["control"]`` and the members kept fall by
+    at most ``rule["members"]``."""
+    if _recovered(scores, tested) < rule["carries"]:
+        return None
+    kept = scores["members kept"]
+    return (_recovered(scores, control) <= rule["control"]
+            and kept["padded"] - kept[tested] <= rule["members"])
+
+
+def patch_verdict(patch: Mapping[str, Mapping[str, float]]) -> str:
+    """The module docstring's rule (:data:`PATCH_RULE`) on one model's :func:`patch_scores`."""
+    if (early := _untestable(patch)) is not None:
+        return early
+    specific = _carries(patch, "dips", "other positions", PATCH_RULE)
+    if specific is not None:
+        return "the dips carry it" if specific else "not specific"
     whole = _recovered(patch, "whole core")
     if whole >= PATCH_RULE["carries"]:
         return "the core carries it"
@@ -359,11 +375,9 @@ def patch_verdict(patch: Mapping[str, Mapping[str, float]]) -> str:
 def moved_verdict(patch: Mapping[str, Mapping[str, float]]) -> str:
     """The module docstring's rule (:data:`MOVED_RULE`) on one model's :func:`patch_scores`
     with ``move_positions``."""
-    r, kept = patch["negatives rejected"], patch["members kept"]
-    if (r["core"] + kept["core"]) / 2 < RULE["solves"]:
-        return "does not solve the cores"
-    if r["core"] - r["padded"] < RULE["breaks"]:
-        return "nothing to recover"
+    if (early := _untestable(patch)) is not None:
+        return early
+    r = patch["negatives rejected"]
     share = (r["core"] - r[MOVED]) / (r["core"] - r["padded"])  # the break moving reproduces
     if share >= MOVED_RULE["positions"]:
         return "the positions break it"
@@ -508,16 +522,12 @@ def readout_scores(model: Any, sets: Sets, m: int, width: int, seed: int
 def readout_verdict(scores: Mapping[str, Mapping[str, float]]) -> str:
     """The module docstring's rule (:data:`READOUT_RULE`) on one model's
     :func:`readout_scores`."""
-    r, kept = scores["negatives rejected"], scores["members kept"]
-    if (r["core"] + kept["core"]) / 2 < RULE["solves"]:
-        return "does not solve the cores"
-    if r["core"] - r["padded"] < RULE["breaks"]:
-        return "nothing to recover"
-    core, pad = _recovered(scores, "core tokens"), _recovered(scores, "pad tokens")
-    if core >= READOUT_RULE["carries"]:
-        members_ok = kept["padded"] - kept["core tokens"] <= READOUT_RULE["members"]
-        return ("the average carries it" if pad <= READOUT_RULE["control"] and members_ok
-                else "not specific")
+    if (early := _untestable(scores)) is not None:
+        return early
+    specific = _carries(scores, "core tokens", "pad tokens", READOUT_RULE)
+    if specific is not None:
+        return "the average carries it" if specific else "not specific"
+    core = _recovered(scores, "core tokens")
     return "not the readout" if core <= READOUT_RULE["control"] else "partial"
 
 
