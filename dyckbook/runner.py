@@ -44,8 +44,8 @@ from dyckbook.version import __version__
 
 __all__ = ["INJECTED", "Manifest", "Notebook", "Run", "Task", "assemble_pages", "describe_error",
            "execute", "external_runs", "kernel_threads", "load_manifest", "longest_first",
-           "published", "resolve_profile", "run", "run_hash", "run_status", "select_runs",
-           "statuses"]
+           "published", "resolve_profile", "run", "run_hash", "run_inputs", "run_status",
+           "select_runs", "statuses"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,7 @@ RESULTS_PLACEHOLDER = "{results}"  # in manifest params: this profile's book/res
 MANIFEST_VERSION = 2
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _SCALARS = (str, int, float, bool, type(None))
+READS = ("named", "every")  # manifest `reads`: the runs a run depends on (see _reads)
 
 
 # ------------------------------------------------------------------------------ manifest
@@ -74,6 +75,7 @@ class Notebook:
     outputs: tuple[str, ...]  # files a successful run must have written into results_dir
     keep: tuple[str, ...]  # files of results_dir that survive a rerun (resume caches)
     defaults: dict[str, Any]  # declared parameter -> default (a literal of the parameters cell)
+    reads: str = "named"  # what a run reads: "named" (by its parameters) or "every" (see _reads)
 
 
 @dataclass(frozen=True)
@@ -123,17 +125,21 @@ def _parse(raw: Any, mpath: Path) -> Manifest:
     for section, chapter in (("chapters", True), ("notebooks", False)):
         for key, entry in _entry(raw.get(section), section).items():
             where = f"{section}.{key}"
-            entry = _entry(entry, where, {"path", "title", "stage", "outputs", "keep"}, {"path"})
+            entry = _entry(entry, where, {"path", "title", "stage", "outputs", "keep", "reads"},
+                           {"path"})
             if not isinstance(key, str) or not _NAME.fullmatch(key) or key in notebooks:
                 raise ValueError(f"{where}: keys must be unique plain names, got {key!r}")
             stage = entry.get("stage", 0 if chapter else 1)
             if type(stage) is not int or stage < 0:
                 raise ValueError(f"{where}.stage must be an int >= 0, got {stage!r}")
+            if entry.get("reads", "named") not in READS:
+                raise ValueError(f"{where}.reads must be one of {list(READS)}, got "
+                                 f"{entry['reads']!r}")
             path = (mpath.parent / str(entry["path"])).resolve()
             notebooks[key] = Notebook(
                 key, path, str(entry.get("title", key)), CHAPTERS_GROUP if chapter else key, stage,
                 *(_names(entry.get(f, []), f"{where}.{f}") for f in ("outputs", "keep")),
-                _declared(path, where))
+                _declared(path, where), entry.get("reads", "named"))
             if chapter:
                 runs[key] = (key, {})  # a chapter is one run named after it
     for name, entry in _entry(raw.get("runs"), "runs").items():
@@ -308,21 +314,66 @@ def file_hashes(folder: Path) -> dict[str, str]:
 
 def run_hash(run: Run, inputs: Mapping[str, str]) -> str:
     """What a run's results depend on: parameters (not ``num_threads``), notebook source,
-    package version, and ``inputs`` (earlier-stage run -> digest of its result files)."""
+    package version, and ``inputs`` (what it reads -> digest: see ``run_inputs``)."""
     return _digest({"params": {k: v for k, v in run.params.items() if k not in UNHASHED},
                     "notebook": notebook_hash(run.notebook.path), "dyckbook": __version__,
                     "inputs": dict(inputs)})
 
 
-def _inputs(runs: Iterable[Run], stage: int, root: Path) -> dict[str, str]:
-    return {r.name: _digest(_record(r, root).get("files"))
-            for r in runs if r.notebook.stage < stage}
+def _reads(run: Run, every: Sequence[Run]) -> list[Run]:
+    """The runs whose results ``run`` reads. ``reads: named`` (the default): those whose results
+    folder one of its parameters names (a value, or an item of a comma list). ``reads: every``:
+    every run of an earlier stage (a page that finds runs through the profile's index). Naming
+    the folder of a run that does not run before it is a ValueError: it would read a result
+    not yet made."""
+    if run.notebook.reads == "every":
+        return [r for r in every if r.notebook.stage < run.notebook.stage]
+    named = _named(run)
+    out = []
+    for other in every:
+        folder = _relative_folder(other)
+        hits = [k for k, paths in named.items() if folder in paths]
+        if not hits or other.name == run.name:
+            continue
+        if other.notebook.stage >= run.notebook.stage:
+            raise ValueError(
+                f"run {run.name!r}: parameter {hits[0]!r} names the results of run "
+                f"{other.name!r} (stage {other.notebook.stage}), which does not run before it "
+                f"(stage {run.notebook.stage}): give {run.notebook.key} a later stage")
+        out.append(other)
+    return out
 
 
-def run_status(run: Run, hash_: str, root: Path) -> str:
-    """``ok``, ``stale`` (its hash changed), ``edited`` (a result file changed since it ran),
-    ``missing``, ``failed`` or ``blocked`` (the last attempt; a last good publication, if any,
-    is still in place: see ``published``)."""
+def _named(run: Run) -> dict[str, set[str]]:
+    """Parameter -> the paths its string value names (a comma list gives several)."""
+    return {k: {part.strip().rstrip("/") for part in v.split(",")} - {""}
+            for k, v in run.params.items() if isinstance(v, str) and k != "results_dir"}
+
+
+def _relative_folder(run: Run) -> str:
+    return (R.RESULTS_DIR / run.profile / run.notebook.group / run.name).as_posix()
+
+
+def run_inputs(run: Run, every: Sequence[Run], root: Path) -> dict[str, str]:
+    """What ``run`` reads, each with the digest of its contents: the runs of ``_reads`` (name ->
+    digest of their published files) and the committed files its parameters name (``file:``
+    path -> SHA-256; a path relative to the repository, like a benchmark's results). A change
+    in any of them makes the run stale; a run it does not read never does."""
+    out = {r.name: _digest(_record(r, root).get("files")) for r in _reads(run, every)}
+    source = R.source_root()
+    for paths in _named(run).values():
+        for rel in paths:
+            path = source / rel
+            if (not Path(rel).is_absolute() and ".." not in Path(rel).parts
+                    and not rel.startswith(R.RESULTS_DIR.as_posix()) and path.is_file()):
+                out[f"file:{rel}"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return dict(sorted(out.items()))
+
+
+def run_status(run: Run, inputs: Mapping[str, str], root: Path) -> str:
+    """``ok``, ``stale`` (what it depends on changed: ``run_hash``), ``edited`` (a result file
+    changed since it ran), ``missing``, ``failed`` or ``blocked`` (the last attempt; a last good
+    publication, if any, is still in place: see ``published``)."""
     record = _record(run, root)
     if record.get("status", "missing") != "ok":
         return str(record.get("status", "missing"))
@@ -330,9 +381,19 @@ def run_status(run: Run, hash_: str, root: Path) -> str:
         return "missing"
     if record.get(ATTEMPT):
         return str(record[ATTEMPT]["status"])
-    if record.get("hash") != hash_:
+    if record.get("hash") != run_hash(run, inputs) and not _unchanged_legacy(record, run, inputs):
         return "stale"
     return "ok" if file_hashes(_folder(run, root)) == record.get("files") else "edited"
+
+
+def _unchanged_legacy(record: Mapping[str, Any], run: Run, inputs: Mapping[str, str]) -> bool:
+    """A record from before runs declared what they read (no ``inputs``): its hash covered every
+    earlier-stage run. A run that reads nothing is up to date if its parameters, notebook and
+    package version are those it ran with (each recorded apart)."""
+    return ("inputs" not in record and not inputs and record.get("dyckbook") == __version__
+            and record.get("notebook_hash") == notebook_hash(run.notebook.path)
+            and record.get("params_hash") == _digest(
+                {k: v for k, v in run.params.items() if k not in UNHASHED}))
 
 
 def statuses(profile: str, manifest: str | os.PathLike[str] | Manifest | None = None,
@@ -343,8 +404,8 @@ def statuses(profile: str, manifest: str | os.PathLike[str] | Manifest | None = 
     man = manifest if isinstance(manifest, Manifest) else load_manifest(manifest)
     R.migrate_legacy_tree(root)
     every = (runs := resolve_profile(man, profile)) + external_runs(man, profile, root)
-    return [(r, run_status(r, run_hash(r, _inputs(every, r.notebook.stage, root)), root),
-             _record(r, root)) for r in runs]
+    return [(r, run_status(r, run_inputs(r, every, root), root), _record(r, root))
+            for r in runs]
 
 
 def _record(run: Run, root: Path) -> dict[str, Any]:
@@ -387,7 +448,7 @@ class Task:
     params: dict[str, Any]  # resolved parameters, num_threads included
     outputs: tuple[str, ...]  # files the run must write into results_dir
     files: dict[str, bytes]  # kept files of the run's results folder (relative to it)
-    inputs: dict[str, bytes]  # earlier stages' result files and the index (relative to the root)
+    inputs: dict[str, bytes]  # files of the runs it reads, and the index (relative to the root)
     kernel: str = "python3"  # the kernel every notebook declares
 
 
@@ -497,9 +558,9 @@ def run(profile: str = "cpu", only: Sequence[str] | None = None, *, force: bool 
         with sigterm_interrupts(), Progress(len(chosen), f"profile {profile}", "run") as bar:
             for stage in sorted({r.notebook.stage for r in chosen}):
                 batch = [r for r in chosen if r.notebook.stage == stage]
-                inputs = _inputs(every, stage, root)  # the earlier stages' results, as they are
-                hashes = {r.name: run_hash(r, inputs) for r in batch}
-                status = {r.name: run_status(r, hashes[r.name], root) for r in batch}
+                # what each reads (earlier stages' results and committed files), as they are
+                inputs = {r.name: run_inputs(r, every, root) for r in batch}
+                status = {r.name: run_status(r, inputs[r.name], root) for r in batch}
                 todo = [r for r in batch if force or status[r.name] != "ok"]
                 for r in batch:
                     if r not in todo:
@@ -522,11 +583,11 @@ def run(profile: str = "cpu", only: Sequence[str] | None = None, *, force: bool 
                     continue
                 if todo:
                     pool = pool or make_executor(scheduler, jobs)
-                    files = _input_files(root, profile, man, every, stage)
                 todo = longest_first(todo, root, profile)
                 threads = kernel_threads(scheduler, jobs, len(todo))
                 for r in todo:
                     log.info("[queued] %s (%s)", r.name, r.notebook.key)
+                    files = _input_files(root, profile, man, every, r)
                     futures[pool.submit(execute, _task(r, threads, root, files))] = r
                 for future in _as_completed(futures, root):
                     r = futures.pop(future)
@@ -535,8 +596,8 @@ def run(profile: str = "cpu", only: Sequence[str] | None = None, *, force: bool 
                     except Exception as exc:  # noqa: BLE001 - a lost worker fails its run only
                         result = {"status": "failed",
                                   "error": {"ename": type(exc).__name__, "evalue": str(exc)}}
-                    _publish(r, result, {**result, "hash": hashes[r.name]}, root, man, every,
-                             r.notebook.key in several)
+                    _publish(r, result, {**result, "inputs": inputs[r.name], "hash": run_hash(
+                        r, inputs[r.name])}, root, man, every, r.notebook.key in several)
                     if result["status"] == "ok":
                         done["ok"] += 1
                         log.info("[ok] %s %.1f s on %s", r.name, result["duration_s"],
@@ -618,11 +679,11 @@ def _task(run: Run, threads: int, root: Path, inputs: dict[str, bytes]) -> Task:
 
 
 def _input_files(root: Path, profile: str, man: Manifest,
-                 every: Sequence[Run], stage: int) -> dict[str, bytes]:
-    """What a run of ``stage`` reads, keyed relative to root: the profile's index as it stands
-    now, and the published files of the earlier-stage runs."""
+                 every: Sequence[Run], run: Run) -> dict[str, bytes]:
+    """What ``run`` reads, keyed relative to root: the profile's index as it stands now, and
+    the published files of the runs it reads (``_reads``)."""
     paths = []
-    for r in (r for r in every if r.notebook.stage < stage):
+    for r in _reads(run, every):
         if _record(r, root).get("status") == "ok":
             paths += [p for p in _folder(r, root).rglob("*")
                       if p.is_file() and p.name != FAILED_NOTEBOOK]
@@ -672,6 +733,7 @@ def _publish(run: Run, result: Mapping[str, Any] | None, record: Mapping[str, An
     R.write_json(new / RECORD, {
         "run": run.name, "notebook": run.notebook.key, "profile": run.profile,
         "params": run.params, "dyckbook": __version__, "hash": record.get("hash") if ok else None,
+        "inputs": record.get("inputs") if ok else None,
         "notebook_hash": notebook_hash(run.notebook.path), "params_hash": _digest(
             {k: v for k, v in run.params.items() if k not in UNHASHED}),
         "files": file_hashes(new), **attempt, "longest_s": max(seconds) if seconds else None})

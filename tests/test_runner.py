@@ -191,6 +191,90 @@ def test_run_hash_follows_parameters_source_and_inputs_only(tmp_path: Path) -> N
     assert runner.notebook_hash(copy) != runner.notebook_hash(alpha.notebook.path)
 
 
+def _published(root: Path, run: runner.Run, files: dict[str, str], **extra: Any) -> None:
+    """A hand-made publication of ``run``: its page and a run.json listing ``files``."""
+    folder = results(root, run.notebook.group, run.name, run.profile)
+    folder.mkdir(parents=True)
+    (folder / "run.json").write_text(json.dumps({"status": "ok", "files": files, **extra}))
+    page(root, run.notebook.group, run.name, run.profile).parent.mkdir(parents=True,
+                                                                       exist_ok=True)
+    page(root, run.notebook.group, run.name, run.profile).write_text("{}")
+
+
+def _named_summary(stage: int = 9, group: str = "book/results/smoke/fixture_ok/alpha, "
+                   "tests/fixtures/experiments.yml"):
+    def edit(raw: dict[str, Any]) -> None:
+        raw["notebooks"]["fixture_summary"].update(stage=stage, reads="named")
+        raw["runs"]["summary"]["params"] = {"group": group}
+    return edit
+
+
+def test_a_run_depends_on_the_runs_and_files_its_parameters_name_only(tmp_path: Path) -> None:
+    root = tmp_path / "out"
+    runs = {r.name: r for r in runner.resolve_profile(
+        runner.load_manifest(manifest(tmp_path, _named_summary())), "smoke")}
+    every = list(runs.values())
+    for name in ("chapter", "alpha", "beta"):
+        _published(root, runs[name], {"metrics.json": name})
+    inputs = runner.run_inputs(runs["summary"], every, root)
+    committed = hashlib.sha256((FIXTURES / "experiments.yml").read_bytes()).hexdigest()
+    assert set(inputs) == {"alpha", "file:tests/fixtures/experiments.yml"}
+    assert inputs["file:tests/fixtures/experiments.yml"] == committed
+    # a run it does not name republishes: nothing it reads changed
+    (results(root, "fixture_ok", "beta") / "run.json").write_text(json.dumps(
+        {"status": "ok", "files": {"metrics.json": "other"}}))
+    assert runner.run_inputs(runs["summary"], every, root) == inputs
+    # the run it names republishes: its digest changes, and so does the hash
+    (results(root, "fixture_ok", "alpha") / "run.json").write_text(json.dumps(
+        {"status": "ok", "files": {"metrics.json": "other"}}))
+    changed = runner.run_inputs(runs["summary"], every, root)
+    assert changed["alpha"] != inputs["alpha"]
+    assert runner.run_hash(runs["summary"], changed) != runner.run_hash(runs["summary"], inputs)
+    # `reads: every` (the fixture as written): every earlier-stage run, named or not
+    every_runs = {r.name: r for r in runner.resolve_profile(runner.load_manifest(
+        manifest(tmp_path, name="every.yml")), "smoke")}
+    assert set(runner.run_inputs(every_runs["summary"], list(every_runs.values()), root)) == {
+        "chapter", "alpha", "beta"}
+    # stage-0 runs name nothing: they read nothing
+    assert runner.run_inputs(runs["alpha"], every, root) == {}
+
+
+def test_naming_a_run_that_does_not_run_earlier_is_an_error(tmp_path: Path) -> None:
+    runs = {r.name: r for r in runner.resolve_profile(runner.load_manifest(
+        manifest(tmp_path, _named_summary(stage=1))), "smoke")}
+    with pytest.raises(ValueError, match=r"run 'summary': parameter 'group' names the results "
+                                         r"of run 'alpha' \(stage 1\).*\(stage 1\)"):
+        runner.run_inputs(runs["summary"], list(runs.values()), tmp_path)
+    with pytest.raises(ValueError, match=r"notebooks.fixture_ok.reads must be one of"):
+        runner.load_manifest(manifest(tmp_path, lambda raw: raw["notebooks"]["fixture_ok"]
+                                      .update(reads="all"), name="bad.yml"))
+
+
+def test_a_record_from_before_inputs_were_declared(tmp_path: Path) -> None:
+    """Its hash covered every earlier-stage run: a run that reads nothing is up to date when its
+    parameters, notebook and version are unchanged; one that reads something is stale."""
+    root = tmp_path / "out"
+    runs = {r.name: r for r in runner.resolve_profile(
+        runner.load_manifest(manifest(tmp_path, _named_summary())), "smoke")}
+    alpha, summary = runs["alpha"], runs["summary"]
+    def legacy(run: runner.Run, **over: Any) -> dict[str, Any]:
+        return {"hash": "from-before", "dyckbook": runner.__version__,
+                "notebook_hash": runner.notebook_hash(run.notebook.path),
+                "params_hash": runner._digest({k: v for k, v in run.params.items()
+                                               if k not in runner.UNHASHED}), **over}
+    _published(root, alpha, {}, **legacy(alpha))
+    assert runner.run_status(alpha, {}, root) == "ok"
+    assert runner.run_status(alpha, {"chapter": "x"}, root) == "stale"
+    _published(root, summary, {}, **legacy(summary))
+    assert runner.run_status(summary, runner.run_inputs(summary, list(runs.values()), root),
+                             root) == "stale"
+    for over in ({"params_hash": "x"}, {"notebook_hash": "x"}, {"dyckbook": "0"},
+                 {"inputs": {}}):
+        (results(root, "fixture_ok", "alpha") / "run.json").write_text(json.dumps(
+            {"status": "ok", "files": {}, **legacy(alpha, **over)}))
+        assert runner.run_status(alpha, {}, root) == "stale", over
+
+
 def _executed(*cells: Any) -> bytes:
     nb = nbformat.v4.new_notebook(cells=list(cells))
     nb.metadata["papermill"] = {"input_path": "/tmp/x/source.ipynb"}
@@ -309,6 +393,7 @@ def test_publish_skip_then_rerun_what_changed(tmp_path: Path, pool, caplog) -> N
     assert "book/results/smoke/fixture_ok/alpha" in page(root, "fixture_ok", "alpha").read_text()
     summary = results(root, "fixture_summary", "summary") / "summary.json"
     assert json.loads(summary.read_text())["runs"] == ["alpha"]
+    assert set(record(root, "fixture_summary", "summary")["inputs"]) == {"chapter", "alpha"}
     assert not [p for p in (root / "book").rglob(".*")]  # no staging folders left
     stamp = page(root, "fixture_ok", "alpha").stat().st_mtime_ns
 
@@ -333,6 +418,8 @@ def test_publish_skip_then_rerun_what_changed(tmp_path: Path, pool, caplog) -> N
     assert runner.run("smoke", manifest=m, out_root=root, executor=pool) == 0
     assert ran(caplog) == {"summary"}
     assert json.loads(summary.read_text())["runs"] == ["alpha", "beta"]
+    assert set(record(root, "fixture_summary", "summary")["inputs"]) == {"chapter", "alpha",
+                                                                         "beta"}
     index = json.loads((root / "book" / "results" / "smoke" / "index.json").read_text())
     assert index["profile"] == "smoke" and index["runs"]["beta"]["profile"] == "extra"
     assert not results(root, "fixture_ok", "beta").exists()  # beta stays in extra's tree
