@@ -25,7 +25,7 @@ STATES = {
     "edited": "**Edited.** A result file of this run changed after it published ({when}).",
     "failed": "**Its last run failed**{attempt}: {error}. The results below are the last good "
               "ones, published {when}.",
-    "blocked": "**Not rerun**{attempt}: an earlier stage failed. The results below are the "
+    "blocked": "**Not rerun**{attempt}: a run it reads failed. The results below are the "
                "last good ones, published {when}.",
     "missing": "**Not published.** Run `{name}` of profile `{profile}` has no results yet.",
 }

@@ -534,8 +534,9 @@ def run(profile: str = "cpu", only: Sequence[str] | None = None, *, force: bool 
 
     Each kernel gets ``kernel_threads``: the cores shared by the runs of its stage that run at
     once (1 on an existing cluster), so a run alone in its stage gets every core. A run that
-    fails keeps its last good publication; a later-stage run that is not up to date is then
-    blocked (not run, its publication kept); one that is up to date is left alone. Returns 0 if
+    fails keeps its last good publication; a later-stage run that reads it (``run_inputs``) and
+    is not up to date is then blocked (not run, its publication kept), and so on down the
+    stages; one that is up to date, or reads none of them, is left alone. Returns 0 if
     every selected run is up to date or succeeded, 1 if one failed or was blocked (logged at
     ERROR level). Bad arguments are ValueErrors; Ctrl-C (or SIGTERM) cancels the outstanding
     runs (none is published), stops the workers and raises KeyboardInterrupt.
@@ -553,6 +554,7 @@ def run(profile: str = "cpu", only: Sequence[str] | None = None, *, force: bool 
     log.debug("output root %s, %d of %d runs of profile %s selected", root, len(chosen),
               len(runs), profile)
     pool, futures, done, failures = executor, {}, {"ok": 0, "skipped": 0, "blocked": 0}, []
+    unrunnable: set[str] = set()  # runs that failed or were blocked: a run reading one is blocked
     t0, interrupted = time.perf_counter(), False
     try:
         with sigterm_interrupts(), Progress(len(chosen), f"profile {profile}", "run") as bar:
@@ -563,24 +565,25 @@ def run(profile: str = "cpu", only: Sequence[str] | None = None, *, force: bool 
                 status = {r.name: run_status(r, inputs[r.name], root) for r in batch}
                 todo = [r for r in batch if force or status[r.name] != "ok"]
                 for r in batch:
+                    failed_inputs = sorted(unrunnable & set(inputs[r.name]))
                     if r not in todo:
                         log.info("[skip] %s (up to date)", r.name)
-                    elif failures:
+                    elif failed_inputs:
+                        unrunnable.add(r.name)
+                        why = f"it reads {', '.join(failed_inputs)}, which did not run"
                         _publish(r, None, {"status": "blocked", "error": {
-                            "ename": "Blocked", "evalue": "an earlier stage failed"}},
-                            root, man, every)
-                        log.error("[block] %s (%s): not run, an earlier stage failed%s", r.name,
-                                  status[r.name], ", its last good results stay published"
-                                  * published(r, root))
+                            "ename": "Blocked", "evalue": why}}, root, man, every)
+                        log.error("[block] %s (%s): not run, %s%s", r.name, status[r.name], why,
+                                  ", its last good results stay published" * published(r, root))
                     else:
                         log.debug("[todo] %s: %s", r.name, "forced" if force and
                                   status[r.name] == "ok" else status[r.name])
                 done["skipped"] += len(batch) - len(todo)
                 bar.skip(len(batch) - len(todo))
-                if failures:
-                    done["blocked"] += len(todo)
-                    bar.skip(len(todo))
-                    continue
+                blocked = [r for r in todo if r.name in unrunnable]
+                done["blocked"] += len(blocked)
+                bar.skip(len(blocked))
+                todo = [r for r in todo if r.name not in unrunnable]
                 if todo:
                     pool = pool or make_executor(scheduler, jobs)
                 todo = longest_first(todo, root, profile)
@@ -607,6 +610,7 @@ def run(profile: str = "cpu", only: Sequence[str] | None = None, *, force: bool 
                                         + " (its last good results stay published)"
                                         * published(r, root))
                         log.error("[FAIL] %s", failures[-1].removeprefix("FAILED "))
+                        unrunnable.add(r.name)
                     bar.update()
     except KeyboardInterrupt:
         interrupted = True

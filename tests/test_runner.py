@@ -443,7 +443,7 @@ def test_a_failure_never_published_is_reported_and_blocks_later_stages(tmp_path:
     assert runner.run("failing", manifest=m, out_root=root, executor=pool) == 1
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert "FAILED boom: cell 3 [# cell: explode] raised ValueError: boom at seed 0" in errors
-    assert any(e.startswith("[block] summary") for e in errors)
+    assert "[block] summary (missing): not run, it reads boom, which did not run" in errors
     rdir = results(root, "fixture_fail", "boom", "failing")
     rec = record(root, "fixture_fail", "boom", "failing")
     assert rec["status"] == "failed" and rec["error"]["ename"] == "ValueError"
@@ -460,6 +460,11 @@ def test_a_failure_never_published_is_reported_and_blocks_later_stages(tmp_path:
     assert states == {"boom": "not published (failed)", "summary": "not published (blocked)"}
     text = (root / "book/pages/fixture_fail/boom.ipynb").read_text()
     assert "Not published" in text and "boom at seed 0" in text
+    # a later run that does not read the failed one runs and publishes
+    other = manifest(tmp_path, _named_summary(group="fixture_ok"), name="named.yml")
+    assert runner.run("failing", manifest=other, out_root=tmp_path / "named",
+                      executor=pool) == 1
+    assert record(tmp_path / "named", "fixture_summary", "summary", "failing")["status"] == "ok"
 
 
 @pytest.mark.notebook
