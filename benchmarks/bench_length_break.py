@@ -21,7 +21,9 @@ positions (``move_positions``; rule and prediction stated 2026-11-27 before any 
 randomized positions break by the pad's symbols, not the indices). A mean-readout model is also
 read with its average over the core's tokens only (``length_break.readout_scores``; stated
 2026-11-27 after seeds 100-102's positions-matched numbers, so its test is the fresh seeds
-103-107 of the randomized configuration, ``--more-seeds``). Writes
+103-107 of the randomized configuration, ``--more-seeds``). A mean-readout model is last
+patched at its last layer over the core's symbols (``length_break.last_verdict``; stated
+2026-11-27 after the readout test's numbers, so its test is the fresh seeds 108-110). Writes
 benchmarks/results/length_break.json and prints a table.
 
     python benchmarks/bench_length_break.py [--configs C,C] [--seeds 100,101,102]
@@ -54,7 +56,9 @@ from bench_length_reach import THRESHOLD, base_config, bins, recipe
 
 CONFIGS = ("causal-none-end", "causal-none-end+language_model",
            "causal-randomized-mean+language_model")
-MORE_SEEDS = "causal-randomized-mean+language_model=103,104,105,106,107"  # the readout test's
+# the readout test's fresh seeds (103-107), then the last-layer test's (108-110)
+MORE_SEEDS = "causal-randomized-mean+language_model=103,104,105,106,107,108,109,110"
+LAST_FRESH = (108, 109, 110)
 RESULTS = Path(__file__).resolve().parent / "results" / "length_break.json"
 TEST_MAX_LENGTH = 256
 
@@ -63,8 +67,12 @@ def task(config: run.RunConfig, seed: int, n_items: int, pads: list[int]) -> dic
     """Train one seed, then score every padded set (one pool task)."""
     result = run.run_seeds(config, [seed])[0]
     sets = length_break.padded_sets(n_items, 2 * config.data.max_length, pads, 1000 + seed)
+    last = length_break.last_layer(result.model)
     readout = ({"readout": length_break.readout_scores(result.model, sets, pads[-1],
-                                                       TEST_MAX_LENGTH, 3000 + seed)}
+                                                       TEST_MAX_LENGTH, 3000 + seed),
+                **{key: length_break.patch_scores(result.model, sets, pads[-1], TEST_MAX_LENGTH,
+                                                  4000 + seed, hook=last, move_positions=moved)
+                   for key, moved in (("patch_last", False), ("patch_last_moved", True))}}
                if config.model.readout == "mean" else {})
     return {**readout, "seed": seed, "status": result.record.status, "steps": result.record.steps,
             "stack": round(result.record.scores["stack"].accuracy, 4),
@@ -148,10 +156,14 @@ def main() -> None:
                                      length_break.patch_verdict(got["patch_moved"])]
             if "readout" in got:
                 got["readout_verdict"] = length_break.readout_verdict(got["readout"])
+                got["last_verdicts"] = [length_break.last_verdict(got[k])
+                                        for k in ("patch_last", "patch_last_moved")]
             print(f"{label} seed {seed}: {got['verdict']} {json.dumps(got['scores'])}; patched: "
                   f"{got['patch_verdict']} {json.dumps(got['patch'])}; positions moved: "
                   f"{got['moved_verdicts']} {json.dumps(got['patch_moved'])}; readout: "
-                  f"{got.get('readout_verdict')} {json.dumps(got.get('readout'))}", flush=True)
+                  f"{got.get('readout_verdict')} {json.dumps(got.get('readout'))}; last layer: "
+                  f"{got.get('last_verdicts')} {json.dumps(got.get('patch_last'))} "
+                  f"{json.dumps(got.get('patch_last_moved'))}", flush=True)
     rows, tasks = [], {}
     for label in kept:
         done[label] = {t["seed"]: t for t in earlier["tasks"][label]}
@@ -206,6 +218,19 @@ def main() -> None:
                 "over pad tokens)",
                 sum(t["readout_verdict"] == "the average carries it" for t in read),
                 target="verdicts per seed"))
+        last = [t for t in per_seed if "patch_last" in t]
+        if last:
+            rows.append(table.row(
+                f"The last layer patched over the core's symbols (m = {pads[-1]})",
+                f"{label}: " + "; ".join(
+                    f"seed {t['seed']}: {', '.join(t['last_verdicts'])} (" + "/".join(
+                        f"{t[k]['negatives rejected'][w]:.2f}" for k, w in (
+                            ("patch_last", "core"), ("patch_last", "padded"),
+                            ("patch_last", "whole core"), ("patch_last_moved", "whole core")))
+                    + ")" for t in last) + " (from the core, from the moved core; negatives "
+                "rejected core / padded / patched / patched from moved)",
+                sum(t["last_verdicts"][1] == "the pad's tokens in the average" for t in last),
+                target="verdicts per seed"))
     raw = {"tasks": tasks, "control": {"scores": control,
                                              "verdict": length_break.verdict(control, pads)},
            "pads": pads, "n_items": args.n_items, "seeds": seeds,
@@ -215,6 +240,7 @@ def main() -> None:
            "thresholds": length_break.RULE, "patch_thresholds": length_break.PATCH_RULE,
            "moved_thresholds": length_break.MOVED_RULE,
            "readout_thresholds": length_break.READOUT_RULE,
+           "last_thresholds": length_break.LAST_RULE, "last_fresh_seeds": list(LAST_FRESH),
            "workers": args.workers, "seconds": round(time.perf_counter() - start, 1),
            "cores": os.cpu_count(), "torch": torch.__version__}
     out_path = Path(args.out)

@@ -69,6 +69,23 @@ recovered(pad tokens) <= ``control`` and the members kept over the core tokens f
 readout`` when recovered(core tokens) <= ``control``; ``partial`` otherwise (``nothing to
 recover`` and ``does not solve the cores`` as above). Predicted: in the mean-readout seeds that
 the pad's symbols break outside layer 0, the average carries it.
+
+**The last layer** (stated 2026-11-27 after the readout test's numbers, before any number of
+this one; fresh seeds 108-110 are its test). The readout test changed what the classifier reads
+(an average over fewer tokens than it was fitted to), so its "not specific" says nothing. This
+test keeps the whole-string average: patch the last layer's output (:func:`last_layer`, what the
+mean readout averages) at every core symbol of the padded *before* string with the vectors of
+the core's own run, plain and with the positions moved (:func:`patch_scores` with ``hook``).
+The mask is causal, so the start and pad tokens never see the core: their vectors are what any
+string beginning with that pad gives. :func:`last_verdict` (:data:`LAST_RULE`): ``the core's
+tokens carry it`` when recovered(whole core) >= ``carries`` and the members kept (patched
+alike from their own run) fall by at most ``members`` (``not specific`` if they fall more): the
+pad breaks the model through what the core's tokens compute (attention to the pad); ``the pad's
+tokens in the average`` when recovered(whole core) <= ``control``: with the core's tokens as
+unpadded, the pad's own vectors in the average still flip the verdict (dilution); ``partial``
+otherwise (``nothing to recover`` and ``does not solve the cores`` as above). Predicted: in the
+seeds the pad's symbols break (:func:`moved_verdict`), the patch from the positions-moved run
+gives ``the pad's tokens in the average`` in most.
 """
 
 from __future__ import annotations
@@ -86,12 +103,13 @@ from dyckbook.languages import Dyck
 from dyckbook.negatives import sample_minimal_pairs
 from dyckbook.vocab import PAD
 
-__all__ = ["CONDITIONS", "LAYER0", "MOVED", "MOVED_RULE", "MOVED_VERDICTS", "PATCHES",
-           "PATCH_RULE", "PATCH_VERDICTS", "POSITIONS", "READOUT_RULE", "READOUT_VERDICTS", "RULE",
-           "VERDICTS", "aligned_logits", "balanced", "moved_verdict", "padded_sets", "patch_rows",
-           "patch_scores", "patch_sentence", "patch_verdict", "readout_logits", "readout_rows",
-           "readout_scores", "readout_sentence", "readout_verdict", "rows", "scores", "sentence",
-           "verdict"]
+__all__ = ["CONDITIONS", "LAST_RULE", "LAST_VERDICTS", "LAYER0", "MOVED", "MOVED_RULE",
+           "MOVED_VERDICTS", "PATCHES", "PATCH_RULE", "PATCH_VERDICTS", "POSITIONS",
+           "READOUT_RULE", "READOUT_VERDICTS", "RULE", "VERDICTS", "aligned_logits", "balanced",
+           "last_layer", "last_rows", "last_sentence", "last_verdict", "moved_verdict",
+           "padded_sets", "patch_rows", "patch_scores", "patch_sentence", "patch_verdict",
+           "readout_logits", "readout_rows", "readout_scores", "readout_sentence",
+           "readout_verdict", "rows", "scores", "sentence", "verdict"]
 
 RULE = {"solves": 0.8, "breaks": 0.2, "holds": 0.1}  # stated before any model was scored
 VERDICTS = ("position", "length", "holds", "mixed", "does not solve the cores")
@@ -109,6 +127,10 @@ READOUT_RULE = {"carries": 0.8, "control": 0.2, "members": 0.1}  # stated before
 READOUT_VERDICTS = ("the average carries it", "not specific", "partial", "not the readout",
                     "nothing to recover", "does not solve the cores")
 READOUTS = ("core tokens", "pad tokens")
+LAST_RULE = {"carries": 0.8, "control": 0.2, "members": 0.1}  # stated before any number
+LAST_VERDICTS = ("the core's tokens carry it", "not specific", "partial",
+                 "the pad's tokens in the average", "nothing to recover",
+                 "does not solve the cores")
 MOVED = "core, positions moved"
 Sets = dict[str, dict[int, tuple[np.ndarray, np.ndarray, int]]]
 
@@ -573,3 +595,79 @@ def readout_sentence(tasks: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
         return "No mean-readout model was read."
     return "Reading the mean over the core's tokens, by the rule stated beforehand: " + "; ".join(
         parts) + "."
+
+
+def last_layer(model: Any) -> str:
+    """The hook of the last block's output: what the readout (mean or ``[end]``) reads."""
+    return f"blocks.{model.config.n_layers - 1}.hook_resid_post"
+
+
+def last_verdict(scores: Mapping[str, Mapping[str, float]]) -> str:
+    """The module docstring's rule (:data:`LAST_RULE`) on one model's :func:`patch_scores` at
+    :func:`last_layer`."""
+    if (early := _untestable(scores)) is not None:
+        return early
+    whole = _recovered(scores, "whole core")
+    if whole >= LAST_RULE["carries"]:
+        kept = scores["members kept"]
+        return ("the core's tokens carry it" if kept["padded"] - kept["whole core"]
+                <= LAST_RULE["members"] else "not specific")
+    return "the pad's tokens in the average" if whole <= LAST_RULE["control"] else "partial"
+
+
+def _last_named(t: Mapping[str, Any]) -> bool:
+    """A seed the prediction names: moving the positions says the pad's symbols break it."""
+    return "patch_moved" in t and moved_verdict(t["patch_moved"]) == "the pad's symbols break it"
+
+
+def last_rows(tasks: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    """One display row per seed patched at the last layer (``patch_last``, and
+    ``patch_last_moved`` from the positions-moved run): both verdicts beside the earlier
+    positions-moved one, negatives rejected and members kept."""
+    out = []
+    for label, per_seed in tasks.items():
+        for t in (t for t in per_seed if "patch_last" in t):
+            plain, moved = t["patch_last"], t["patch_last_moved"]
+            r, kept = plain["negatives rejected"], plain["members kept"]
+            out.append({
+                "configuration": label, "seed": t["seed"],
+                "positions moved": moved_verdict(t["patch_moved"]) if "patch_moved" in t else "-",
+                "last layer patched from the core": last_verdict(plain),
+                "from the moved core": last_verdict(moved),
+                "negatives rejected, core / padded / patched / from moved": " / ".join(
+                    f"{x:.2f}" for x in (r["core"], r["padded"], r["whole core"],
+                                         moved["negatives rejected"]["whole core"])),
+                "members kept, padded / patched / from moved": " / ".join(
+                    f"{x:.2f}" for x in (kept["padded"], kept["whole core"],
+                                         moved["members kept"]["whole core"]))})
+    return out
+
+
+def last_sentence(tasks: Mapping[str, Sequence[Mapping[str, Any]]],
+                  fresh: Iterable[int] = ()) -> str:
+    """The last-layer verdicts per configuration, and the prediction's count: of the seeds the
+    pad's symbols break, how many the patch from the moved run calls ``the pad's tokens in the
+    average`` (``fresh``: the seeds that test it, counted apart)."""
+    fresh, parts = set(fresh), []
+    for label, per_seed in tasks.items():
+        done = [t for t in per_seed if "patch_last" in t]
+        if not done:
+            continue
+        named = [t for t in done if _last_named(t)]
+        hits = [t["seed"] for t in named
+                if last_verdict(t["patch_last_moved"]) == "the pad's tokens in the average"]
+        text = (f"`{label}`: patched from the core, "
+                f"{_counted([last_verdict(t['patch_last']) for t in done], LAST_VERDICTS)}; "
+                f"from the moved core, "
+                f"{_counted([last_verdict(t['patch_last_moved']) for t in done], LAST_VERDICTS)}"
+                f" (of {len(done)} seeds); of the {len(named)} the pad's symbols break, the pad's "
+                f"tokens in the average in {len(hits)}")
+        if fresh:
+            fresh_named = [t["seed"] for t in named if t["seed"] in fresh]
+            text += (f" (fresh seeds: {sum(s in fresh for s in hits)} of "
+                     f"{len(fresh_named)})")
+        parts.append(text)
+    if not parts:
+        return "No model was patched at its last layer."
+    return ("Patching the last layer at the core's symbols, by the rule stated beforehand: "
+            + "; ".join(parts) + ".")

@@ -357,3 +357,74 @@ def test_readout_rows_and_sentence_count_the_prediction():
         "outside layer 0, the average carries it in 1.")
     assert length_break.readout_sentence({"r": [{"seed": 3}]}) == (
         "No mean-readout model was read.")
+
+
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_the_last_layer_patch_is_the_average_with_the_cores_vectors_swapped_in(norm):
+    # the oracle, computed apart: the padded run's last-layer vectors with the core's symbols
+    # replaced by the core run's, then the final norm, the mean over real tokens, the classifier
+    model, m = _mean_model(norm), 16
+    sets, tokens = _before(m)
+    padded, core = tokens["negatives before"]
+    last = length_break.last_layer(model)
+    assert last == "blocks.1.hook_resid_post"
+    rows, t = np.nonzero(np.ones((len(padded), 32), dtype=bool))
+    got = length_break.aligned_logits(model, padded, core, rows, m + t + 1, t + 1, hook=last)
+    with torch.no_grad():
+        x = model.run_with_cache(padded, {last})[1][last].clone()
+        x[rows, m + t + 1] = model.run_with_cache(core, {last})[1][last][rows, t + 1]
+        x = x[None] if model.ln_final is None else model.ln_final(x[None])
+        real = (padded != tokenizer.PAD).to(x.dtype)[None, ..., None]
+        expected = model.classifier((x * real).sum(2) / real.sum(2))[0]
+    assert torch.allclose(got, expected, atol=1e-5)
+    assert (got - model(padded)).abs().max() > 1e-3  # the patch changed something
+    p = length_break.patch_scores(model, sets, m, 32 + m, seed=0, hook=last)
+    assert set(p["negatives rejected"]) == {"core", "padded", *length_break.PATCHES}
+
+
+def _last(whole, kept_whole=1.0, core=1.0, padded=0.0):
+    p = _patch(0.0, 0.0, whole, core=core, padded=padded)
+    p["members kept"]["whole core"] = kept_whole
+    return p
+
+
+@pytest.mark.parametrize("scores, expected", [
+    (_last(0.9), "the core's tokens carry it"),
+    (_last(0.9, kept_whole=0.8), "not specific"),  # the members patched alike are rejected
+    (_last(0.5), "partial"),
+    (_last(0.1), "the pad's tokens in the average"),
+    (_last(0.5, padded=0.9), "nothing to recover"),
+    (_last(1.0, core=0.5), "does not solve the cores"),
+])
+def test_the_last_layer_rule_gives_each_verdict(scores, expected):
+    assert length_break.last_verdict(scores) == expected
+
+
+def test_last_rows_and_sentence_count_the_prediction_and_the_fresh_seeds():
+    symbols = _moved(1.0)  # the pad's symbols break it
+    tasks = {"r": [{"seed": 1, "patch_moved": symbols, "patch_last": _last(0.9),
+                    "patch_last_moved": _last(0.1)},
+                   {"seed": 8, "patch_moved": symbols, "patch_last": _last(0.1),
+                    "patch_last_moved": _last(0.9)},
+                   {"seed": 9, "patch_moved": _moved(0.1), "patch_last": _last(0.1),
+                    "patch_last_moved": _last(0.1)},
+                   {"seed": 3}]}
+    rows = length_break.last_rows(tasks)
+    assert [(r["seed"], r["positions moved"], r["last layer patched from the core"],
+             r["from the moved core"]) for r in rows] == [
+        (1, "the pad's symbols break it", "the core's tokens carry it",
+         "the pad's tokens in the average"),
+        (8, "the pad's symbols break it", "the pad's tokens in the average",
+         "the core's tokens carry it"),
+        (9, "the positions break it", "the pad's tokens in the average",
+         "the pad's tokens in the average")]
+    assert rows[0]["negatives rejected, core / padded / patched / from moved"] == (
+        "1.00 / 0.00 / 0.90 / 0.10")
+    assert length_break.last_sentence(tasks, fresh=[8, 9]) == (
+        "Patching the last layer at the core's symbols, by the rule stated beforehand: `r`: "
+        "patched from the core, 1 the core's tokens carry it, 2 the pad's tokens in the "
+        "average; from the moved core, 1 the core's tokens carry it, 2 the pad's tokens in the "
+        "average (of 3 seeds); of the 2 the pad's symbols break, the pad's tokens in the "
+        "average in 1 (fresh seeds: 0 of 1).")
+    assert length_break.last_sentence({"r": [{"seed": 3}]}) == (
+        "No model was patched at its last layer.")
