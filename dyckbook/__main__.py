@@ -286,6 +286,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
             print(f"    last attempt {attempt['status']} {str(attempt.get('finished'))[:19]}"
                   f"{': ' + runner.describe_error(error) if error else ''}"
                   "; the results above stay published")
+        if record.get("inputs"):  # what its publication read (runs, committed files)
+            print("    read " + ", ".join(k.removeprefix("file:") for k in record["inputs"]))
         shown = " ".join(f"{k}={v!r}" for k, v in run.params.items()
                          if k not in ("run_name", "results_dir", "num_threads"))
         print(textwrap.fill(shown, 100, initial_indent="    ", subsequent_indent="    ",

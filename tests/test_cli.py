@@ -114,6 +114,20 @@ def test_list_shows_each_run_status_and_parameters(tmp_path: Path, capsys, monke
     assert _tree(tmp_path) == set()  # listing writes nothing
 
 
+def test_list_names_what_a_publication_read(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("DYCKBOOK_ROOT", str(tmp_path))
+    folder = tmp_path / "book/results/scaled/fixture_summary/summary"
+    folder.mkdir(parents=True)
+    (folder / "run.json").write_text(json.dumps(
+        {"status": "ok", "inputs": {"alpha": "x", "file:benchmarks/results/b.json": "y"}}))
+    code, out, _ = call(["list", "--profile", "scaled", "--manifest", str(FIXTURE_MANIFEST)],
+                        capsys)
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("summary"))
+    assert lines[at + 1] == "    read alpha, benchmarks/results/b.json"
+    assert not any(line.startswith("    read") for line in lines[:at])
+
+
 # ------------------------------------------------------------------------------ -v, -q, logging
 # (the catalogue of bad input, each case in a process of its own: tests/test_cli_catalogue.py)
 
