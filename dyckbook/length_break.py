@@ -57,6 +57,16 @@ moved run. Predicted for the randomized-position seeds that break by position: t
 break it, and the dips carry it. A model with no positional vectors (NoPE, RoPE, ALiBi) has
 nothing to move: its moved scores equal the plain ones (a check).
 
+**Members and negatives together** (stated 2026-11-27 after seeds 100-107's numbers, which it
+was computed on; fresh seeds 108-110 are its test). The rule above reads the negatives only, and
+moving the positions alone made four of those eight seeds reject their members: "the pad's
+symbols break it" then hid a model that rejects everything at late indices. ``moved_verdict(...,
+read="balanced")`` applies the same thresholds to the balanced accuracy b (members kept and
+negatives rejected averaged): s = (b(core) - b(core, positions moved)) / (b(core) - b(padded))
+(``nothing to recover`` also when that denominator is not positive). On seeds 100-107 it gives 2
+the positions, 3 both, 2 the pad's symbols, 1 does not solve. Predicted for the fresh seeds: the
+positions or both in at least 2 of 3.
+
 **The mean readout** (stated 2026-11-27 after the positions-matched numbers of seeds 100-102,
 before any number of it; fresh seeds are its test). A mean-readout model averages its last layer
 over every token, the pad's too, so a flag written at the core's tokens is diluted by the pad's
@@ -103,7 +113,8 @@ from dyckbook.languages import Dyck
 from dyckbook.negatives import sample_minimal_pairs
 from dyckbook.vocab import PAD
 
-__all__ = ["CONDITIONS", "LAST_RULE", "LAST_VERDICTS", "LAYER0", "MOVED", "MOVED_RULE",
+__all__ = ["CONDITIONS", "LAST_RULE", "LAST_VERDICTS", "LAYER0", "MOVED", "MOVED_READS",
+           "MOVED_RULE",
            "MOVED_VERDICTS", "PATCHES", "PATCH_RULE", "PATCH_VERDICTS", "POSITIONS",
            "READOUT_RULE", "READOUT_VERDICTS", "RULE", "VERDICTS", "aligned_logits", "balanced",
            "last_layer", "last_rows", "last_sentence", "last_verdict", "moved_verdict",
@@ -122,6 +133,7 @@ LAYER0 = "blocks.0.hook_resid_post"  # layer 0's output: what layer 1 reads
 MOVED_RULE = {"positions": 0.8, "symbols": 0.2}  # stated 2026-11-27 before any moved number
 MOVED_VERDICTS = ("the positions break it", "the pad's symbols break it", "both",
                   "nothing to recover", "does not solve the cores")
+MOVED_READS = ("negatives", "balanced")  # what moved_verdict reads (balanced: stated later)
 POSITIONS = "hook_pos_embed"  # the positional vectors added to the embedding
 READOUT_RULE = {"carries": 0.8, "control": 0.2, "members": 0.1}  # stated before any number
 READOUT_VERDICTS = ("the average carries it", "not specific", "partial", "not the readout",
@@ -394,12 +406,20 @@ def patch_verdict(patch: Mapping[str, Mapping[str, float]]) -> str:
     return "not in layer 0" if whole <= PATCH_RULE["control"] else "partial"
 
 
-def moved_verdict(patch: Mapping[str, Mapping[str, float]]) -> str:
+def moved_verdict(patch: Mapping[str, Mapping[str, float]], read: str = "negatives") -> str:
     """The module docstring's rule (:data:`MOVED_RULE`) on one model's :func:`patch_scores`
-    with ``move_positions``."""
+    with ``move_positions``, on the negatives rejected or (``read="balanced"``) the balanced
+    accuracy."""
+    if read not in MOVED_READS:
+        raise ValueError(f"read must be one of {MOVED_READS}, got {read!r}")
     if (early := _untestable(patch)) is not None:
         return early
     r = patch["negatives rejected"]
+    if read == "balanced":
+        kept = patch["members kept"]
+        r = {k: (r[k] + kept[k]) / 2 for k in ("core", MOVED, "padded")}
+        if r["core"] - r["padded"] <= 0:
+            return "nothing to recover"
     share = (r["core"] - r[MOVED]) / (r["core"] - r["padded"])  # the break moving reproduces
     if share >= MOVED_RULE["positions"]:
         return "the positions break it"
@@ -431,6 +451,7 @@ def patch_rows(tasks: Mapping[str, Sequence[Mapping[str, Any]]], key: str = "pat
             row = {"configuration": label, "seed": t["seed"], "verdict": patch_verdict(p)}
             if MOVED in r:
                 row["positions moved"] = moved_verdict(p)
+                row["positions moved, members too"] = moved_verdict(p, "balanced")
                 row["negatives rejected, core / moved / padded"] = (
                     f"{r['core']:.2f} / {r[MOVED]:.2f} / {r['padded']:.2f}")
             else:
@@ -472,7 +493,9 @@ def patch_sentence(tasks: Mapping[str, Sequence[Mapping[str, Any]]], key: str = 
             drop = sum(p["members kept"]["core"] - p["members kept"][MOVED] >= RULE["breaks"]
                        for p in patched)
             text += (f"; moving the positions alone drops the members kept by "
-                     f"{RULE['breaks']} or more in {drop} of {len(patched)}")
+                     f"{RULE['breaks']} or more in {drop} of {len(patched)}; read on members "
+                     f"and negatives together (a rule stated later), "
+                     + _counted([moved_verdict(p, "balanced") for p in patched], MOVED_VERDICTS))
         parts.append(text)
     if not parts:
         return "No model was patched."

@@ -258,7 +258,8 @@ def test_moved_rows_and_sentence_name_both_verdicts():
         "Moving the core to the padded string's positions, then patching from that run, by the "
         "rule stated beforehand: `r`: 1 the pad's symbols break it; patched, 1 the dips carry "
         "it (of 1 seeds); moving the positions alone drops the members kept by 0.2 or more in 1 "
-        "of 1; `n`: no positional vectors, nothing moved (every score equals the "
+        "of 1; read on members and negatives together (a rule stated later), 1 both; `n`: no "
+        "positional vectors, nothing moved (every score equals the "
         "plain patch's, as it must; 1 seeds).")
     nope["patch_moved"]["members kept"]["dips"] = 0.5  # a moved score that differs: shown
     assert len(length_break.patch_rows(tasks, "patch_moved")) == 2
@@ -428,3 +429,35 @@ def test_last_rows_and_sentence_count_the_prediction_and_the_fresh_seeds():
         "average in 1 (fresh seeds: 0 of 1).")
     assert length_break.last_sentence({"r": [{"seed": 3}]}) == (
         "No model was patched at its last layer.")
+
+
+def _moved_members(moved, kept_moved, kept_padded=1.0, padded=0.0):
+    p = _moved(moved, padded=padded)
+    p["members kept"][length_break.MOVED] = kept_moved
+    p["members kept"]["padded"] = kept_padded
+    return p
+
+
+def _low_core_members():
+    # the padding costs negatives (1.0 -> 0.7) but keeps more members (0.6 -> 1.0): the
+    # balanced accuracy does not fall, so there is no balanced break to share out
+    p = _moved_members(1.0, 1.0, padded=0.7)
+    p["members kept"]["core"] = 0.6
+    return p
+
+
+@pytest.mark.parametrize("patch, negatives, balanced", [
+    # the rule on the negatives alone says the pad's symbols; the members say otherwise
+    (_moved_members(1.0, 0.0, kept_padded=0.0), "the pad's symbols break it",
+     "both"),  # b: core 1.0, moved 0.5, padded 0.0: half the break
+    (_moved_members(1.0, 0.0), "the pad's symbols break it",
+     "the positions break it"),  # b: 1.0, 0.5, 0.5: all of it
+    (_moved_members(0.1, 1.0), "the positions break it", "the positions break it"),
+    (_moved_members(1.0, 1.0), "the pad's symbols break it", "the pad's symbols break it"),
+    (_low_core_members(), "the pad's symbols break it", "nothing to recover"),
+])
+def test_the_moved_rule_read_on_members_and_negatives(patch, negatives, balanced):
+    assert length_break.moved_verdict(patch) == negatives
+    assert length_break.moved_verdict(patch, read="balanced") == balanced
+    with pytest.raises(ValueError, match="read must be one of"):
+        length_break.moved_verdict(patch, read="members")
