@@ -235,6 +235,15 @@ def test_landing_page_footer_logo_favicon_and_notebook_download(html_dir: Path, 
     assert "make book" in page.locator(".extra_footer").inner_text()
     assert page.evaluate("[...document.querySelectorAll('img.logo__image')]"
                          ".some(i => i.complete && i.naturalWidth > 0)")
+    # one search control in view, the sidebar's (pydata-sphinx-theme 0.16+ adds a second in a
+    # header band unless navbar_persistent is emptied), and it opens the search dialog
+    shown = page.evaluate("[...document.querySelectorAll('.search-button__button')]"
+                          ".filter(b => b.getBoundingClientRect().height > 0)"
+                          ".map(b => b.closest('.bd-sidebar-primary') ? 'sidebar' : 'elsewhere')")
+    assert shown == ["sidebar"], shown
+    page.locator(".bd-sidebar-primary .search-button__button").first.click()
+    assert page.locator("#pst-search-dialog").get_attribute("open") is not None
+    page.keyboard.press("Escape")
     icon = page.get_attribute("link[rel='icon']", "href")
     assert icon and (landing.parent / icon).is_file()
     assert page.get_attribute("a[href^='https://github.com/dyckbook/dyckbook']", "href")
