@@ -272,6 +272,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
     manifest = _manifest(args)
     rows = runner.statuses(args.profile, manifest)
+    why = runner.stale_reasons(args.profile, manifest) if any(
+        status == "stale" for _, status, _ in rows) else {}
     _where(manifest)
     width = max([len(r.name) for r, _, _ in rows] + [3])
     print(f"{'run':<{width}}  {'status':<7}  {'seconds':>8}  {'finished':<19}  notebook")
@@ -286,6 +288,9 @@ def _cmd_list(args: argparse.Namespace) -> int:
             print(f"    last attempt {attempt['status']} {str(attempt.get('finished'))[:19]}"
                   f"{': ' + runner.describe_error(error) if error else ''}"
                   "; the results above stay published")
+        if why.get(run.name):
+            print(textwrap.fill("stale: " + "; ".join(why[run.name]), 100,
+                                initial_indent="    ", subsequent_indent="      "))
         if record.get("inputs"):  # what its publication read (runs, committed files)
             print("    read " + ", ".join(k.removeprefix("file:") for k in record["inputs"]))
         shown = " ".join(f"{k}={v!r}" for k, v in run.params.items()

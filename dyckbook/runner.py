@@ -45,7 +45,7 @@ from dyckbook.version import __version__
 __all__ = ["INJECTED", "Manifest", "Notebook", "Run", "Task", "assemble_pages", "describe_error",
            "execute", "external_runs", "kernel_threads", "load_manifest", "longest_first",
            "published", "resolve_profile", "run", "run_hash", "run_inputs", "run_status",
-           "select_runs", "statuses"]
+           "select_runs", "stale_reasons", "statuses"]
 
 log = logging.getLogger(__name__)
 
@@ -400,12 +400,59 @@ def statuses(profile: str, manifest: str | os.PathLike[str] | Manifest | None = 
              out_root: str | os.PathLike[str] | None = None) -> list[tuple[Run, str, dict]]:
     """``(run, status, run.json)`` for every run of a profile (for ``dyckbook list``);
     ``manifest``: a path, or one already loaded."""
+    runs, every, root = _profile_runs(profile, manifest, out_root)
+    return [(r, run_status(r, run_inputs(r, every, root), root), _record(r, root))
+            for r in runs]
+
+
+def stale_reasons(profile: str, manifest: str | os.PathLike[str] | Manifest | None = None,
+                  out_root: str | os.PathLike[str] | None = None) -> dict[str, list[str]]:
+    """``{run: [why it is stale, ...]}`` for the stale runs of a profile: what changed since
+    its publication (its parameters, notebook or package version; a run or committed file it
+    reads republished or changed; what it reads)."""
+    runs, every, root = _profile_runs(profile, manifest, out_root)
+    out = {}
+    for run in runs:
+        inputs = run_inputs(run, every, root)
+        if run_status(run, inputs, root) == "stale":
+            out[run.name] = _why(run, inputs, _record(run, root))
+    return out
+
+
+def _profile_runs(profile: str, manifest: str | os.PathLike[str] | Manifest | None,
+                  out_root: str | os.PathLike[str] | None) -> tuple[list[Run], list[Run], Path]:
+    """The runs of a profile, those and the ones it takes from other profiles, and the root."""
     root = Path(out_root or R.repo_root()).resolve()
     man = manifest if isinstance(manifest, Manifest) else load_manifest(manifest)
     R.migrate_legacy_tree(root)
-    every = (runs := resolve_profile(man, profile)) + external_runs(man, profile, root)
-    return [(r, run_status(r, run_inputs(r, every, root), root), _record(r, root))
-            for r in runs]
+    runs = resolve_profile(man, profile)
+    return runs, runs + external_runs(man, profile, root), root
+
+
+def _why(run: Run, inputs: Mapping[str, str], record: Mapping[str, Any]) -> list[str]:
+    out = []
+    if record.get("dyckbook") != __version__:
+        out.append(f"the package version changed ({record.get('dyckbook')} -> {__version__})")
+    if record.get("notebook_hash") != notebook_hash(run.notebook.path):
+        out.append(f"its notebook changed ({run.notebook.path.name})")
+    if record.get("params_hash") != _digest(
+            {k: v for k, v in run.params.items() if k not in UNHASHED}):
+        out.append("its parameters changed")
+    if "inputs" not in record:
+        if inputs:
+            out.append("it was published before runs recorded what they read")
+        return out or ["what it depends on changed (its recorded hash differs)"]
+    read = record["inputs"] or {}
+    for name in sorted(set(inputs) | set(read)):
+        shown = name.removeprefix("file:")
+        if name not in read:
+            out.append(f"it now reads {shown}")
+        elif name not in inputs:
+            out.append(f"it no longer reads {shown}")
+        elif inputs[name] != read[name]:
+            out.append(f"{shown} changed" if name.startswith("file:") else
+                       f"{shown} republished")
+    return out or ["what it depends on changed (its recorded hash differs)"]
 
 
 def _record(run: Run, root: Path) -> dict[str, Any]:

@@ -126,6 +126,18 @@ def test_list_names_what_a_publication_read(tmp_path: Path, capsys, monkeypatch)
     at = next(i for i, line in enumerate(lines) if line.startswith("summary"))
     assert lines[at + 1] == "    read alpha, benchmarks/results/b.json"
     assert not any(line.startswith("    read") for line in lines[:at])
+    # with its page in place the publication is stale, and list says why
+    page = tmp_path / "book/runs/scaled/fixture_summary/summary.ipynb"
+    page.parent.mkdir(parents=True)
+    page.write_text("{}")
+    code, out, _ = call(["list", "--profile", "scaled", "--manifest", str(FIXTURE_MANIFEST)],
+                        capsys)
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("summary"))
+    assert lines[at].split()[1] == "stale"
+    assert lines[at + 1].startswith("    stale: the package version changed (None -> ")
+    assert "it no longer reads benchmarks/results/b.json" in " ".join(
+        " ".join(lines[at + 1:at + 5]).split())  # wrapped at 100 columns
 
 
 # ------------------------------------------------------------------------------ -v, -q, logging

@@ -239,6 +239,29 @@ def test_a_run_depends_on_the_runs_and_files_its_parameters_name_only(tmp_path: 
     assert runner.run_inputs(runs["alpha"], every, root) == {}
 
 
+def test_a_stale_run_says_what_changed(tmp_path: Path) -> None:
+    run = {r.name: r for r in runner.resolve_profile(runner.load_manifest(MANIFEST), "smoke")
+           }["summary"]
+    record = {"dyckbook": runner.__version__, "notebook_hash": runner.notebook_hash(
+        run.notebook.path), "params_hash": runner._digest(
+        {k: v for k, v in run.params.items() if k not in runner.UNHASHED}),
+        "inputs": {"alpha": "a", "file:benchmarks/x.json": "x", "chapter": "c"}}
+    now = {"alpha": "a2", "beta": "b", "chapter": "c"}
+    assert runner._why(run, now, record) == [
+        "alpha republished", "it now reads beta", "it no longer reads benchmarks/x.json"]
+    assert runner._why(run, {**now, "file:benchmarks/x.json": "y"}, record) == [
+        "alpha republished", "it now reads beta", "benchmarks/x.json changed"]
+    changed = {**record, "dyckbook": "0.0", "notebook_hash": "n", "params_hash": "p"}
+    assert runner._why(run, record["inputs"], changed) == [
+        f"the package version changed (0.0 -> {runner.__version__})",
+        "its notebook changed (summary.ipynb)", "its parameters changed"]
+    legacy = {k: v for k, v in record.items() if k != "inputs"}
+    assert runner._why(run, now, legacy) == [
+        "it was published before runs recorded what they read"]
+    assert runner._why(run, {}, legacy) == [
+        "what it depends on changed (its recorded hash differs)"]
+
+
 def test_naming_a_run_that_does_not_run_earlier_is_an_error(tmp_path: Path) -> None:
     runs = {r.name: r for r in runner.resolve_profile(runner.load_manifest(
         manifest(tmp_path, _named_summary(stage=1))), "smoke")}
@@ -414,6 +437,9 @@ def test_publish_skip_then_rerun_what_changed(tmp_path: Path, pool, caplog) -> N
     # beta: excluded by smoke, published by `extra`, then listed and read by smoke's summary,
     # which reruns because its inputs changed
     assert runner.run("extra", manifest=m, out_root=root, executor=pool) == 0
+    # (alpha reran alone above, so the summary also read an older alpha)
+    assert runner.stale_reasons("smoke", m, root) == {
+        "summary": ["alpha republished", "it now reads beta"]}
     caplog.clear()
     assert runner.run("smoke", manifest=m, out_root=root, executor=pool) == 0
     assert ran(caplog) == {"summary"}
