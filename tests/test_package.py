@@ -20,7 +20,7 @@ FLOORS = {
         "patching", "length_break"},
     5: {"grid", "figure_style", "attention_plots", "plotting", "book", "verdict_tables",
         "completion_tables", "length_study", "pages"},
-    6: {"executors", "runner", "__main__"},
+    6: {"executors", "manifest", "runner", "__main__"},
 }
 FLOOR_OF = {m: f for f, mods in FLOORS.items() for m in mods}
 NO_TORCH = FLOORS[1] | FLOORS[2] | {"baselines"}
