@@ -25,7 +25,7 @@ RESULTS_PLACEHOLDER = "{results}"  # in manifest params: this profile's book/res
 MANIFEST_VERSION = 2
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _SCALARS = (str, int, float, bool, type(None))
-READS = ("named", "every")  # manifest `reads`: the runs a run depends on (see _reads)
+READS = ("named", "every")  # manifest `reads`: the runs a run depends on (see runner.run_inputs)
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class Notebook:
     outputs: tuple[str, ...]  # files a successful run must have written into results_dir
     keep: tuple[str, ...]  # files of results_dir that survive a rerun (resume caches)
     defaults: dict[str, Any]  # declared parameter -> default (a literal of the parameters cell)
-    reads: str = "named"  # what a run reads: "named" (by its parameters) or "every" (see _reads)
+    reads: str = "named"  # "named" (runs its parameters name) or "every" (runner.run_inputs)
 
 
 @dataclass(frozen=True)
