@@ -87,7 +87,7 @@ def _place_tables(nb: Any) -> None:
 
 
 def banner(*, name: str, made_by: str, status: str, record: Mapping[str, Any], profile: str,
-           has_page: bool = True, error: str = "") -> str | None:
+           has_page: bool = True, error: str = "", changed: Iterable[str] = ()) -> str | None:
     """The warning under a page's title (None for an up-to-date page of ``profile``).
 
     Args:
@@ -95,6 +95,7 @@ def banner(*, name: str, made_by: str, status: str, record: Mapping[str, Any], p
             (``runner.run_status``). record: its ``run.json``. profile: the book's profile.
         has_page: whether a publication is in place (else the page is a stand-in).
         error: the last attempt's error, one line.
+        changed: what made a stale page stale (``runner.stale_reasons``).
     """
     lines = []
     if status != "ok" or not has_page:
@@ -104,6 +105,8 @@ def banner(*, name: str, made_by: str, status: str, record: Mapping[str, Any], p
                   "error": error or "no error recorded"}
         if has_page:
             lines.append(STATES.get(status, STATES["stale"]).format(**fields))
+            if status == "stale" and (changed := list(changed)):
+                lines[-1] += f" What changed: {'; '.join(changed)}."
         else:
             lines.append(STATES["missing"].format(**fields) + (
                 " Its last attempt{attempt} {status}: {error}.".format(**fields, status=status)

@@ -599,6 +599,7 @@ def assemble_pages(profile: str, manifest: str | os.PathLike[str] | None = None,
     root, man = Path(out_root or R.repo_root()).resolve(), load_manifest(manifest)
     listed = statuses(profile, man, root)
     listed += [(r, "ok", _record(r, root)) for r in external_runs(man, profile, root)]
+    why = stale_reasons(profile, man, root) if any(s == "stale" for _, s, _ in listed) else {}
     dest, states = root / R.PAGES_DIR, {}
     shutil.rmtree(dest, ignore_errors=True)
     for run, status, record in listed:
@@ -607,7 +608,8 @@ def assemble_pages(profile: str, manifest: str | os.PathLike[str] | None = None,
         error = (record.get(ATTEMPT) or record).get("error")
         warning = pages.banner(name=run.name, made_by=run.profile, status=status, record=record,
                                profile=profile, has_page=has_page,
-                               error=describe_error(error) if error else "")
+                               error=describe_error(error) if error else "",
+                               changed=why.get(run.name, ()))
         target = dest / run.notebook.group / f"{run.name}.ipynb"
         stored = page.read_bytes() if has_page else None
         if warning is None and stored is not None and b"{glue:table}" not in stored:

@@ -440,6 +440,9 @@ def test_publish_skip_then_rerun_what_changed(tmp_path: Path, pool, caplog) -> N
     # (alpha reran alone above, so the summary also read an older alpha)
     assert runner.stale_reasons("smoke", m, root) == {
         "summary": ["alpha republished", "it now reads beta"]}
+    runner.assemble_pages("smoke", m, root)  # the stale page says what changed
+    assert "What changed: alpha republished; it now reads beta." in (
+        root / "book/pages/fixture_summary/summary.ipynb").read_text()
     caplog.clear()
     assert runner.run("smoke", manifest=m, out_root=root, executor=pool) == 0
     assert ran(caplog) == {"summary"}
