@@ -96,9 +96,12 @@ def file_hashes(folder: Path) -> dict[str, str]:
 def run_hash(run: Run, inputs: Mapping[str, str]) -> str:
     """What a run's results depend on: parameters (not ``num_threads``), notebook source,
     package version, and ``inputs`` (what it reads -> digest: see ``run_inputs``)."""
-    return _digest({"params": {k: v for k, v in run.params.items() if k not in UNHASHED},
-                    "notebook": notebook_hash(run.notebook.path), "dyckbook": __version__,
-                    "inputs": dict(inputs)})
+    return _digest({"params": _hashed_params(run), "notebook": notebook_hash(run.notebook.path),
+                    "dyckbook": __version__, "inputs": dict(inputs)})
+
+
+def _hashed_params(run: Run) -> dict[str, Any]:
+    return {k: v for k, v in run.params.items() if k not in UNHASHED}
 
 
 def _reads(run: Run, every: Sequence[Run]) -> list[Run]:
@@ -171,10 +174,7 @@ def _unchanged_legacy(record: Mapping[str, Any], run: Run, inputs: Mapping[str, 
     """A record from before runs declared what they read (no ``inputs``): its hash covered every
     earlier-stage run. A run that reads nothing is up to date if its parameters, notebook and
     package version are those it ran with (each recorded apart)."""
-    return ("inputs" not in record and not inputs and record.get("dyckbook") == __version__
-            and record.get("notebook_hash") == notebook_hash(run.notebook.path)
-            and record.get("params_hash") == _digest(
-                {k: v for k, v in run.params.items() if k not in UNHASHED}))
+    return "inputs" not in record and not inputs and not _own_changes(run, record)
 
 
 def statuses(profile: str, manifest: str | os.PathLike[str] | Manifest | None = None,
@@ -210,15 +210,20 @@ def _profile_runs(profile: str, manifest: str | os.PathLike[str] | Manifest | No
     return runs, runs + external_runs(man, profile, root), root
 
 
-def _why(run: Run, inputs: Mapping[str, str], record: Mapping[str, Any]) -> list[str]:
+def _own_changes(run: Run, record: Mapping[str, Any]) -> list[str]:
+    """What changed of the run itself since ``record`` (each part recorded apart)."""
     out = []
     if record.get("dyckbook") != __version__:
         out.append(f"the package version changed ({record.get('dyckbook')} -> {__version__})")
     if record.get("notebook_hash") != notebook_hash(run.notebook.path):
         out.append(f"its notebook changed ({run.notebook.path.name})")
-    if record.get("params_hash") != _digest(
-            {k: v for k, v in run.params.items() if k not in UNHASHED}):
+    if record.get("params_hash") != _digest(_hashed_params(run)):
         out.append("its parameters changed")
+    return out
+
+
+def _why(run: Run, inputs: Mapping[str, str], record: Mapping[str, Any]) -> list[str]:
+    out = _own_changes(run, record)
     if "inputs" not in record:
         if inputs:
             out.append("it was published before runs recorded what they read")
@@ -565,9 +570,8 @@ def _publish(run: Run, result: Mapping[str, Any] | None, record: Mapping[str, An
     R.write_json(new / RECORD, {
         "run": run.name, "notebook": run.notebook.key, "profile": run.profile,
         "params": run.params, "dyckbook": __version__, "hash": record.get("hash") if ok else None,
-        "inputs": record.get("inputs") if ok else None,
-        "notebook_hash": notebook_hash(run.notebook.path), "params_hash": _digest(
-            {k: v for k, v in run.params.items() if k not in UNHASHED}),
+        "inputs": record.get("inputs") if ok else None, "params_hash": _digest(_hashed_params(run)),
+        "notebook_hash": notebook_hash(run.notebook.path),
         "files": file_hashes(new), **attempt, "longest_s": max(seconds) if seconds else None})
     page.unlink(missing_ok=True)  # first: an interruption from here on leaves no page at all
     if rdir.exists():
