@@ -66,6 +66,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -332,6 +333,11 @@ def _far(language: Dyck, rng: np.random.Generator, lengths: np.ndarray):
     two occurrences of u are a uniform choice among the pairs that some third makes dip, the
     third a uniform choice among those.
 
+    The search is O(length^2) per row, so rows are taken in chunks of similar lengths
+    (:data:`_FAR_CELLS`), each as wide as its longest row; the draws are made for the whole
+    batch first, so the words, the choices and the generator's state after the call are the
+    same for any chunking.
+
     Returns:
         ``(codes, ok, words)``: the changed rows and the words they were made from.
     """
@@ -340,12 +346,63 @@ def _far(language: Dyck, rng: np.random.Generator, lengths: np.ndarray):
     ok, words = np.zeros(n, bool), codes.copy()
     if width < 3 * r:
         return codes, ok, words
-    key = window_index(np.where(valid, codes, 0), r, 2 * language.k)  # (batch, pos - r + 1)
     w = long_range_windows(lengths)
     # u can only start in [W - r, length - W - r]: the columns any row can use
-    off, end = max(int(w.min()) - r, 0), min(int((lengths - w).max()) - r + 1, key.shape[1])
-    if end - off < 3 * r:
+    if min(int((lengths - w).max()) - r + 1, width - r + 1) - max(int(w.min()) - r, 0) < 3 * r:
         return codes, ok, words
+    draws = [rng.random(n) for _ in range(3)]  # the three picks' draws, made once per batch
+    i, j, l = (np.zeros(n, np.int64) for _ in range(3))
+    order = np.argsort(-lengths, kind="stable")  # longest first: a chunk's first row is its widest
+    start = 0
+    while start < n:
+        top = int(lengths[order[start]])
+        stop = min(n, start + max(1, _FAR_CELLS // max(top, 1) ** 2))
+        rows = order[start:stop]
+        cut = int(lengths[rows].max())
+        i[rows], j[rows], l[rows], ok[rows] = _far_choice(
+            language, _Drawn([d[rows] for d in draws]), codes[rows, :cut], valid[rows, :cut],
+            lengths[rows])
+        start = stop
+    idx = np.broadcast_to(np.arange(width), codes.shape)  # (batch, pos): source column
+    lo, mid, hi = (i + r)[:, None], (j + r)[:, None], (l + r)[:, None]
+    block2 = (idx >= lo) & (idx < lo + hi - mid)  # C u now starts at i + r
+    block1 = (idx >= lo + hi - mid) & (idx < hi)  # then B u
+    src = np.where(block2, idx - lo + mid, np.where(block1, idx - (hi - mid), idx))
+    rows_ok = np.flatnonzero(ok)
+    codes[rows_ok] = np.take_along_axis(codes[rows_ok], src[rows_ok], axis=1)
+    return codes, ok, words
+
+
+_FAR_CELLS = 1 << 22  # far: rows x width^2 per chunk (about 4 MB a (rows, m, m) mask)
+
+
+class _Drawn:
+    """Draws made in advance, handed out in turn by ``random`` (a generator's stand-in for
+    :func:`_pick` and :func:`_pick_pair`, so that a chunk of rows uses the batch's draws)."""
+
+    def __init__(self, draws: list[np.ndarray]) -> None:
+        self._draws = iter(draws)
+
+    def random(self, size: int) -> np.ndarray:
+        out = next(self._draws)
+        if out.shape != (size,):
+            raise ValueError(f"a draw of {size} values asked for, {out.shape} made")
+        return out
+
+
+def _far_choice(language: Dyck, rng: Any, codes: np.ndarray, valid: np.ndarray,
+                lengths: np.ndarray) -> tuple[np.ndarray, ...]:
+    """:func:`_far`'s positions of u ``(i, j, l)`` and whether a row has them, for rows as wide
+    as the longest (three draws from ``rng``, one per row each)."""
+    r, n = _REPEAT, lengths.size
+    none = (np.zeros(n, np.int64),) * 3 + (np.zeros(n, bool),)
+    key = window_index(np.where(valid, codes, 0), r, 2 * language.k)  # (batch, pos - r + 1)
+    w = long_range_windows(lengths)
+    off, end = max(int(w.min()) - r, 0), min(int((lengths - w).max()) - r + 1, key.shape[1])
+    if end <= off:  # no row of the chunk has room for u: its draws go unused
+        for _ in range(3):
+            rng.random(n)
+        return none
     key, m = key[:, off:end], end - off
     at = np.arange(m) + off  # (m,): positions of u
     big = np.int16(1 << 14)
@@ -369,16 +426,7 @@ def _far(language: Dyck, rng: np.random.Generator, lengths: np.ndarray):
     c_first = after[rows, i][:, None] - after[rows, j][:, None] + low[rows, j] < 0
     b_after = after - after[rows, j][:, None] + low[rows, i, j][:, None] < 0
     l, has = _pick(rng, jl[rows, j] & (c_first | b_after))
-    ok &= has
-    i, j, l = i + off, j + off, l + off
-    idx = np.broadcast_to(np.arange(width), codes.shape)  # (batch, pos): source column
-    lo, mid, hi = (i + r)[:, None], (j + r)[:, None], (l + r)[:, None]
-    block2 = (idx >= lo) & (idx < lo + hi - mid)  # C u now starts at i + r
-    block1 = (idx >= lo + hi - mid) & (idx < hi)  # then B u
-    src = np.where(block2, idx - lo + mid, np.where(block1, idx - (hi - mid), idx))
-    rows_ok = np.flatnonzero(ok)
-    codes[rows_ok] = np.take_along_axis(codes[rows_ok], src[rows_ok], axis=1)
-    return codes, ok, words
+    return i + off, j + off, l + off, ok & has
 
 
 _LONG_RANGE = {"stack": _stack, "far": _far}  # (codes, ok, words): the words kept for members

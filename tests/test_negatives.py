@@ -295,6 +295,24 @@ def test_far_keeps_every_four_gram_of_its_word():
     assert not np.array_equal(*(window_index(x[ok], 5, 2) for x in (codes, words)))
 
 
+@pytest.mark.parametrize("max_depth", [None, 3])
+def test_far_is_the_same_for_any_chunking_of_its_rows(monkeypatch, max_depth):
+    """_far searches rows in chunks of similar lengths with the batch's draws made first: one
+    row per chunk and the whole batch as one chunk (the search before chunking) give the same
+    words, choices and generator state."""
+    lang = Dyck(1, max_depth=max_depth)
+    lengths = np.random.default_rng(0).integers(1, 61, 400) * 2
+    lengths[:5] = 2  # rows with no room for u beside rows with room
+    out = {}
+    for cells in (1, 3000, 1 << 40):
+        monkeypatch.setattr(N, "_FAR_CELLS", cells)
+        rng = np.random.default_rng(7)
+        out[cells] = (*N._far(lang, rng, lengths), rng.random(4))
+    assert out[1][1].sum() > 50  # the rows changed are many
+    for cells in (3000, 1 << 40):
+        assert all(np.array_equal(a, b) for a, b in zip(out[1], out[cells])), cells
+
+
 def test_long_range_availability_and_errors():
     assert available_kinds(Dyck(3), 28, "stack") == () == available_kinds(Dyck(1), 28, "far")
     assert available_kinds(Dyck(3), 48, "long_range") == ("stack",)  # far: Dyck-1 only
