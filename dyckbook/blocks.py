@@ -112,10 +112,12 @@ class Stacked(nn.Module):
 
     def split(self) -> list:
         """The S models as separate single-model networks (copies of their parameters), in
-        this network's mode; a subclass is built as ``type(self)(self.config, [seed])``."""
+        this network's mode and on its device; a subclass is built as
+        ``type(self)(self.config, [seed])``."""
         out = []
+        device = next(iter(self.parameters()), torch.zeros(0)).device
         for s, seed in enumerate(self.seeds):
-            single = type(self)(self.config, [seed])  # type: ignore[call-arg, attr-defined]
+            single = type(self)(self.config, [seed]).to(device)  # type: ignore[call-arg, attr-defined]
             single.load_state_dict({k: v[s:s + 1] for k, v in self.state_dict().items()})
             out.append(single.train(self.training))
         return out

@@ -209,11 +209,12 @@ def margins(model: nn.Module, dataset: Dataset, batch_size: int = 1024) -> np.nd
         float64 (batch,). Its spread across inputs is 0 when the output ignores the input.
     """
     out = []
+    device = next(iter(model.parameters()), torch.zeros(0)).device  # on a GPU: scored there
     with evaluating(model):
         for start in range(0, len(dataset), batch_size):
             part = dataset.subset(np.arange(start, min(start + batch_size, len(dataset))))
-            logits = model(tokenizer.encode(part.codes, part.lengths)).double()
-            out.append((logits[..., 1] - logits[..., 0]).reshape(-1).numpy())
+            logits = model(tokenizer.encode(part.codes, part.lengths).to(device)).double()
+            out.append((logits[..., 1] - logits[..., 0]).reshape(-1).cpu().numpy())
     return np.concatenate(out) if out else np.zeros(0)
 
 

@@ -238,6 +238,29 @@ _RUN_SEEDS_ARGS: dict[str, Check] = {"config": instance(RunConfig), "seeds": _SE
                                      "batched": flag(), "progress": flag()}
 
 
+def training_device(device: str | torch.device) -> torch.device:
+    """``device`` as a ``torch.device`` this process can train on; a ValueError naming it
+    otherwise (a name torch does not parse, or CUDA asked for where there is none)."""
+    if not isinstance(device, (str, torch.device)):
+        raise ValueError(f"device must be a torch.device or its name ('cpu', 'cuda', "
+                         f"'cuda:1'), got {device!r} ({type(device).__name__})")
+    try:
+        out = torch.device(device)
+    except RuntimeError:
+        raise ValueError(f"device must be a torch.device or its name ('cpu', 'cuda', "
+                         f"'cuda:1'), got {device!r}") from None
+    if out.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device is {device!r}, but this machine has no CUDA device")
+    return out
+
+
+def device_name(device: torch.device) -> str:
+    """What a record says it ran on: ``cpu``, or ``cuda (<the GPU's name>)``."""
+    if device.type == "cuda":
+        return f"cuda ({torch.cuda.get_device_name(device)})"
+    return device.type
+
+
 @dataclass
 class RunRecord:
     """What a run measured: plain data, written and read by ``dyckbook.results``.
@@ -473,28 +496,33 @@ def _record(config: RunConfig, model: nn.Module, splits: Splits | CompletionSpli
         history=[{**h, "train_loss": h["train_loss"][s],
                   **({"val_accuracy": h["val_accuracy"][s]} if "val_accuracy" in h else {})}
                  for h in result.history],
-        versions={"dyckbook": __version__, "torch": torch.__version__}, **measured)
+        versions={"dyckbook": __version__, "torch": torch.__version__,
+                  "device": device_name(next(model.parameters()).device)}, **measured)
 
 
 def run_seeds(config: RunConfig, seeds: Sequence[int], batched: bool = True,
-              progress: bool = False) -> list[RunResult]:
+              progress: bool = False, device: str | torch.device = "cpu") -> list[RunResult]:
     """Run ``config`` once per seed: data, model, training and evaluation, a record per seed.
 
     Batching changes nothing but the speed (``dyckbook.train``): with ``batched`` the seeds'
     models train as one computation; the thesis' ported model has no model dimension and
     always trains one seed at a time. Each seed's data come from that seed (``config.seed`` is
-    replaced by it).
+    replaced by it). The models train and are scored on ``device``; the data stay in host
+    memory, and the returned models are on the CPU. A record says the device in ``versions``:
+    a GPU's floating-point sums differ from the CPU's in the last bits, so its numbers are the
+    CPU's to within rounding, not bit for bit.
 
     Args:
         config: A :class:`RunConfig`.
         seeds: A non-empty sequence of ints >= 0 (a list, a tuple, a range...).
         batched: True (default) or False: train the seeds' models together or one by one.
         progress: True or False (default): show a bar over the training steps.
+        device: "cpu" (default), "cuda", "cuda:1" or a ``torch.device``.
 
     Returns:
         One :class:`RunResult` per seed, in order: its ``record`` (a :class:`RunRecord`, with
-        ``status`` "ok" or "failed" under ``FAILURE_RULES``), the trained ``model`` and its
-        ``splits``.
+        ``status`` "ok" or "failed" under ``FAILURE_RULES``), the trained ``model`` (on the
+        CPU) and its ``splits``.
 
     Raises:
         ValueError: an argument of the wrong type or out of range (the message names it).
@@ -520,6 +548,7 @@ def run_seeds(config: RunConfig, seeds: Sequence[int], batched: bool = True,
     """
     check_fields("run_seeds: ", {"config": config, "seeds": seeds, "batched": batched,
                                  "progress": progress}, _RUN_SEEDS_ARGS)
+    on = training_device(device)
     seeds = [int(s) for s in seeds]
     configs = [config.with_seed(s) for s in seeds]
     splits = [_splits(c.data, c.seed) for c in configs]
@@ -532,15 +561,15 @@ def run_seeds(config: RunConfig, seeds: Sequence[int], batched: bool = True,
               else [[i] for i in range(len(seeds))])
     results: list[RunResult | None] = [None] * len(seeds)
     for group in groups:
-        model = build_model(config.model, [configs[i].seed for i in group])
+        model = build_model(config.model, [configs[i].seed for i in group]).to(on)
         result = train(model, task, [splits[i].train for i in group],
                        [splits[i].val for i in group] if val else None, config.train,
                        progress=progress)
         networks = (Classifier, RecurrentClassifier, seq2seq.EncoderDecoder, seq2seq.DecoderOnly)
         singles = model.split() if isinstance(model, networks) else [model]
         for s, (i, single) in enumerate(zip(group, singles)):
-            results[i] = RunResult(_record(configs[i], single, splits[i], result, s), single,
-                                   splits[i])
+            results[i] = RunResult(_record(configs[i], single, splits[i], result, s),
+                                   single.cpu(), splits[i])
     return results  # type: ignore[return-value]
 
 

@@ -191,6 +191,20 @@ def test_run_seeds_records(results):
     assert results[0].splits.train.strings() != results[1].splits.train.strings()
 
 
+def test_run_seeds_says_its_device_and_rejects_a_bad_one(results):
+    import torch
+
+    assert all(r.record.versions["device"] == "cpu" for r in results)
+    assert all(next(r.model.parameters()).device.type == "cpu" for r in results)
+    with pytest.raises(ValueError, match="device must be .* got 'gpu0'"):
+        run_seeds(CONFIG, [0], device="gpu0")
+    with pytest.raises(ValueError, match="device must be .* got 3"):
+        run_seeds(CONFIG, [0], device=3)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="device is 'cuda', but this machine has no CUDA"):
+            run_seeds(CONFIG, [0], device="cuda")
+
+
 def test_batching_changes_nothing_but_the_speed(results):
     alone = run_seeds(CONFIG, [1], batched=False)[0].record
     together = results[1].record
