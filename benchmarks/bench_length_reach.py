@@ -63,8 +63,12 @@ def recipe(path: str | None = None) -> dict[str, Any]:
 
 
 def base_config(params: dict[str, Any], k: int, test_max_length: int) -> run.RunConfig:
-    """07's base RunConfig (as its notebook builds it) for k, tested to ``test_max_length``,
-    without the shortcut baselines (the stack set holds them at chance by construction)."""
+    """07's base RunConfig (as its notebook built it before 2026-11-27) for k, tested to
+    ``test_max_length``, without the shortcut baselines (the stack set holds them at chance by
+    construction). Its test strings are nested at most 07's ``test_max_depth`` (6) deep: the
+    depth study's parameter, which ``from_flat`` takes. 07 no longer does so
+    (``length_study.study``); this probe keeps it, so that the results on disk (measured so)
+    are what it reproduces."""
     flat = {**params, "test_max_length": test_max_length, "baselines": ()}  # none: a probe
     return run.RunConfig.from_flat(flat).override(k=k, test_min_length=2, n_ctx=test_max_length,
                                                   test_sets=("hard", "stack"))

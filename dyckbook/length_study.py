@@ -14,12 +14,12 @@ import math
 import os
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-__all__ = ["REFERENCES", "config", "fields", "matched_hidden", "panels", "reach", "reach_rows",
-           "reach_sentence", "recipe_sentence", "run_records", "side_rows", "side_sentence",
-           "theme_rows", "theme_sentence"]
+__all__ = ["REFERENCES", "Study", "config", "fields", "matched_hidden", "panels", "reach",
+           "reach_rows", "reach_sentence", "recipe_sentence", "run_records", "side_rows",
+           "side_sentence", "study", "theme_rows", "theme_sentence"]
 
 #: the recurrent references' configuration names and their cells (``dyckbook.recurrent.CELLS``):
 #: "stack-rnn", not "stack", which names the stack test set
@@ -94,19 +94,63 @@ def config(base: Any, name: str) -> Any:
                                                d_hidden=width))
 
 
-def _records(run_config: Any, seeds: Sequence[int]) -> list[Any]:
+@dataclass(frozen=True)
+class Study:
+    """07's configurations: ``lengths`` (every k and configuration on the length recipe) and
+    ``depths`` (the depth study's), each ``{label: RunConfig}``, and ``base``, the length
+    recipe every configuration shares (:func:`recipe_sentence`)."""
+
+    base: Any
+    lengths: dict[str, Any]
+    depths: dict[str, Any]
+
+    @property
+    def every(self) -> dict[str, Any]:
+        return {**self.lengths, **self.depths}
+
+
+def study(params: Mapping[str, Any]) -> Study:
+    """The configurations of the length and depth studies of 07's parameters (its notebook's
+    globals, or the same values from a JSON file on a machine without the notebook packages).
+    The length study tests lengths 2 .. ``test_max_length`` at any depth on the hard and stack
+    sets; the depth study trains ``depth_k`` types to depth ``train_max_depth`` on strings of
+    at most ``depth_length`` and tests to ``test_max_depth`` on the hard set.
+    (``test_max_depth`` is the depth study's alone: until 2026-11-27 it also bounded the
+    length study's test strings, at depth 6, because ``RunConfig.from_flat`` took it.)"""
+    from dyckbook.run import RunConfig
+
+    base = RunConfig.from_flat(params).override(
+        test_min_length=2, n_ctx=params["test_max_length"], test_sets=("hard", "stack"),
+        test_max_depth=None)
+    lengths = {f"Dyck-{k} {c}": config(base.override(k=k), c)
+               for k in map(int, str(params["ks"]).split(","))
+               for c in str(params["configs"]).split(",")}
+    depth_base = base.override(
+        k=params["depth_k"], max_depth=params["train_max_depth"],
+        test_max_depth=params["test_max_depth"], max_length=params["depth_length"],
+        test_max_length=params["depth_length"], n_ctx=params["depth_length"],
+        test_sets=("hard",))
+    depths = {f"depth {c}": config(depth_base, c) for c in str(params["depth_configs"]).split(",")}
+    return Study(base, lengths, depths)
+
+
+def _records(run_config: Any, seeds: Sequence[int], device: str = "cpu") -> list[Any]:
     from dyckbook.run import run_seeds
 
-    return [r.record for r in run_seeds(run_config, list(seeds),
+    return [r.record for r in run_seeds(run_config, list(seeds), device=device,
                                         progress=not os.environ.get("DYCKBOOK_QUIET"))]
 
 
 def run_records(configs: Mapping[str, Any], seeds: Sequence[int], out: Any,
-                executor: Any = None) -> dict[str, list[Any]]:
+                executor: Any = None, device: str = "cpu") -> dict[str, list[Any]]:
     """Every labelled ``RunConfig`` for every seed (its seeds trained together), here in turn
     or, given a ``concurrent.futures`` ``executor`` (``executors.make_executor``: processes
-    of one torch thread each), side by side; records are appended to ``out/records.jsonl`` as
-    each configuration finishes.
+    of one torch thread each), side by side, on ``device`` ("cpu", "cuda"). Records are
+    appended to ``out/records.jsonl`` as each configuration finishes, and that file is a
+    resume cache: a (configuration, seed) whose record is already there is not trained again
+    (a record counts when its whole configuration, seed included, is the one asked for), and
+    the file is rewritten to hold only this call's records. So an interrupted run, or one
+    trained elsewhere (a GPU: see the README), resumes where it stopped.
 
     Returns:
         ``{label: [RunRecord per seed]}`` in the order of ``configs``.
@@ -114,26 +158,43 @@ def run_records(configs: Mapping[str, Any], seeds: Sequence[int], out: Any,
     import concurrent.futures as cf
 
     from dyckbook import results
+    from dyckbook.run import config_digest, training_device
 
     if executor is not None and not isinstance(executor, cf.Executor):
         raise ValueError(f"executor must be None or a concurrent.futures.Executor, got "
                          f"{type(executor).__name__}")
+    training_device(device)
+    seeds = [int(s) for s in seeds]
     path = results.resolve(out) / "records.jsonl"
-    done: dict[str, list[Any]] = {}
+    wanted = {c.with_seed(s).digest(): (label, s) for label, c in configs.items() for s in seeds}
+    found = results.read_records(path)
+    done: dict[tuple[str, int], Any] = {}
+    for r in found:
+        if (key := wanted.get(config_digest(r.config))) is not None:
+            r.label = key[0]
+            done[key] = r
+    if len(done) < len(found):  # records of another recipe: the file keeps this call's only
+        results.write_bytes(path, b"")
+        results.append_records(path, done.values())
+    if done:
+        print(f"resumed {len(done)} of {len(wanted)} (configuration, seed) records from "
+              f"{path}", flush=True)
+    todo = {label: [s for s in seeds if (label, s) not in done] for label in configs}
+    todo = {label: missing for label, missing in todo.items() if missing}
 
     def keep(label: str, records: list[Any]) -> None:
         for r in records:
             r.label = label
+            done[(label, r.seed)] = r
         results.append_records(path, records)
-        done[label] = records
         print(f"{label}: {len(records)} seed(s) done", flush=True)
 
     if executor is None:
-        for label, c in configs.items():
-            keep(label, _records(c, seeds))
+        for label, missing in todo.items():
+            keep(label, _records(configs[label], missing, str(device)))
     else:
-        futures = {executor.submit(_records, c, list(seeds)): label
-                   for label, c in configs.items()}
+        futures = {executor.submit(_records, configs[label], missing, str(device)): label
+                   for label, missing in todo.items()}
         try:
             for future in cf.as_completed(futures):
                 keep(futures[future], future.result())
@@ -141,7 +202,7 @@ def run_records(configs: Mapping[str, Any], seeds: Sequence[int], out: Any,
             for future in futures:
                 future.cancel()
             raise
-    return {label: done[label] for label in configs}
+    return {label: [done[(label, s)] for s in seeds] for label in configs}
 
 
 def reach(score: Any, bin_width: int, threshold: float = 0.9, start: int = 0) -> int:
@@ -309,7 +370,9 @@ def recipe_sentence(base: Any, n_seeds: int) -> str:
             f"{t.warmup_steps} warm-up steps and {t.schedule} decay, {clip}, {stop}; "
             f"Transformers of {m.n_layers} layers, width {m.d_model}, {m.n_heads} heads, MLP "
             f"{m.d_mlp}; test sets of {d.n_test:,} requested strings of length {test_low} to "
-            f"{test_high} ({test_high / high:g}N).")
+            f"{test_high} ({test_high / high:g}N), "
+            + (f"nested at most {d.test_max_depth} deep." if d.test_max_depth is not None
+               else "of any depth."))
 
 
 def theme_rows(split: Sequence[Mapping[str, Any]], stack: Sequence[Mapping[str, Any]],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -83,6 +84,65 @@ def test_run_records_on_two_processes_equals_running_them_here(tmp_path):
     assert len((tmp_path / "b" / "records.jsonl").read_text().splitlines()) == 4
     with pytest.raises(ValueError, match="executor"):
         length_study.run_records(configs, [0], tmp_path / "c", executor=2)
+
+
+def _study_params(**kw) -> dict:
+    return dict(ks="1,2", configs="causal-rope-end,lstm", depth_configs="causal-none-end",
+                n_seeds=2, max_length=10, test_max_length=40, depth_k=2, train_max_depth=2,
+                test_max_depth=4, depth_length=16, n_train=160, n_val=40, n_test=80,
+                max_steps=6, d_model=16, n_heads=2, d_mlp=32, eval_every=3, **kw)
+
+
+def test_study_bounds_depth_only_in_the_depth_study():
+    """test_max_depth is the depth study's: the length study's test strings have any depth
+    (it leaked into them, at 6, until 2026-11-27)."""
+    study = length_study.study(_study_params())
+    assert list(study.lengths) == ["Dyck-1 causal-rope-end", "Dyck-1 lstm",
+                                   "Dyck-2 causal-rope-end", "Dyck-2 lstm"]
+    assert list(study.depths) == ["depth causal-none-end"]
+    assert list(study.every) == [*study.lengths, *study.depths]
+    for c in study.lengths.values():
+        assert (c.data.test_max_depth, c.data.max_depth) == (None, None)
+        assert (c.data.test_min_length, c.data.test_max_length, c.data.test_sets) == (
+            2, 40, ("hard", "stack"))
+    depth = study.depths["depth causal-none-end"].data
+    assert (depth.k, depth.max_depth, depth.test_max_depth, depth.max_length) == (2, 2, 4, 16)
+    assert "of any depth" in length_study.recipe_sentence(study.base, 2)
+    assert "at most 4 deep" in length_study.recipe_sentence(study.depths["depth causal-none-end"],
+                                                            2)
+
+
+def test_run_records_resumes_from_its_records_and_keeps_only_this_recipes(tmp_path,
+                                                                          monkeypatch):
+    configs = {"a": length_study.config(_base(), "causal-rope-end"),
+               "b": length_study.config(_base(), "lstm")}
+    first = length_study.run_records({"a": configs["a"]}, [0, 1], tmp_path)
+    other = length_study.run_records({"x": length_study.config(_base(window=3), "lstm")},
+                                     [0], tmp_path / "other")
+    path = tmp_path / "records.jsonl"
+    path.write_text(path.read_text() + (tmp_path / "other" / "records.jsonl").read_text())
+    trained = []
+    real = length_study._records
+
+    def spy(config, seeds, device="cpu"):
+        trained.append(list(seeds))
+        return real(config, seeds, device)
+
+    monkeypatch.setattr(length_study, "_records", spy)
+    again = length_study.run_records(configs, [0, 1], tmp_path)
+    assert trained == [[0, 1]]  # b's two seeds; a's came from the file
+    assert [r.to_dict() for r in again["a"]] == [r.to_dict() for r in first["a"]]
+    assert [r.label for r in again["b"]] == ["b", "b"]
+    lines = path.read_text().splitlines()  # x's record (another recipe) is gone
+    assert len(lines) == 4 and other["x"][0].to_dict() not in map(json.loads, lines)
+    trained.clear()
+    more = length_study.run_records(configs, [0, 1, 2], tmp_path)  # a third seed only
+    assert trained == [[2], [2]] and [r.seed for r in more["b"]] == [0, 1, 2]
+
+
+def test_run_records_rejects_a_bad_device(tmp_path):
+    with pytest.raises(ValueError, match="device must be"):
+        length_study.run_records({"a": _base()}, [0], tmp_path, device="gpu0")
 
 
 def _score(per_length: dict[int, tuple[int, int]]) -> Score:
