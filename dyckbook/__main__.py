@@ -1,5 +1,6 @@
-"""The command line: dyckbook generate | check | list | run | pages | register (also: python -m
-dyckbook). -v (debug messages) and -q (warnings and errors only) go before or after the command."""
+"""The command line: dyckbook generate | check | list | run | pages | register | train-lengths
+(also: python -m dyckbook). -v (debug messages) and -q (warnings and errors only) go before or
+after the command."""
 
 from __future__ import annotations
 
@@ -132,6 +133,22 @@ def build_parser() -> argparse.ArgumentParser:
                      help="workers (0: one per core)")
     run.add_argument("--scheduler", default=None,
                      help="processes (default), local (a Dask LocalCluster) or tcp://HOST:PORT")
+    lengths = sub.add_parser(
+        "train-lengths", parents=[common],
+        help="train a profile's length study (07) on a device into a resume cache that "
+             "`run` then publishes from (README: a GPU for the thesis profile)")
+    lengths.add_argument("--profile", default="thesis")
+    lengths.add_argument("--manifest", default=None, help="default: notebooks/experiments.yml")
+    lengths.add_argument("--run", default="generalisation", help="a run of 07_generalisation")
+    lengths.add_argument("--params", default=None,
+                         help="the run's parameters from --write-params (no notebook packages "
+                              "needed), instead of the manifest")
+    lengths.add_argument("--write-params", default=None, metavar="FILE",
+                         help="write the run's parameters here and stop")
+    lengths.add_argument("--out", default=None, help="the folder of records.jsonl")
+    lengths.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1")
+    lengths.add_argument("--workers", type=_int("--workers", 1, MAX_JOBS), default=1,
+                         help="configurations trained side by side (processes)")
     parser.commands = sub.choices
     return parser
 
@@ -350,6 +367,40 @@ def _cmd_run(args: argparse.Namespace) -> int:
                       scheduler=args.scheduler, manifest=manifest)
 
 
+def _cmd_train_lengths(args: argparse.Namespace) -> int:
+    import json
+
+    if args.params:
+        params = json.loads(Path(args.params).read_text(encoding="utf-8"))
+        if not isinstance(params, dict):
+            raise ValueError(f"--params must hold a JSON object, got {args.params}")
+    else:
+        from dyckbook import runner
+
+        runs = runner.resolve_profile(runner.load_manifest(_manifest(args)), args.profile)
+        chosen = [r for r in runs if r.name == args.run]
+        if not chosen or chosen[0].notebook.key != "07_generalisation":
+            raise ValueError(f"--run must name a run of 07_generalisation in profile "
+                             f"{args.profile}, got {args.run!r}")
+        params = dict(chosen[0].params)
+    if args.write_params:
+        from dyckbook import results
+
+        results.write_bytes(args.write_params, json.dumps(params, indent=1).encode())
+        print(f"wrote {args.write_params}")
+        return 0
+    if not args.out:
+        raise ValueError("--out must name the folder of records.jsonl")
+    from dyckbook import executors, length_study
+
+    configs = length_study.study(params).every
+    with executors.make_executor(None, args.workers) as executor:
+        records = length_study.run_records(configs, range(int(params["n_seeds"])), args.out,
+                                           executor if args.workers > 1 else None, args.device)
+    print(f"{sum(map(len, records.values()))} records in {Path(args.out) / 'records.jsonl'}")
+    return 0
+
+
 class _Handler(logging.Handler):
     """Log lines on stderr, above a progress bar; a debug line says so and names its logger."""
 
@@ -378,7 +429,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     log.debug("dyckbook %s (%s), Python %s: %s", __version__, Path(__file__).parent,
               sys.version.split()[0], " ".join(map(shlex.quote, parser.argv)))
     command = {"generate": _cmd_generate, "check": _cmd_check, "list": _cmd_list,
-               "pages": _cmd_pages, "register": _cmd_register, "run": _cmd_run}[args.command]
+               "pages": _cmd_pages, "register": _cmd_register, "run": _cmd_run,
+               "train-lengths": _cmd_train_lengths}[args.command]
     try:
         return command(args)
     except BrokenPipeError:  # `dyckbook list | head`: the reader left; not an error

@@ -240,3 +240,39 @@ def test_generate_to_standard_output(tmp_path: Path, capsys, monkeypatch) -> Non
     lines = out.splitlines()
     assert code == 0 and len(lines) == 7 and json.loads(lines[0])["n"] == 6
     assert "to standard output" in err and not (tmp_path / "-").exists()
+
+
+def test_train_lengths_writes_07s_parameters_and_resumes_its_records(tmp_path: Path,
+                                                                     capsys) -> None:
+    """What a GPU machine runs for 07 (README): the parameters written where the notebook
+    packages are, then records trained from them, which a second call resumes."""
+    from dyckbook import runner
+
+    params = tmp_path / "params.json"
+    code, out, _ = call(["train-lengths", "--profile", "smoke", "--write-params", str(params)],
+                        capsys)
+    expected = next(r for r in runner.resolve_profile(runner.load_manifest(), "smoke")
+                    if r.name == "generalisation").params
+    assert code == 0 and json.loads(params.read_text()) == dict(expected)
+    small = {**expected, "ks": "1", "configs": "causal-rope-end", "depth_configs": "lstm",
+             "n_seeds": 1, "n_train": 120, "n_test": 40, "max_steps": 4, "test_max_length": 32}
+    params.write_text(json.dumps(small))
+    argv = ["-q", "train-lengths", "--params", str(params), "--out", str(tmp_path / "r")]
+    code, out, _ = call(argv, capsys)
+    lines = (tmp_path / "r" / "records.jsonl").read_text().splitlines()
+    assert code == 0 and "2 records in" in out and len(lines) == 2
+    assert {json.loads(line)["label"] for line in lines} == {"Dyck-1 causal-rope-end",
+                                                             "depth lstm"}
+    code, out, _ = call(argv, capsys)
+    assert code == 0 and "resumed 2 of 2" in out
+    assert (tmp_path / "r" / "records.jsonl").read_text().splitlines() == lines
+
+
+@pytest.mark.parametrize("extra, says", [
+    (["--run", "ood"], "--run must name a run of 07_generalisation in profile smoke, got 'ood'"),
+    ([], "--out must name the folder of records.jsonl"),
+    (["--out", "x", "--device", "gpu0"], "device must be a torch.device or its name"),
+])
+def test_train_lengths_rejects_bad_input_naming_it(extra, says, capsys) -> None:
+    code, _, err = call(["train-lengths", "--profile", "smoke", *extra], capsys)
+    assert code == 2 and says in err
