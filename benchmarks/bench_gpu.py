@@ -1,6 +1,7 @@
 """Benchmark: training on a GPU through the same ``train()`` (a lent device machine only).
 
-Usage: ``python benchmarks/bench_gpu.py [--parts check,speed] [--out PATH]``; writes
+Usage: ``python benchmarks/bench_gpu.py [--parts check,speed,dropout,lengths] [--out PATH]
+[--lengths-params FILE]``; writes
 ``benchmarks/results/gpu.json`` (or ``--out``) and prints a table. Needs CUDA; CI never runs it.
 
 - ``check``: the same seeded networks (the grid's classifier, exp. 1's shape, and seed 001's
@@ -20,6 +21,10 @@ Usage: ``python benchmarks/bench_gpu.py [--parts check,speed] [--out PATH]``; wr
   operations. Measured on an H100: 3,293 vs 251,402 examples/s; ``aten::bernoulli_`` on the
   CPU (the masks drawn from each model's CPU stream, so that a GPU run draws a CPU run's masks)
   took 93% of the CPU time.
+- ``lengths``: 07's length-study configurations at the thesis profile's size (10 seeds trained
+  together, batch 64, lengths <= 16, Dyck-3): milliseconds a step each, and the seconds its
+  10,000 steps would take for all of them, one after another (training only: the data are
+  generated on the CPU, and most configurations stop early on Dyck-1).
 """
 
 from __future__ import annotations
@@ -197,13 +202,63 @@ def part_dropout() -> tuple[dict[str, Any], list[dict]]:
     return raw, rows
 
 
-PARTS = {"check": part_check, "speed": part_speed, "dropout": part_dropout}
+def part_lengths(params_path: str | None = None) -> tuple[dict[str, Any], list[dict]]:
+    """07's length-study configurations at a profile's size (``--lengths-params``: the file
+    ``dyckbook train-lengths --write-params`` writes; default the thesis profile's, read from
+    the manifest): milliseconds an optimiser step of all its seeds trained together on
+    Dyck-``k`` (the last of ``ks``), after three warm-up steps, and what the profile's
+    ``max_steps`` would then take per configuration."""
+    from dataclasses import replace
+
+    from dyckbook import length_study
+    from dyckbook.model import ClassificationTask as Task
+
+    if params_path is None:
+        from dyckbook import runner
+
+        runs = runner.resolve_profile(runner.load_manifest(), "thesis")
+        params = dict(next(r for r in runs if r.name == "generalisation").params)
+    else:
+        params = json.loads(Path(params_path).read_text())
+    k, seeds, steps = int(str(params["ks"]).split(",")[-1]), int(params["n_seeds"]), 100
+    data = labelled(k, int(params["n_train"]), int(params["max_length"]), 0)
+    raw: dict[str, Any] = {"k": k, "seeds": seeds, "steps_timed": steps,
+                           "max_steps": params["max_steps"], "per_configuration": {}}
+    rows = []
+    for label, config in length_study.study(params).lengths.items():
+        if not label.startswith(f"Dyck-{k} "):
+            continue
+        task = Task(getattr(config.model, "objective", "membership"))
+        model = build_model(config.model, list(range(seeds))).to(CUDA)
+        train_config = replace(config.train, max_steps=3)  # no validation sets: no early stop
+        _timed(model, task, [data] * seeds, train_config)
+        seconds = _timed(model, task, [data] * seeds, replace(train_config, max_steps=steps))
+        ms = 1000 * seconds / steps
+        raw["per_configuration"][label] = {"ms_per_step": ms, "n_params": model.n_params}
+        print(f"{label}: {ms:.1f} ms a step of {seeds} models", flush=True)
+        rows.append(table.row(f"GPU training, 07 at the thesis size (Dyck-{k}, {seeds} seeds "
+                              f"together, batch {config.train.batch_size})",
+                              f"{label.split(' ', 1)[1]}: ms a step", ms))
+    total = sum(v["ms_per_step"] for v in raw["per_configuration"].values())
+    raw["seconds_for_max_steps_all_configurations"] = total * params["max_steps"] / 1000
+    rows.append(table.row(f"GPU training, 07 at the thesis size (Dyck-{k})",
+                          f"seconds for {params['max_steps']:,} steps of every configuration, "
+                          "one after another (training only)",
+                          raw["seconds_for_max_steps_all_configurations"]))
+    return raw, rows
+
+
+PARTS = {"check": part_check, "speed": part_speed, "dropout": part_dropout,
+         "lengths": part_lengths}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parts", default=",".join(PARTS))
     parser.add_argument("--out", default=str(table.RESULTS / "gpu.json"))
+    parser.add_argument("--lengths-params", default=None,
+                        help="part lengths: 07's parameters (dyckbook train-lengths "
+                             "--write-params); default the thesis profile's")
     args = parser.parse_args()
     parts = args.parts.split(",")
     unknown = [p for p in parts if p not in PARTS]
@@ -221,7 +276,8 @@ def main() -> None:
     for part in parts:
         start = time.perf_counter()
         try:
-            raw[part], part_rows = PARTS[part]()
+            raw[part], part_rows = (PARTS[part](args.lengths_params) if part == "lengths"
+                                    else PARTS[part]())
             rows += part_rows
         except Exception as error:  # noqa: BLE001 - a failed part is reported, the others run
             raw[part] = {"error": repr(error)}
