@@ -136,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     lengths = sub.add_parser(
         "train-lengths", parents=[common],
         help="train a profile's length study (07) on a device into a resume cache that "
-             "`run` then publishes from (README: a GPU for the thesis profile)")
+             "`run` then publishes from (ARCHITECTURE.md: 07 on a GPU)")
     lengths.add_argument("--profile", default="thesis")
     lengths.add_argument("--manifest", default=None, help="default: notebooks/experiments.yml")
     lengths.add_argument("--run", default="generalisation", help="a run of 07_generalisation")

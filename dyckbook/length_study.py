@@ -150,7 +150,7 @@ def run_records(configs: Mapping[str, Any], seeds: Sequence[int], out: Any,
     resume cache: a (configuration, seed) whose record is already there is not trained again
     (a record counts when its whole configuration, seed included, is the one asked for), and
     the file is rewritten to hold only this call's records. So an interrupted run, or one
-    trained elsewhere (a GPU: see the README), resumes where it stopped.
+    trained elsewhere (a GPU: ARCHITECTURE.md), resumes where it stopped.
 
     Returns:
         ``{label: [RunRecord per seed]}`` in the order of ``configs``.
