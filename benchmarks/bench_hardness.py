@@ -5,7 +5,9 @@
   Dyck-3 hard negatives (window None) of length 16 and 48: profiles per CPU-second.
 - Long-range negatives and their matched members per CPU-second: ``stack`` (Dyck-3, length 48)
   and ``far`` (Dyck-1, length 40); ``stack`` at length 256 with its choice of two nested pairs
-  made as before (a (batch, pair, pair) matrix) and as now (``negatives._pick_nested``).
+  made as before (a (batch, pair, pair) matrix) and as now (``negatives._pick_nested``); ``far``
+  (Dyck-1) at lengths 30..256 mixed, its rows searched in chunks of similar lengths (now) and as
+  one batch at its widest (before; the same negatives either way).
 - The n-gram baseline's fit (1..4-grams, Dyck-3, 4,000 training strings of length 4..48), the
   slowest rule of the oracle: Newton's Hessian in float64 (before) vs float32 (the default).
 - ``baselines.attack_regime`` on the Dyck-3 stack set (1,500 pairs to fit, 1,500 to score).
@@ -112,6 +114,20 @@ def main() -> None:
     rows.append(table.row("long-range, Dyck-3, L = 256", "stack negatives/s: the nested-pair "
                           "picker vs the (batch, pair, pair) matrix before it", m / fast,
                           m / slow))
+    m = max(100, int(2_000 * args.scale))
+    far_lengths = regime_lengths(lang1, "stack", 30, 256)  # Dyck-1: the stack regime is far
+    draw = [lang1, rng, rng.choice(far_lengths, m), "far"]
+    chunked = cpu(lambda: N.sample_negatives(*draw), args.repeats)
+    cells, N._FAR_CELLS = N._FAR_CELLS, 1 << 62  # one chunk: the search as it was before
+    try:
+        whole = cpu(lambda: N.sample_negatives(*draw), args.repeats)
+    finally:
+        N._FAR_CELLS = cells
+    raw["far_mixed"] = {"n": m, "lengths": [int(min(far_lengths)), int(max(far_lengths))],
+                        "negatives_seconds": chunked, "one_chunk_seconds": whole}
+    rows.append(table.row("long-range, Dyck-1, L = 30..256", "far negatives/s: rows searched in "
+                          "chunks of similar lengths vs the whole batch at its widest", m / chunked,
+                          m / whole))
     config = DataConfig(k=3, min_length=4, max_length=48, n_train=8000, test_sets=("hard",))
     train = make_splits(config, 0).train
     fit_rows = np.arange(min(4000, len(train)))

@@ -109,6 +109,10 @@ class Study:
         return {**self.lengths, **self.depths}
 
 
+_STUDY_PARAMS = ("ks", "configs", "depth_configs", "test_max_length", "depth_k",
+                 "train_max_depth", "test_max_depth", "depth_length")
+
+
 def study(params: Mapping[str, Any]) -> Study:
     """The configurations of the length and depth studies of 07's parameters (its notebook's
     globals, or the same values from a JSON file on a machine without the notebook packages).
@@ -119,6 +123,10 @@ def study(params: Mapping[str, Any]) -> Study:
     length study's test strings, at depth 6, because ``RunConfig.from_flat`` took it.)"""
     from dyckbook.run import RunConfig
 
+    missing = [k for k in _STUDY_PARAMS if k not in params]
+    if missing:
+        raise ValueError(f"07's parameters lack {missing} (every one of {list(_STUDY_PARAMS)} "
+                         f"is needed besides the recipe's)")
     base = RunConfig.from_flat(params).override(
         test_min_length=2, n_ctx=params["test_max_length"], test_sets=("hard", "stack"),
         test_max_depth=None)

@@ -110,6 +110,8 @@ def test_study_bounds_depth_only_in_the_depth_study():
     assert "of any depth" in length_study.recipe_sentence(study.base, 2)
     assert "at most 4 deep" in length_study.recipe_sentence(study.depths["depth causal-none-end"],
                                                             2)
+    with pytest.raises(ValueError, match=r"07's parameters lack \['depth_k'\]"):
+        length_study.study({k: v for k, v in _study_params().items() if k != "depth_k"})
 
 
 def test_run_records_resumes_from_its_records_and_keeps_only_this_recipes(tmp_path,
