@@ -272,7 +272,8 @@ def length_split_rows(groups: Mapping[str, Sequence[Any]], test: str, boundary: 
 
 def length_split_sentences(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """A sentence per configuration saying whether its accuracy falls beyond the boundary:
-    "falls" when the two 95% intervals do not overlap, "holds" when they do."""
+    "falls" (or "rises") when the two 95% intervals do not overlap; when they do, that the two
+    cannot be told apart (not that it holds: a wide interval over few seeds overlaps much)."""
     from dyckbook.intervals import interval
 
     out = []
@@ -282,7 +283,12 @@ def length_split_sentences(rows: Sequence[Mapping[str, Any]]) -> list[str]:
             out.append(f"{row['configuration']}: no seed run, or no strings on one side.")
             continue
         (wlo, whi), (blo, bhi) = interval(within), interval(beyond)
-        verb = "falls" if bhi < wlo else "rises" if blo > whi else "holds"
+        if blo <= whi and bhi >= wlo:
+            out.append(f"{row['configuration']}: within and beyond the training lengths cannot "
+                       f"be told apart (the 95% intervals overlap): {row['within']} within, "
+                       f"{row['beyond']} beyond.")
+            continue
+        verb = "falls" if bhi < wlo else "rises"
         out.append(f"{row['configuration']} {verb} beyond the training lengths: "
                    f"{row['within']} within, {row['beyond']} beyond.")
     return out
