@@ -115,7 +115,7 @@ class Stacked(nn.Module):
         this network's mode and on its device; a subclass is built as
         ``type(self)(self.config, [seed])``."""
         out = []
-        device = next(iter(self.parameters()), torch.zeros(0)).device
+        device = next(self.parameters()).device
         for s, seed in enumerate(self.seeds):
             single = type(self)(self.config, [seed]).to(device)  # type: ignore[call-arg, attr-defined]
             single.load_state_dict({k: v[s:s + 1] for k, v in self.state_dict().items()})

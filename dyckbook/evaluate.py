@@ -209,7 +209,7 @@ def margins(model: nn.Module, dataset: Dataset, batch_size: int = 1024) -> np.nd
         float64 (batch,). Its spread across inputs is 0 when the output ignores the input.
     """
     out = []
-    device = next(iter(model.parameters()), torch.zeros(0)).device  # on a GPU: scored there
+    device = next(model.parameters()).device  # a model on a GPU is scored there
     with evaluating(model):
         for start in range(0, len(dataset), batch_size):
             part = dataset.subset(np.arange(start, min(start + batch_size, len(dataset))))

@@ -484,7 +484,7 @@ def _evaluate_completion(config: RunConfig, model: nn.Module,
 
 
 def _record(config: RunConfig, model: nn.Module, splits: Splits | CompletionSplits,
-            result: TrainResult, s: int) -> RunRecord:
+            result: TrainResult, s: int, device: torch.device) -> RunRecord:
     """The record of seed ``s`` of a trained group: its measurements and its training."""
     measured = (_evaluate_completion if isinstance(splits, CompletionSplits) else _evaluate)(
         config, model, splits)
@@ -497,7 +497,7 @@ def _record(config: RunConfig, model: nn.Module, splits: Splits | CompletionSpli
                   **({"val_accuracy": h["val_accuracy"][s]} if "val_accuracy" in h else {})}
                  for h in result.history],
         versions={"dyckbook": __version__, "torch": torch.__version__,
-                  "device": device_name(next(model.parameters()).device)}, **measured)
+                  "device": device_name(device)}, **measured)
 
 
 def run_seeds(config: RunConfig, seeds: Sequence[int], batched: bool = True,
@@ -507,8 +507,9 @@ def run_seeds(config: RunConfig, seeds: Sequence[int], batched: bool = True,
     Batching changes nothing but the speed (``dyckbook.train``): with ``batched`` the seeds'
     models train as one computation; the thesis' ported model has no model dimension and
     always trains one seed at a time. Each seed's data come from that seed (``config.seed`` is
-    replaced by it). The models train and are scored on ``device``; the data stay in host
-    memory, and the returned models are on the CPU. A record says the device in ``versions``:
+    replaced by it). The models train and are scored on ``device`` (an encoder–decoder's
+    completions are scored on the CPU); the data stay in host memory, and the returned models
+    are on the CPU. A record says the device in ``versions``:
     a GPU's floating-point sums differ from the CPU's in the last bits, so its numbers are the
     CPU's to within rounding, not bit for bit.
 
@@ -568,7 +569,9 @@ def run_seeds(config: RunConfig, seeds: Sequence[int], batched: bool = True,
         networks = (Classifier, RecurrentClassifier, seq2seq.EncoderDecoder, seq2seq.DecoderOnly)
         singles = model.split() if isinstance(model, networks) else [model]
         for s, (i, single) in enumerate(zip(group, singles)):
-            results[i] = RunResult(_record(configs[i], single, splits[i], result, s),
+            if completion:  # greedy decoding reads host tensors: scored on the CPU
+                single = single.cpu()
+            results[i] = RunResult(_record(configs[i], single, splits[i], result, s, on),
                                    single.cpu(), splits[i])
     return results  # type: ignore[return-value]
 
