@@ -237,6 +237,9 @@ def main() -> None:
            "more_seeds": more, "kept_from_earlier_run": kept,
            "recipe": {k: params[k] for k in ("max_length", "n_train", "max_steps", "lr",
                                              "d_model", "n_layers", "batch_size")},
+           # of the stack and hard test sets (until 2026-11-27 they were nested <= 6: see
+           # bench_length_reach.base_config); the padded sets are not bounded
+           "test_max_depth": configs[names[0]].data.test_max_depth,
            "thresholds": length_break.RULE, "patch_thresholds": length_break.PATCH_RULE,
            "moved_thresholds": length_break.MOVED_RULE,
            "readout_thresholds": length_break.READOUT_RULE,

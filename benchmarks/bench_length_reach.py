@@ -7,7 +7,8 @@ mismatch at the closer, and only a third layer could carry the flags to the last
 a ``mean`` readout averages them. This trains the candidates stated below on 07's recipe for the
 ``cpu`` profile (read from notebooks/experiments.yml) with the test maximum raised to 16N, for
 each k, on seeds 100-102 (no page uses them), and reports per configuration each seed's reach on
-the stack set (``length_study.reach_rows``) and its accuracy at every length bin. Tasks (one per
+the stack set (``length_study.reach_rows``) and its accuracy at every length bin, on test
+strings of any depth (as 07's; each task records its ``test_max_depth``). Tasks (one per
 configuration, k and seed) run on a process pool of one torch thread per worker.
 Writes benchmarks/results/length_reach.json (tasks of an earlier run are kept unless rerun)
 and prints a table; ``--records DIR`` also keeps the records.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
+import dataclasses
 import json
 import os
 import sys
@@ -62,16 +64,16 @@ def recipe(path: str | None = None) -> dict[str, Any]:
     return {k: v for k, v in params.items() if k not in ("run_name", "results_dir")}
 
 
-def base_config(params: dict[str, Any], k: int, test_max_length: int) -> run.RunConfig:
-    """07's base RunConfig (as its notebook built it before 2026-11-27) for k, tested to
-    ``test_max_length``, without the shortcut baselines (the stack set holds them at chance by
-    construction). Its test strings are nested at most 07's ``test_max_depth`` (6) deep: the
-    depth study's parameter, which ``from_flat`` takes. 07 no longer does so
-    (``length_study.study``); this probe keeps it, so that the results on disk (measured so)
-    are what it reproduces."""
-    flat = {**params, "test_max_length": test_max_length, "baselines": ()}  # none: a probe
-    return run.RunConfig.from_flat(flat).override(k=k, test_min_length=2, n_ctx=test_max_length,
-                                                  test_sets=("hard", "stack"))
+def base_config(params: dict[str, Any], k: int, test_max_length: int,
+                test_max_depth: int | None = None) -> run.RunConfig:
+    """07's length-study base RunConfig (``length_study.study``) for k, tested to
+    ``test_max_length`` at any depth (or nested at most ``test_max_depth``), without the
+    shortcut baselines (the stack set holds them at chance by construction). Until 2026-11-27
+    this probe built it with ``RunConfig.from_flat``, which took the depth study's
+    ``test_max_depth`` (6): the tasks measured so carry ``test_max_depth: 6`` in the results."""
+    base = length_study.study({**params, "test_max_length": test_max_length}).base
+    return dataclasses.replace(base.override(k=k, test_max_depth=test_max_depth),
+                               baselines=())  # none: a probe
 
 
 def bins(score: Any, width: int) -> list[float | None]:
@@ -87,6 +89,7 @@ def bins(score: Any, width: int) -> list[float | None]:
 def summarise(label: str, records: list[Any], n: int) -> dict[str, Any]:
     row = length_study.reach_rows({label: records}, "stack", n, THRESHOLD)[0]
     return {"task": label, "seeds": [r.seed for r in records],
+            "test_max_depth": records[0].config["data"]["test_max_depth"],
             "reach_xN": [x / n for x in row["_reaches"]], ">= 8N": row[">= 8N"],
             ">= 16N": row[">= 16N"], "status": [r.status for r in records],
             "steps": [r.steps for r in records], "n_params": records[0].n_params,
@@ -99,9 +102,10 @@ def summarise(label: str, records: list[Any], n: int) -> dict[str, Any]:
 def table_rows(tasks: dict[str, dict[str, Any]], n: int) -> list[dict[str, Any]]:
     rows = []
     for label, t in tasks.items():
-        seeds = len(t["seeds"])
+        seeds, depth = len(t["seeds"]), t.get("test_max_depth")
         rows.append(table.row(
-            f"Length reach on the stack set (07's cpu recipe, N = {n}, {seeds} seeds)",
+            f"Length reach on the stack set (07's cpu recipe, N = {n}, {seeds} seeds, tests "
+            + ("of any depth)" if depth is None else f"nested <= {depth})"),
             f"{label}: seeds holding >= {THRESHOLD:.0%} to 16N; reach per seed "
             + " ".join(f"{x:g}N" for x in t["reach_xN"]),
             int(t[">= 16N"].split("/")[0]) if "/" in t[">= 16N"] else t[">= 16N"],

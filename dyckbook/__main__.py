@@ -149,6 +149,11 @@ def build_parser() -> argparse.ArgumentParser:
     lengths.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1")
     lengths.add_argument("--workers", type=_int("--workers", 1, MAX_JOBS), default=1,
                          help="configurations trained side by side (processes)")
+    lengths.add_argument("--data-cache", default=None, metavar="DIR",
+                         help="read and write the splits in this folder (DYCKBOOK_DATA_CACHE)")
+    lengths.add_argument("--data-only", action="store_true",
+                         help="make every seed's splits into --data-cache and stop (on the CPU: "
+                              "then carry the folder to the device machine)")
     parser.commands = sub.choices
     return parser
 
@@ -389,13 +394,24 @@ def _cmd_train_lengths(args: argparse.Namespace) -> int:
         results.write_bytes(args.write_params, json.dumps(params, indent=1).encode())
         print(f"wrote {args.write_params}")
         return 0
-    if not args.out:
+    if args.data_only and not args.data_cache:
+        raise ValueError("--data-only needs --data-cache DIR (the folder the splits go to)")
+    if not args.out and not args.data_only:
         raise ValueError("--out must name the folder of records.jsonl")
-    from dyckbook import executors, length_study
+    from dyckbook import data_cache, executors, length_study
 
+    if args.data_cache:  # before the workers start: they inherit it
+        os.environ[data_cache.ENV] = str(Path(args.data_cache).resolve())
+        data_cache.folder()  # a file there is refused now, not in a worker
     configs = length_study.study(params).every
+    seeds = range(int(params["n_seeds"]))
+    if args.data_only:
+        with executors.make_executor(None, args.workers) as executor:
+            made = length_study.make_data(configs, seeds, executor if args.workers > 1 else None)
+        print(f"{made} (data config, seed) splits in {args.data_cache}")
+        return 0
     with executors.make_executor(None, args.workers) as executor:
-        records = length_study.run_records(configs, range(int(params["n_seeds"])), args.out,
+        records = length_study.run_records(configs, seeds, args.out,
                                            executor if args.workers > 1 else None, args.device)
     print(f"{sum(map(len, records.values()))} records in {Path(args.out) / 'records.jsonl'}")
     return 0

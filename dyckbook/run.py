@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from dyckbook import baselines as B
-from dyckbook import seq2seq
+from dyckbook import data_cache, seq2seq
 from dyckbook.completion import CompletionDataConfig, CompletionSplits, make_completion_splits
 from dyckbook.config import (
     Check,
@@ -412,8 +412,14 @@ def build_model(config: ModelConfig | ThesisModelConfig | Seq2SeqConfig | Recurr
 
 
 @lru_cache(maxsize=16)
-def _splits(data: DataConfig | CompletionDataConfig, seed: int) -> Splits | CompletionSplits:
-    """The splits of a data config and seed, cached: the grid's cells of one k share them."""
+def data_splits(data: DataConfig | CompletionDataConfig, seed: int) -> Splits | CompletionSplits:
+    """The splits of a data config and seed, cached: the grid's cells of one k share them, and
+    with ``DYCKBOOK_DATA_CACHE`` set, processes and machines too (``data_cache``)."""
+    return data_cache.load_or_make(data, seed, _make_splits)
+
+
+def _make_splits(data: DataConfig | CompletionDataConfig,
+                 seed: int) -> Splits | CompletionSplits:
     if isinstance(data, CompletionDataConfig):
         return make_completion_splits(data, seed)
     permutation = thesis_permutation(data.n_train) if data.source == "thesis" else None
@@ -433,7 +439,7 @@ def _fitted(data: DataConfig, seed: int, test_kinds: tuple[str, ...],
             names: tuple[str, ...]) -> dict[str, B.Baseline]:
     """The baselines of a data config and seed for one test set's kinds, cached: the cells of
     a grid that share a k share them."""
-    train = _splits(data, seed).train
+    train = data_splits(data, seed).train
     rows = _fit_rows(train.kinds, test_kinds, _TRAIN_SAMPLE)
     return B.fit_baselines(train.language, train.codes[rows], train.lengths[rows],
                            train.labels[rows], data.window, names)
@@ -552,7 +558,7 @@ def run_seeds(config: RunConfig, seeds: Sequence[int], batched: bool = True,
     on = training_device(device)
     seeds = [int(s) for s in seeds]
     configs = [config.with_seed(s) for s in seeds]
-    splits = [_splits(c.data, c.seed) for c in configs]
+    splits = [data_splits(c.data, c.seed) for c in configs]
     completion = isinstance(config.data, CompletionDataConfig)
     task = (seq2seq.CompletionTask() if completion
             else ClassificationTask(getattr(config.model, "objective", "membership")))

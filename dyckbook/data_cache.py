@@ -1,0 +1,81 @@
+"""A folder of generated splits, shared by processes and machines: a run's data made once.
+
+Generating the data of one (data config, seed) is pure: the same config, seed, package source
+and numpy give the same splits. Where the environment variable ``DYCKBOOK_DATA_CACHE`` names a
+folder, ``run`` reads a seed's splits from it, or makes them and writes them there. Worker
+processes inherit the variable, so configurations that share data (07's eight of one k) make
+it once; and splits made on the CPU here can be carried to a GPU machine, which then trains
+only (ARCHITECTURE.md: 07 on a GPU).
+
+The key of an entry is a digest of the data config, the seed, every source file of the package
+and numpy's version: any change to the package makes new entries (never a stale read). An entry
+that cannot be read is made again and replaced.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import pickle
+from collections.abc import Callable
+from dataclasses import asdict
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from dyckbook.results import write_bytes
+
+log = logging.getLogger(__name__)
+
+ENV = "DYCKBOOK_DATA_CACHE"
+T = TypeVar("T")
+
+
+def folder() -> Path | None:
+    """The cache folder ``DYCKBOOK_DATA_CACHE`` names, or None (no cache)."""
+    text = os.environ.get(ENV, "").strip()
+    if not text:
+        return None
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{ENV} must name a folder, got {text!r} (a file)")
+    return path
+
+
+@lru_cache(maxsize=1)
+def source_digest() -> str:
+    """A digest of every ``.py`` file of the package (names and contents) and numpy's version."""
+    digest = hashlib.sha256(np.__version__.encode())
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def key(data: Any, seed: int) -> str:
+    """The entry's name: the data config (a dataclass), the seed and ``source_digest``."""
+    text = json.dumps({"type": type(data).__name__, "data": asdict(data), "seed": int(seed),
+                       "source": source_digest()}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def load_or_make(data: Any, seed: int, make: Callable[[Any, int], T]) -> T:
+    """``make(data, seed)``, read from the cache folder when it holds the entry and written to
+    it when not; ``make`` itself when no folder is set."""
+    root = folder()
+    if root is None:
+        return make(data, seed)
+    path = root / f"{key(data, seed)}.pkl"
+    if path.is_file():
+        try:
+            with path.open("rb") as handle:
+                return pickle.load(handle)
+        except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ValueError) as error:
+            log.warning("data cache entry %s unreadable (%s): made again", path, error)
+    made = make(data, seed)
+    write_bytes(path, pickle.dumps(made, protocol=pickle.HIGHEST_PROTOCOL))
+    log.debug("data cache: wrote %s (seed %d)", path, seed)
+    return made
