@@ -16,6 +16,7 @@ and prints a table; ``--records DIR`` also keeps the records.
     python benchmarks/bench_length_reach.py [--ks 1,2,3] [--configs C,C] [--workers 2]
         [--seeds 100,101,102] [--test-max-length 256] [--out PATH] [--max-steps S]
         [--recipe FILE | --write-recipe FILE] [--records DIR | --from-records FILE]
+        [--no-early-stop] [--label-suffix TEXT]
 """
 
 from __future__ import annotations
@@ -48,6 +49,14 @@ CANDIDATES = ("causal-none-mean+language_model", "causal-alibi-mean+language_mod
 #: held the stack set to 16N, before seeds 103-109 ran: does a majority of ten seeds of 07's NoPE
 #: end configuration hold it (run with --ks 1 --configs causal-none-end --seeds 100,...,109)?
 MOONSHOT_CHECK = "causal-none-end"
+#: stated 2026-11-27 after the moonshot check's rerun on tests of any depth, before any seed of
+#: it ran. There, the two seeds of ten that hold the stack set to 16N (101, 107) trained 600 and
+#: 1,300 steps before the early stop; the eight that do not, 400-500. Hypothesis: the early stop
+#: ends training before the count generalises. Test: 07's NoPE end configuration on ten fresh
+#: seeds (200-209) trained to the end of its 3,000 steps (``--no-early-stop``) holds it to 16N in
+#: a majority (>= 6 of 10), and the same seeds with the early stop (the control,
+#: ``--label-suffix " seeds 200-209"``) in fewer. Rejected if the full budget holds in <= 5.
+FULL_BUDGET_SEEDS = tuple(range(200, 210))
 RESULTS = Path(__file__).resolve().parent / "results" / "length_reach.json"
 THRESHOLD = 0.9  # 07's reach_threshold
 
@@ -90,6 +99,7 @@ def summarise(label: str, records: list[Any], n: int) -> dict[str, Any]:
     row = length_study.reach_rows({label: records}, "stack", n, THRESHOLD)[0]
     return {"task": label, "seeds": [r.seed for r in records],
             "test_max_depth": records[0].config["data"]["test_max_depth"],
+            "target_accuracy": records[0].config["train"]["target_accuracy"],
             "reach_xN": [x / n for x in row["_reaches"]], ">= 8N": row[">= 8N"],
             ">= 16N": row[">= 16N"], "status": [r.status for r in records],
             "steps": [r.steps for r in records], "n_params": records[0].n_params,
@@ -150,6 +160,9 @@ def main() -> None:
     parser.add_argument("--recipe", default=None, help="07's parameters from this JSON file")
     parser.add_argument("--write-recipe", default=None, help="write 07's parameters here, exit")
     parser.add_argument("--max-steps", type=int, default=None, help="a check only (default: 07's)")
+    parser.add_argument("--no-early-stop", action="store_true",
+                        help="train every seed to the end of its steps (labels say so)")
+    parser.add_argument("--label-suffix", default="", help="appended to each task's label")
     args = parser.parse_args()
     try:
         ks = [int(k) for k in args.ks.split(",")]
@@ -173,8 +186,11 @@ def main() -> None:
     n = int(params["max_length"])
     if args.test_max_length < n:
         raise ValueError(f"--test-max-length must be >= N = {n}, got {args.test_max_length}")
-    configs = {f"Dyck-{k} {c}": length_study.config(base_config(params, k, args.test_max_length),
-                                                    c) for k in ks for c in names}
+    suffix = (" no early stop" if args.no_early_stop else "") + args.label_suffix
+    if args.no_early_stop:
+        params["target_accuracy"] = None  # no early stop: to the end of the schedule
+    configs = {f"Dyck-{k} {c}{suffix}": length_study.config(
+        base_config(params, k, args.test_max_length), c) for k in ks for c in names}
     out_path = Path(args.out)
     load = os.getloadavg()
     raw = json.loads(out_path.read_text())["raw"] if out_path.exists() else {}
