@@ -7,18 +7,21 @@ processes inherit the variable, so configurations that share data (07's eight of
 it once; and splits made on the CPU here can be carried to a GPU machine, which then trains
 only (ARCHITECTURE.md: 07 on a GPU).
 
-The key of an entry is a digest of the data config, the seed, every source file of the package
+An entry is a gzip-compressed pickle: the cache is written and read by this package only. The
+key of an entry is a digest of the data config, the seed, every source file of the package
 and numpy's version: any change to the package makes new entries (never a stale read). An entry
 that cannot be read is made again and replaced.
 """
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import logging
 import os
 import pickle
+import zlib
 from collections.abc import Callable
 from dataclasses import asdict
 from functools import lru_cache
@@ -68,14 +71,15 @@ def load_or_make(data: Any, seed: int, make: Callable[[Any, int], T]) -> T:
     root = folder()
     if root is None:
         return make(data, seed)
-    path = root / f"{key(data, seed)}.pkl"
+    path = root / f"{key(data, seed)}.pkl.gz"
     if path.is_file():
         try:
-            with path.open("rb") as handle:
-                return pickle.load(handle)
-        except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ValueError) as error:
+            return pickle.loads(gzip.decompress(path.read_bytes()))
+        except (OSError, EOFError, zlib.error, pickle.UnpicklingError, AttributeError,
+                ValueError) as error:
             log.warning("data cache entry %s unreadable (%s): made again", path, error)
     made = make(data, seed)
-    write_bytes(path, pickle.dumps(made, protocol=pickle.HIGHEST_PROTOCOL))
+    # compressed: the padded code matrices shrink about fivefold (07's thesis data: ~16 MB)
+    write_bytes(path, gzip.compress(pickle.dumps(made, protocol=pickle.HIGHEST_PROTOCOL), 6))
     log.debug("data cache: wrote %s (seed %d)", path, seed)
     return made

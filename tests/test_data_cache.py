@@ -45,7 +45,7 @@ def test_made_once_then_read_back_equal(cache: Path) -> None:
     made: list = []
     first = data_cache.load_or_make(DATA, 3, counting(made))
     second = data_cache.load_or_make(DATA, 3, counting(made))
-    assert len(made) == 1 and len(list(cache.glob("*.pkl"))) == 1
+    assert len(made) == 1 and len(list(cache.glob("*.pkl.gz"))) == 1
     assert_same_splits(second, first)
     assert_same_splits(second, make_splits(DATA, 3))
 
@@ -90,7 +90,7 @@ def test_the_source_digest_reads_every_module(tmp_path: Path, monkeypatch) -> No
 def test_an_unreadable_entry_is_made_again(cache: Path) -> None:
     made: list = []
     data_cache.load_or_make(DATA, 0, counting(made))
-    entry = next(cache.glob("*.pkl"))
+    entry = next(cache.glob("*.pkl.gz"))
     entry.write_bytes(b"not a pickle")
     again = data_cache.load_or_make(DATA, 0, counting(made))
     assert len(made) == 2
@@ -109,7 +109,7 @@ def test_a_file_where_the_folder_should_be_is_named(tmp_path: Path, monkeypatch)
 def test_run_reads_its_splits_from_the_cache(cache: Path) -> None:
     first = run.data_splits(DATA, 5)
     run.data_splits.cache_clear()
-    assert len(list(cache.glob("*.pkl"))) == 1
+    assert len(list(cache.glob("*.pkl.gz"))) == 1
     assert_same_splits(run.data_splits(DATA, 5), first)
 
 
@@ -131,7 +131,7 @@ def test_train_lengths_makes_the_data_then_trains_from_it(tmp_path: Path, monkey
     assert main(["-q", "train-lengths", "--params", str(params), "--data-cache", str(folder),
                  "--data-only"]) == 0
     assert "4 (data config, seed) splits" in capsys.readouterr().out  # 2 studies x 2 seeds
-    assert len(list(folder.glob("*.pkl"))) == 4
+    assert len(list(folder.glob("*.pkl.gz"))) == 4
 
     def records(out: Path, *extra: str) -> list[dict]:
         run.data_splits.cache_clear()
