@@ -55,6 +55,9 @@ _TRAIN, _VAL, _TEST = 0, 1, 2
 _MAX_ROUNDS = 12  # sampling rounds before a length counts as exhausted in its pool
 
 
+_SHORTEST_SEARCHED = 256  # DataConfig: how far an error looks for the shortest stack length
+
+
 @dataclass(frozen=True)
 class DataConfig(Config):
     """What to train and test on. Lengths are inclusive; members have even length."""
@@ -119,12 +122,15 @@ class DataConfig(Config):
             language = self.language(test)
             kind = N.stack_kind(language)
             if not any(N.available_kinds(language, L, kind) for L in range(lo + lo % 2, hi + 1, 2)):
-                shortest = next((L for L in range(2, 4098, 2)
+                # the search is bounded: each length is a probe, and a depth bound can leave
+                # none at any length (Dyck-(2, 3): none to 534 at least)
+                shortest = next((L for L in range(2, _SHORTEST_SEARCHED + 1, 2)
                                  if N.available_kinds(language, L, kind)), None)
                 where = "test_sets" if test else "train_negatives"
+                found = (f"the shortest length that has them is {shortest}" if shortest else
+                         f"none has them up to length {_SHORTEST_SEARCHED} either")
                 raise ValueError(f"DataConfig.{where} asks for stack negatives ({kind}), but "
-                                 f"{language.name} has none at lengths {lo}..{hi}; the shortest "
-                                 f"length that has them is {shortest}")
+                                 f"{language.name} has none at lengths {lo}..{hi}; {found}")
         if self.window < 2:
             raise ValueError(f"DataConfig.window must be >= 2, got {self.window}")
         if not (0.0 < self.positive_fraction < 1.0):

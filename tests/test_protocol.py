@@ -358,6 +358,11 @@ def test_stack_regime_needs_long_enough_strings():
         DataConfig(k=3, max_length=16, test_sets=("hard", "stack"))
     with pytest.raises(ValueError, match="train_negatives asks for stack negatives"):
         DataConfig(k=1, max_length=20, train_negatives="stack")
+    # a depth bound can leave none at any length: the search stops, and says where
+    with pytest.raises(ValueError, match=r"Dyck-\(2, 3\) has none at lengths 0\.\.32; none has "
+                                         r"them up to length 256 either"):
+        DataConfig(k=2, max_length=10, test_max_length=32, test_max_depth=3,
+                   test_sets=("hard", "stack"))
     short = make_splits(_small(3), 0)  # no stack lengths: the mix is a third each, as before
     kinds = set(short.train.kinds.astype(str))
     assert "stack" not in kinds and "random" in kinds
