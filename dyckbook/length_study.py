@@ -308,6 +308,35 @@ def reach_sentence(rows: Sequence[Mapping[str, Any]], threshold: float) -> str:
             f"{best / n:g}N, by {', '.join(top)}.")
 
 
+def probe_rows(raw: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The rows of :func:`reach_rows` for the moonshot probe's committed results
+    (``benchmarks/bench_length_reach.py``'s ``raw``: per task its seeds, each seed's reach as a
+    multiple of N, its steps, test depth and early-stop target), so :func:`reach_sentence`
+    reads them; a seed that did not train counts, as failed."""
+    n, batch = int(raw["recipe"]["max_length"]), int(raw["recipe"]["batch_size"])
+    tested = int(raw["test_max_length"])
+    out = []
+    for label, task in raw["tasks"].items():
+        reaches = [round(x * n) for x in task["reach_xN"]]
+        failed = sum(status != "ok" for status in task["status"])
+        depth = task.get("test_max_depth")
+        target = task.get("target_accuracy", raw["recipe"].get("target_accuracy"))
+        seeds = task["seeds"]
+        out.append({"configuration": label,
+                    "seeds": (f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else f"{seeds[0]}")
+                    + (f" ({failed} failed)" if failed else ""),
+                    "test depth": "any" if depth is None else f"<= {depth}",
+                    "early stop": "none" if target is None else f"at {target:.1%} validation",
+                    "strings trained (median)":
+                        f"{statistics.median(task['steps']) * batch:,.0f}",
+                    "holds to (each seed, xN)": " ".join(f"{x / n:g}" for x in reaches),
+                    "median": f"{statistics.median(reaches) / n:g}N",
+                    ">= 16N": (f"{sum(x >= 16 * n for x in reaches)}/{len(reaches)}"
+                               if tested > 15 * n else "not tested"),
+                    "_reaches": reaches, "_n": n})
+    return out
+
+
 def side_rows(groups: Mapping[str, Sequence[Any]], test: str, train_max_length: int,
               split_at: int = 4, holds: float = 0.9, gap: float = 0.2) -> list[dict[str, Any]]:
     """How each configuration errs on ``test``: its accuracy on the members and on the

@@ -187,6 +187,39 @@ def test_reach_rows_count_failed_seeds_and_say_what_was_not_tested():
     assert "2N, by Dyck-1 b" in length_study.reach_sentence(short, 0.9)
 
 
+def test_probe_rows_read_the_moonshot_probe_and_count_every_seed():
+    raw = {"recipe": {"max_length": 16, "batch_size": 64, "target_accuracy": 0.995},
+           "test_max_length": 256,
+           "tasks": {"Dyck-1 a": {"seeds": [200, 201, 202], "reach_xN": [16.0, 16.0, 3.0],
+                                  "status": ["ok", "ok", "failed"], "steps": [3000] * 3,
+                                  "test_max_depth": None, "target_accuracy": None},
+                     "Dyck-1 b": {"seeds": [100], "reach_xN": [2.0], "status": ["ok"],
+                                  "steps": [400], "test_max_depth": 6}}}
+    a, b = length_study.probe_rows(raw)
+    assert a["seeds"] == "200-202 (1 failed)" and a[">= 16N"] == "2/3"
+    assert a["early stop"] == "none" and a["test depth"] == "any" and a["median"] == "16N"
+    assert a["strings trained (median)"] == "192,000"
+    assert b["early stop"] == "at 99.5% validation" and b["test depth"] == "<= 6"
+    assert b["holds to (each seed, xN)"] == "2" and b[">= 16N"] == "0/1"
+    assert "Dyck-1 a (2/3 seeds)" in length_study.reach_sentence([a, b], 0.9)
+    a_fails = length_study.probe_rows({**raw, "tasks": {"Dyck-1 a": {
+        **raw["tasks"]["Dyck-1 a"], "reach_xN": [16.0, 3.0, 3.0]}}})
+    assert "no configuration holds it to 16N in a majority" in length_study.reach_sentence(
+        a_fails, 0.9)
+    assert length_study.probe_rows({**raw, "test_max_length": 128})[0][">= 16N"] == "not tested"
+
+
+def test_probe_rows_of_the_committed_results_agree_with_their_own_seeds():
+    import json
+    from pathlib import Path
+
+    raw = json.loads((Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+                      / "length_reach.json").read_text())["raw"]
+    for row, task in zip(length_study.probe_rows(raw), raw["tasks"].values(), strict=True):
+        assert row[">= 16N"] == f"{sum(x >= 16 for x in task['reach_xN'])}/{len(task['seeds'])}"
+        assert row[">= 16N"] == task[">= 16N"]  # the benchmark's own count
+
+
 def test_length_panels_draw_a_panel_per_language():
     score = _score({10: (200, 200), 30: (200, 120)})
     fig = plotting.plot_length_panels({"Dyck-1": {"a": score}, "Dyck-2": {"a": score}}, 16)
