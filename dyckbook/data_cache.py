@@ -8,13 +8,14 @@ it once; and splits made on the CPU here can be carried to a GPU machine, which 
 only (ARCHITECTURE.md: 07 on a GPU).
 
 An entry is a gzip-compressed pickle: the cache is written and read by this package only. The
-key of an entry is a digest of the data config, the seed, every source file of the package
-and numpy's version: any change to the package makes new entries (never a stale read). An entry
-that cannot be read is made again and replaced.
+key of an entry is a digest of the data config, the seed, the source of every module the data
+are made by (``data_modules``) and the numpy and torch versions: a change to any of them makes
+new entries (never a stale read). An entry that cannot be read is made again and replaced.
 """
 
 from __future__ import annotations
 
+import ast
 import gzip
 import hashlib
 import json
@@ -49,13 +50,56 @@ def folder() -> Path | None:
     return path
 
 
+#: where the data are made: these modules and every package module they import (anywhere in
+#: them), then the files of this module (``make_splits``) and of the one function it takes from
+#: the model floor (``thesis_model.thesis_permutation``), whose own imports are not data's
+DATA_ROOTS = ("protocol", "completion")
+DATA_FILES = ("data_cache", "thesis_model")
+
+
+def data_modules(roots: tuple[str, ...] = DATA_ROOTS) -> list[str]:
+    """The package's modules that ``roots`` import, read from their source, transitively."""
+    package, seen, todo = Path(__file__).parent, set(), list(roots)
+    while todo:
+        name = todo.pop()
+        if name in seen or not (package / f"{name}.py").is_file():
+            continue
+        seen.add(name)
+        for node in ast.walk(ast.parse((package / f"{name}.py").read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "dyckbook":
+                todo += [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("dyckbook."):
+                todo.append(node.module.split(".")[1])
+            elif isinstance(node, ast.Import):
+                todo += [a.name.split(".")[1] for a in node.names
+                         if a.name.startswith("dyckbook.")]
+    return sorted(seen)
+
+
 @lru_cache(maxsize=1)
 def source_digest() -> str:
-    """A digest of every ``.py`` file of the package (names and contents) and numpy's version."""
-    digest = hashlib.sha256(np.__version__.encode())
-    for path in sorted(Path(__file__).parent.glob("*.py")):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    """A digest of the source of :func:`data_modules` (names and contents) and the numpy and
+    torch versions (torch draws the thesis' split): an edit to the model, the training or the
+    book keeps the entries; one to the data's makers does not."""
+    import torch
+
+    digest = hashlib.sha256(f"{np.__version__} {torch.__version__}".encode())
+    package = Path(__file__).parent
+    for name in sorted(set(data_modules()) | set(DATA_FILES)):
+        digest.update(name.encode() + b"\0" + (package / f"{name}.py").read_bytes() + b"\0")
     return digest.hexdigest()
+
+
+def make_splits(data: Any, seed: int) -> Any:
+    """The splits of a data config (``DataConfig`` or ``CompletionDataConfig``) and seed."""
+    from dyckbook.completion import CompletionDataConfig, make_completion_splits
+    from dyckbook.protocol import make_splits as make_classifier_splits
+    from dyckbook.thesis_model import thesis_permutation
+
+    if isinstance(data, CompletionDataConfig):
+        return make_completion_splits(data, seed)
+    permutation = thesis_permutation(data.n_train) if data.source == "thesis" else None
+    return make_classifier_splits(data, seed, permutation)
 
 
 def key(data: Any, seed: int) -> str:

@@ -30,7 +30,7 @@ from torch import nn
 
 from dyckbook import baselines as B
 from dyckbook import data_cache, seq2seq
-from dyckbook.completion import CompletionDataConfig, CompletionSplits, make_completion_splits
+from dyckbook.completion import CompletionDataConfig, CompletionSplits
 from dyckbook.config import (
     Check,
     check_fields,
@@ -47,10 +47,10 @@ from dyckbook.hardness import BINS
 from dyckbook.intervals import interval
 from dyckbook.model import ClassificationTask, Classifier, ModelConfig
 from dyckbook.presets import thesis_experiment
-from dyckbook.protocol import DataConfig, Splits, make_splits
+from dyckbook.protocol import DataConfig, Splits
 from dyckbook.recurrent import RecurrentClassifier, RecurrentConfig
 from dyckbook.seq2seq import Seq2SeqConfig
-from dyckbook.thesis_model import ThesisClassifier, ThesisModelConfig, thesis_permutation
+from dyckbook.thesis_model import ThesisClassifier, ThesisModelConfig
 from dyckbook.train import TrainConfig, TrainResult, train
 from dyckbook.version import __version__
 
@@ -415,15 +415,7 @@ def build_model(config: ModelConfig | ThesisModelConfig | Seq2SeqConfig | Recurr
 def data_splits(data: DataConfig | CompletionDataConfig, seed: int) -> Splits | CompletionSplits:
     """The splits of a data config and seed, cached: the grid's cells of one k share them, and
     with ``DYCKBOOK_DATA_CACHE`` set, processes and machines too (``data_cache``)."""
-    return data_cache.load_or_make(data, seed, _make_splits)
-
-
-def _make_splits(data: DataConfig | CompletionDataConfig,
-                 seed: int) -> Splits | CompletionSplits:
-    if isinstance(data, CompletionDataConfig):
-        return make_completion_splits(data, seed)
-    permutation = thesis_permutation(data.n_train) if data.source == "thesis" else None
-    return make_splits(data, seed, permutation)
+    return data_cache.load_or_make(data, seed, data_cache.make_splits)
 
 
 def _fit_rows(kinds: np.ndarray, test_kinds: Sequence[str], limit: int) -> np.ndarray:

@@ -69,20 +69,36 @@ def test_the_key_tells_apart_what_the_data_depend_on(monkeypatch) -> None:
     assert data_cache.key(DATA, 0) != base
 
 
-def test_the_source_digest_reads_every_module(tmp_path: Path, monkeypatch) -> None:
-    """The digest covers the package's files: a copy with one module changed digests apart."""
+def test_the_source_digest_follows_the_modules_the_data_are_made_by(tmp_path: Path,
+                                                                     monkeypatch) -> None:
+    """A copy of the package with a data module edited digests apart; one with the model or
+    the book edited does not. The modules are read from the imports: one the data floor starts
+    importing joins them."""
     import shutil
 
-    package = Path(data_cache.__file__).parent
     copy = tmp_path / "dyckbook"
-    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    shutil.copytree(Path(data_cache.__file__).parent, copy,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.so"))
     monkeypatch.setattr(data_cache, "__file__", str(copy / "data_cache.py"))
-    data_cache.source_digest.cache_clear()
-    try:
-        same = data_cache.source_digest()
-        (copy / "negatives.py").write_text((copy / "negatives.py").read_text() + "\n# edited\n")
+
+    def digest_after(edit: str, text: str = "\n# edited\n") -> str:
+        (copy / edit).write_text((copy / edit).read_text() + text)
         data_cache.source_digest.cache_clear()
-        assert data_cache.source_digest() != same
+        return data_cache.source_digest()
+
+    try:
+        data_cache.source_digest.cache_clear()
+        first = data_cache.source_digest()
+        assert {"protocol", "negatives", "languages", "completion"} <= set(
+            data_cache.data_modules())
+        assert not {"model", "train", "book", "run"} & set(data_cache.data_modules())
+        assert digest_after("model.py") == digest_after("book.py") == first
+        edited = [digest_after(name) for name in ("negatives.py", "thesis_model.py",
+                                                  "data_cache.py")]
+        assert len({first, *edited}) == 4  # each of them changes it
+        assert "plotting" not in data_cache.data_modules()
+        digest_after("hardness.py", "\nfrom dyckbook import plotting  # noqa\n")
+        assert "plotting" in data_cache.data_modules()
     finally:
         data_cache.source_digest.cache_clear()
 
@@ -141,7 +157,7 @@ def test_train_lengths_makes_the_data_then_trains_from_it(tmp_path: Path, monkey
         return sorted(({k: r[k] for k in ("label", "steps", "scores", "train_accuracy", "data")}
                        for r in rows), key=lambda r: (r["label"], r["scores"]["hard"]["accuracy"]))
 
-    monkeypatch.setattr(run, "_make_splits", lambda *a: pytest.fail("made, not read"))
+    monkeypatch.setattr(data_cache, "make_splits", lambda *a: pytest.fail("made, not read"))
     cached = records(tmp_path / "cached", "--data-cache", str(folder))
     monkeypatch.undo()
     monkeypatch.setenv(data_cache.ENV, "")
