@@ -295,17 +295,26 @@ def reach_sentence(rows: Sequence[Mapping[str, Any]], threshold: float) -> str:
     if wins:
         return (f"Held at {level} or more to 16N in a majority of seeds: "
                 + "; ".join(f"{r['configuration']} ({r['>= 16N']} seeds)" for r in wins) + ".")
+    counts = {len(r["_reaches"]) for r in rows}
+
+    def name(r: Mapping[str, Any]) -> str:  # its seeds named where the rows' counts differ
+        k = len(r["_reaches"])
+        return r["configuration"] + (f" ({k} seed{'s' * (k != 1)})" if len(counts) > 1 else "")
+
     best = max(statistics.median(r["_reaches"]) if r["_reaches"] else 0 for r in rows)
-    top = [r["configuration"] for r in rows
-           if r["_reaches"] and statistics.median(r["_reaches"]) == best]
+    top = [name(r) for r in rows if r["_reaches"] and statistics.median(r["_reaches"]) == best]
     where = ("to 16N was not tested" if not tested
              else "no configuration holds it to 16N in a majority of seeds")
+    held = max((int(r[">= 16N"].split("/")[0]) for r in tested), default=0)
+    most = ("" if not held else "; the most seeds held to 16N: " + ", ".join(
+        f"{r['>= 16N']} by {r['configuration']}" for r in tested
+        if int(r[">= 16N"].split("/")[0]) == held))
     if best == 0:
         return (f"At {level} on the stack set, {where}: none holds even its first length bin "
-                f"(lengths 30 and up) in a majority of seeds.")
+                f"(lengths 30 and up) in a majority of seeds{most}.")
     n = int(rows[0]["_n"])
     return (f"At {level} on the stack set, {where}; the furthest median reach is "
-            f"{best / n:g}N, by {', '.join(top)}.")
+            f"{best / n:g}N, by {', '.join(top)}{most}.")
 
 
 def probe_rows(raw: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -204,8 +204,15 @@ def test_probe_rows_read_the_moonshot_probe_and_count_every_seed():
     assert "Dyck-1 a (2/3 seeds)" in length_study.reach_sentence([a, b], 0.9)
     a_fails = length_study.probe_rows({**raw, "tasks": {"Dyck-1 a": {
         **raw["tasks"]["Dyck-1 a"], "reach_xN": [16.0, 3.0, 3.0]}}})
-    assert "no configuration holds it to 16N in a majority" in length_study.reach_sentence(
-        a_fails, 0.9)
+    sentence = length_study.reach_sentence(a_fails, 0.9)
+    assert "no configuration holds it to 16N in a majority" in sentence
+    assert "the most seeds held to 16N: 1/3 by Dyck-1 a" in sentence
+    # a one-seed row beside a three-seed one: each named with its seeds
+    one = length_study.probe_rows({**raw, "tasks": {
+        "Dyck-1 a": {**raw["tasks"]["Dyck-1 a"], "reach_xN": [4.0, 3.0, 3.0]},
+        "Dyck-1 b": {**raw["tasks"]["Dyck-1 b"], "reach_xN": [7.0]}}})
+    assert ("the furthest median reach is 7N, by Dyck-1 b (1 seed)."
+            in length_study.reach_sentence(one, 0.9))
     assert length_study.probe_rows({**raw, "test_max_length": 128})[0][">= 16N"] == "not tested"
 
 
