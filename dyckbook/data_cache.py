@@ -9,8 +9,9 @@ only (ARCHITECTURE.md: 07 on a GPU).
 
 An entry is a gzip-compressed pickle: the cache is written and read by this package only. The
 key of an entry is a digest of the data config, the seed, the source of every module the data
-are made by (``data_modules``) and the numpy and torch versions: a change to any of them makes
-new entries (never a stale read). An entry that cannot be read is made again and replaced.
+are made by (``data_modules``), numpy's version and, for the thesis' data, torch's: a change to
+any of them makes new entries (never a stale read). An entry that cannot be read is made again
+and replaced.
 """
 
 from __future__ import annotations
@@ -78,12 +79,10 @@ def data_modules(roots: tuple[str, ...] = DATA_ROOTS) -> list[str]:
 
 @lru_cache(maxsize=1)
 def source_digest() -> str:
-    """A digest of the source of :func:`data_modules` (names and contents) and the numpy and
-    torch versions (torch draws the thesis' split): an edit to the model, the training or the
-    book keeps the entries; one to the data's makers does not."""
-    import torch
-
-    digest = hashlib.sha256(f"{np.__version__} {torch.__version__}".encode())
+    """A digest of the source of :func:`data_modules` (names and contents) and numpy's
+    version: an edit to the model, the training or the book keeps the entries; one to the
+    data's makers does not."""
+    digest = hashlib.sha256(np.__version__.encode())
     package = Path(__file__).parent
     for name in sorted(set(data_modules()) | set(DATA_FILES)):
         digest.update(name.encode() + b"\0" + (package / f"{name}.py").read_bytes() + b"\0")
@@ -103,9 +102,15 @@ def make_splits(data: Any, seed: int) -> Any:
 
 
 def key(data: Any, seed: int) -> str:
-    """The entry's name: the data config (a dataclass), the seed and ``source_digest``."""
+    """The entry's name: the data config (a dataclass), the seed, ``source_digest`` and, for
+    the thesis' own data only, torch's version (its ``randperm`` deals out the thesis' split;
+    other data do not depend on torch, so a GPU machine's build reads what the CPU's made)."""
+    import torch
+
+    thesis = getattr(data, "source", None) == "thesis"
     text = json.dumps({"type": type(data).__name__, "data": asdict(data), "seed": int(seed),
-                       "source": source_digest()}, sort_keys=True, default=str)
+                       "source": source_digest(), "torch": torch.__version__ if thesis else None},
+                      sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 

@@ -65,6 +65,13 @@ def test_the_key_tells_apart_what_the_data_depend_on(monkeypatch) -> None:
     assert data_cache.key(replace(DATA, n_test=81), 0) != base
     assert data_cache.key(CompletionDataConfig(k=2), 0) != data_cache.key(
         CompletionDataConfig(k=3), 0)
+    import torch
+
+    thesis = DataConfig(k=1, max_length=16, source="thesis", n_train=100)
+    with_torch = data_cache.key(thesis, 0)
+    monkeypatch.setattr(torch, "__version__", "9.9.9+cu999")
+    assert data_cache.key(DATA, 0) == base  # a CUDA build reads the CPU's entries
+    assert data_cache.key(thesis, 0) != with_torch  # but not the thesis' torch-drawn split
     monkeypatch.setattr(data_cache, "source_digest", lambda: "another package source")
     assert data_cache.key(DATA, 0) != base
 
