@@ -332,8 +332,9 @@ def probe_rows(raw: Mapping[str, Any]) -> list[dict[str, Any]]:
         target = task.get("target_accuracy", raw["recipe"].get("target_accuracy"))
         seeds = task["seeds"]
         out.append({"configuration": label,
-                    "seeds": (f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else f"{seeds[0]}")
-                    + (f" ({failed} failed)" if failed else ""),
+                    "seeds": (f"{len(seeds)} ({seeds[0]}-{seeds[-1]})" if len(seeds) > 1
+                              else f"1 (seed {seeds[0]})")
+                    + (f", {failed} failed" if failed else ""),
                     "test depth": "any" if depth is None else f"<= {depth}",
                     "early stop": "none" if target is None else f"at {target:.1%} validation",
                     "strings trained (median)":

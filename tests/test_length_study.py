@@ -196,10 +196,11 @@ def test_probe_rows_read_the_moonshot_probe_and_count_every_seed():
                      "Dyck-1 b": {"seeds": [100], "reach_xN": [2.0], "status": ["ok"],
                                   "steps": [400], "test_max_depth": 6}}}
     a, b = length_study.probe_rows(raw)
-    assert a["seeds"] == "200-202 (1 failed)" and a[">= 16N"] == "2/3"
+    assert a["seeds"] == "3 (200-202), 1 failed" and a[">= 16N"] == "2/3"
     assert a["early stop"] == "none" and a["test depth"] == "any" and a["median"] == "16N"
     assert a["strings trained (median)"] == "192,000"
     assert b["early stop"] == "at 99.5% validation" and b["test depth"] == "<= 6"
+    assert b["seeds"] == "1 (seed 100)"
     assert b["holds to (each seed, xN)"] == "2" and b[">= 16N"] == "0/1"
     assert "Dyck-1 a (2/3 seeds)" in length_study.reach_sentence([a, b], 0.9)
     a_fails = length_study.probe_rows({**raw, "tasks": {"Dyck-1 a": {
