@@ -332,8 +332,10 @@ def probe_rows(raw: Mapping[str, Any]) -> list[dict[str, Any]]:
         target = task.get("target_accuracy", raw["recipe"].get("target_accuracy"))
         seeds = task["seeds"]
         out.append({"configuration": label,
-                    "seeds": (f"{len(seeds)} ({seeds[0]}-{seeds[-1]})" if len(seeds) > 1
-                              else f"1 (seed {seeds[0]})")
+                    "seeds": (f"1 (seed {seeds[0]})" if len(seeds) == 1 else
+                              f"{len(seeds)} ({seeds[0]}-{seeds[-1]})"
+                              if seeds == list(range(seeds[0], seeds[-1] + 1)) else
+                              f"{len(seeds)} ({', '.join(map(str, seeds))})")
                     + (f", {failed} failed" if failed else ""),
                     "test depth": "any" if depth is None else f"<= {depth}",
                     "early stop": "none" if target is None else f"at {target:.1%} validation",

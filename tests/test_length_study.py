@@ -201,6 +201,8 @@ def test_probe_rows_read_the_moonshot_probe_and_count_every_seed():
     assert a["strings trained (median)"] == "192,000"
     assert b["early stop"] == "at 99.5% validation" and b["test depth"] == "<= 6"
     assert b["seeds"] == "1 (seed 100)"
+    apart = {**raw, "tasks": {"Dyck-1 a": {**raw["tasks"]["Dyck-1 a"], "seeds": [200, 205, 209]}}}
+    assert length_study.probe_rows(apart)[0]["seeds"] == "3 (200, 205, 209), 1 failed"
     assert b["holds to (each seed, xN)"] == "2" and b[">= 16N"] == "0/1"
     assert "Dyck-1 a (2/3 seeds)" in length_study.reach_sentence([a, b], 0.9)
     a_fails = length_study.probe_rows({**raw, "tasks": {"Dyck-1 a": {
