@@ -24,13 +24,7 @@ from dyckbook import data_cache, length_study
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import table
-
-
-def params_of(profile: str) -> dict:
-    from dyckbook import runner  # reads the notebooks: nbformat
-
-    runs = runner.resolve_profile(runner.load_manifest(), profile)
-    return dict(next(r.params for r in runs if r.name == "generalisation"))
+from bench_length_reach import recipe
 
 
 def main() -> None:
@@ -46,7 +40,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    params = params_of(args.profile)
+    params = recipe(profile=args.profile)
     configs = length_study.study(params).lengths
     load = os.getloadavg()
     raw: dict = {"profile": args.profile, "seed": args.seed, "ks": {}}

@@ -61,14 +61,14 @@ RESULTS = Path(__file__).resolve().parent / "results" / "length_reach.json"
 THRESHOLD = 0.9  # 07's reach_threshold
 
 
-def recipe(path: str | None = None) -> dict[str, Any]:
-    """07's resolved parameters in the cpu profile, from notebooks/experiments.yml or from a
+def recipe(path: str | None = None, profile: str = "cpu") -> dict[str, Any]:
+    """07's resolved parameters in ``profile``, from notebooks/experiments.yml or from a
     JSON file ``--write-recipe`` wrote (for a machine without the notebook packages)."""
     if path:
         return json.loads(Path(path).read_text())
     from dyckbook import runner  # reads the notebooks: nbformat
 
-    runs = runner.resolve_profile(runner.load_manifest(), "cpu")
+    runs = runner.resolve_profile(runner.load_manifest(), profile)
     params = next(r.params for r in runs if r.name == "generalisation")
     return {k: v for k, v in params.items() if k not in ("run_name", "results_dir")}
 
