@@ -10,6 +10,8 @@ VENV ?= .venv
 PROFILE ?= cpu
 JOBS ?= 2
 SCHEDULER ?=
+# trained runs kept by (configuration, seed, code): a stopped `make book` resumes (empty: off)
+RUN_CACHE ?= .cache/runs
 PYTEST_WORKERS ?= 2
 LAB_ARGS ?=
 MATHJAX_DIR := book/_static/mathjax
@@ -43,6 +45,8 @@ help:
 	@echo "make clean-results PROFILE=P    DELETE the results of profile P (book/results/P,"
 	@echo "                                book/runs/P): hours of compute; other profiles kept"
 	@echo "make lint                       ruff (the version pinned in pyproject.toml)"
+	@echo "RUN_CACHE=.cache/runs           trained models kept there, so a stopped run resumes"
+	@echo "                                (RUN_CACHE= turns it off)"
 	@echo "USE_ACTIVE_ENV=1 (or VENV=)     use the active (conda) environment instead of .venv"
 
 ifeq ($(strip $(VENV)),)
@@ -75,7 +79,8 @@ mathjax: venv
 	rm -rf $(MATHJAX_DIR)/input/tex/extensions && cp -r "$$MJ/input/tex/extensions" $(MATHJAX_DIR)/input/tex/
 
 runs: venv
-	$(PY) -m dyckbook run --profile $(PROFILE) --jobs $(JOBS) $(if $(SCHEDULER),--scheduler $(SCHEDULER))
+	DYCKBOOK_RUN_CACHE=$(RUN_CACHE) $(PY) -m dyckbook run --profile $(PROFILE) --jobs $(JOBS) \
+		$(if $(SCHEDULER),--scheduler $(SCHEDULER))
 
 # The book of one profile: its runs (a failed one keeps its last good results), its pages marked
 # with their state, the build; `make book` still fails if a run failed, after building the book.

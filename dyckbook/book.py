@@ -115,17 +115,19 @@ def markdown_table(rows: Sequence[Mapping[str, Any]], floatfmt: str = ".3f") -> 
 def run_all(configs: Mapping[str, Any], seeds: Sequence[int], out: str | os.PathLike[str],
             batched: bool = True) -> dict[str, list[Any]]:
     """Run every labelled ``RunConfig`` for every seed; records go to ``out/records.jsonl``.
+    Where ``DYCKBOOK_RUN_CACHE`` names a folder, seeds trained there before are read back
+    (``run_cache``): a long run that was stopped resumes.
 
     Returns:
         ``{label: [RunResult per seed]}``.
     """
-    from dyckbook import run
+    from dyckbook import run_cache
 
     done = {}
     for label, config in configs.items():
         print(f"{label}: {len(seeds)} seed(s) ...", flush=True)
-        done[label] = run.run_seeds(config, list(seeds), batched,
-                                    progress=not os.environ.get("DYCKBOOK_QUIET"))
+        done[label] = run_cache.run_seeds(config, list(seeds), batched,
+                                          progress=not os.environ.get("DYCKBOOK_QUIET"))
         for r in done[label]:
             r.record.label = label
         results.append_records(results.resolve(out) / "records.jsonl",

@@ -234,8 +234,9 @@ class RunConfig:
 _SEEDS: Check = ((lambda v: isinstance(v, Iterable) and isinstance(v, Sized) and len(v) > 0
                   and not isinstance(v, (str, bytes, Mapping)) and all(is_int(s, 0) for s in v)),
                  "a non-empty sequence of ints >= 0")
-_RUN_SEEDS_ARGS: dict[str, Check] = {"config": instance(RunConfig), "seeds": _SEEDS,
-                                     "batched": flag(), "progress": flag()}
+#: the checks of ``run_seeds``' arguments (``run_cache.run_seeds`` makes the same)
+RUN_SEEDS_ARGS: dict[str, Check] = {"config": instance(RunConfig), "seeds": _SEEDS,
+                                    "batched": flag(), "progress": flag()}
 
 
 def training_device(device: str | torch.device) -> torch.device:
@@ -546,7 +547,7 @@ def run_seeds(config: RunConfig, seeds: Sequence[int], batched: bool = True,
         ValueError: run_seeds: seeds must be a non-empty sequence of ints >= 0, got 3 (int)
     """
     check_fields("run_seeds: ", {"config": config, "seeds": seeds, "batched": batched,
-                                 "progress": progress}, _RUN_SEEDS_ARGS)
+                                 "progress": progress}, RUN_SEEDS_ARGS)
     on = training_device(device)
     seeds = [int(s) for s in seeds]
     configs = [config.with_seed(s) for s in seeds]
@@ -608,7 +609,7 @@ def run(config: RunConfig) -> RunResult:
         ...
         ValueError: run: config must be a RunConfig, got {...} (dict)
     """
-    check_fields("run: ", {"config": config}, {"config": _RUN_SEEDS_ARGS["config"]})
+    check_fields("run: ", {"config": config}, {"config": RUN_SEEDS_ARGS["config"]})
     return run_seeds(config, [config.seed])[0]
 
 

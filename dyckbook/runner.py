@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from dyckbook import pages
+from dyckbook import data_cache, pages, run_cache
 from dyckbook import results as R
 from dyckbook.executors import (
     TEMP_PREFIX,
@@ -305,7 +305,8 @@ def execute(task: Task) -> dict[str, Any]:
                 (base / rel).write_bytes(data)
         out.mkdir(parents=True, exist_ok=True)
         threads = str(task.params["num_threads"])
-        env = {**os.environ, R.ROOT_ENV: str(root), "MPLBACKEND": "Agg", "DYCKBOOK_QUIET": "1",
+        env = {**os.environ, **cache_folders(), R.ROOT_ENV: str(root), "MPLBACKEND": "Agg",
+               "DYCKBOOK_QUIET": "1",
                "PYDEVD_DISABLE_FILE_VALIDATION": "1", "OMP_NUM_THREADS": threads,
                "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads}
         error = None
@@ -330,6 +331,14 @@ def execute(task: Task) -> dict[str, Any]:
                           for p in sorted(out.rglob("*")) if p.is_file()},
                 "started": started, "finished": _now(),
                 "duration_s": round(time.perf_counter() - t0, 3), "host": socket.gethostname()}
+
+
+def cache_folders() -> dict[str, str]:
+    """The cache variables set here (``data_cache.ENV``, ``run_cache.ENV``), each made absolute:
+    the kernel works in a temporary folder, where a relative path would name a cache that
+    vanishes with it."""
+    return {name: str(Path(os.environ[name].strip()).resolve())
+            for name in (data_cache.ENV, run_cache.ENV) if os.environ.get(name, "").strip()}
 
 
 MAX_SOCKET_PATH = 100  # bytes of a Unix socket path the kernel's IPC transport may use

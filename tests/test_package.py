@@ -16,7 +16,7 @@ FLOORS = {
     2: {"hardness", "thesis", "negatives", "dataset", "protocol", "completion"},
     3: {"tokenizer", "kernels", "blocks", "model", "thesis_model", "seq2seq", "train", "evaluate",
         "baselines", "recurrent"},
-    4: {"run", "results", "data_cache", "explain", "probes", "verdicts", "registry",
+    4: {"run", "results", "data_cache", "run_cache", "explain", "probes", "verdicts", "registry",
         "constructions", "patching", "length_break"},
     5: {"grid", "figure_style", "attention_plots", "plotting", "book", "verdict_tables",
         "completion_tables", "length_study", "pages"},
