@@ -8,10 +8,10 @@ it once; and splits made on the CPU here can be carried to a GPU machine, which 
 only (ARCHITECTURE.md: 07 on a GPU).
 
 An entry is a gzip-compressed pickle: the cache is written and read by this package only. The
-key of an entry is a digest of the data config, the seed, the source of every module the data
-are made by (``data_modules``), numpy's version and, for the thesis' data, torch's: a change to
-any of them makes new entries (never a stale read). An entry that cannot be read is made again
-and replaced.
+key of an entry is a digest of the data config, the seed, the code of every module the data
+are made by (``data_modules``; docstrings and comments aside), numpy's version and, for the
+thesis' data, torch's: a change to any of them makes new entries (never a stale read). An entry
+that cannot be read is made again and replaced.
 """
 
 from __future__ import annotations
@@ -40,14 +40,15 @@ ENV = "DYCKBOOK_DATA_CACHE"
 T = TypeVar("T")
 
 
-def folder() -> Path | None:
-    """The cache folder ``DYCKBOOK_DATA_CACHE`` names, or None (no cache)."""
-    text = os.environ.get(ENV, "").strip()
+def folder(variable: str = ENV) -> Path | None:
+    """The cache folder the environment ``variable`` names (``DYCKBOOK_DATA_CACHE``; the run
+    cache's too), or None (no cache)."""
+    text = os.environ.get(variable, "").strip()
     if not text:
         return None
     path = Path(text)
     if path.exists() and not path.is_dir():
-        raise ValueError(f"{ENV} must name a folder, got {text!r} (a file)")
+        raise ValueError(f"{variable} must name a folder, got {text!r} (a file)")
     return path
 
 
@@ -77,15 +78,30 @@ def data_modules(roots: tuple[str, ...] = DATA_ROOTS) -> list[str]:
     return sorted(seen)
 
 
+def code_text(source: str) -> str:
+    """What of a module's source can change a run: its syntax tree without docstrings (the
+    comments and the layout are not in the tree)."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        first = node.body[0] if node.body else None
+        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+                and isinstance(first.value.value, str):
+            node.body = node.body[1:] or [ast.Pass()]
+    return ast.dump(tree)
+
+
 @lru_cache(maxsize=1)
 def source_digest() -> str:
-    """A digest of the source of :func:`data_modules` (names and contents) and numpy's
-    version: an edit to the model, the training or the book keeps the entries; one to the
-    data's makers does not."""
+    """A digest of the code of :func:`data_modules` and ``DATA_FILES`` (names and
+    :func:`code_text`) and numpy's version: an edit to the model, the training or the book, or
+    to any docstring or comment, keeps the entries; one to the data's makers does not."""
     digest = hashlib.sha256(np.__version__.encode())
     package = Path(__file__).parent
     for name in sorted(set(data_modules()) | set(DATA_FILES)):
-        digest.update(name.encode() + b"\0" + (package / f"{name}.py").read_bytes() + b"\0")
+        text = code_text((package / f"{name}.py").read_text(encoding="utf-8"))
+        digest.update(f"{name}\0{text}\0".encode())
     return digest.hexdigest()
 
 

@@ -21,18 +21,15 @@ replaced.
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 import logging
-import os
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from dyckbook import results
-from dyckbook.data_cache import data_modules
+from dyckbook import data_cache, results
 
 log = logging.getLogger(__name__)
 
@@ -42,38 +39,18 @@ CODE_ROOTS = ("run",)  # a run is made by this module and every package module i
 
 def folder() -> Path | None:
     """The cache folder ``DYCKBOOK_RUN_CACHE`` names, or None (no cache)."""
-    text = os.environ.get(ENV, "").strip()
-    if not text:
-        return None
-    path = Path(text)
-    if path.exists() and not path.is_dir():
-        raise ValueError(f"{ENV} must name a folder, got {text!r} (a file)")
-    return path
-
-
-def code_text(source: str) -> str:
-    """What of a module's source can change a run: its syntax tree without docstrings (the
-    comments and the layout are not in the tree)."""
-    tree = ast.parse(source)
-    for node in ast.walk(tree):
-        if not isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        first = node.body[0] if node.body else None
-        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
-                and isinstance(first.value.value, str):
-            node.body = node.body[1:] or [ast.Pass()]
-    return ast.dump(tree)
+    return data_cache.folder(ENV)
 
 
 @lru_cache(maxsize=1)
 def code_digest() -> str:
-    """A digest of the code of every module ``run`` imports (``code_text``) and of the C
-    kernels' source."""
+    """A digest of the code of every module ``run`` imports (``data_cache.code_text``) and of
+    the C kernels' source."""
     package = Path(__file__).parent
     digest = hashlib.sha256()
-    modules = data_modules(CODE_ROOTS)
+    modules = data_cache.data_modules(CODE_ROOTS)
     for name in modules:
-        text = code_text((package / f"{name}.py").read_text(encoding="utf-8"))
+        text = data_cache.code_text((package / f"{name}.py").read_text(encoding="utf-8"))
         digest.update(f"{name}\0{text}\0".encode())
     if "kernels" in modules:
         digest.update(b"kernels.c\0" + (package / "kernels.c").read_bytes())

@@ -78,9 +78,9 @@ def test_the_key_tells_apart_what_the_data_depend_on(monkeypatch) -> None:
 
 def test_the_source_digest_follows_the_modules_the_data_are_made_by(tmp_path: Path,
                                                                      monkeypatch) -> None:
-    """A copy of the package with a data module edited digests apart; one with the model or
-    the book edited does not. The modules are read from the imports: one the data floor starts
-    importing joins them."""
+    """A copy of the package with a data module's code edited digests apart; one with the model
+    or the book edited, or a data module's comments, does not. The modules are read from the
+    imports: one the data floor starts importing joins them."""
     import shutil
 
     copy = tmp_path / "dyckbook"
@@ -88,7 +88,7 @@ def test_the_source_digest_follows_the_modules_the_data_are_made_by(tmp_path: Pa
                     ignore=shutil.ignore_patterns("__pycache__", "*.so"))
     monkeypatch.setattr(data_cache, "__file__", str(copy / "data_cache.py"))
 
-    def digest_after(edit: str, text: str = "\n# edited\n") -> str:
+    def digest_after(edit: str, text: str = "\nEDITED = 1\n") -> str:
         (copy / edit).write_text((copy / edit).read_text() + text)
         data_cache.source_digest.cache_clear()
         return data_cache.source_digest()
@@ -100,6 +100,7 @@ def test_the_source_digest_follows_the_modules_the_data_are_made_by(tmp_path: Pa
             data_cache.data_modules())
         assert not {"model", "train", "book", "run"} & set(data_cache.data_modules())
         assert digest_after("model.py") == digest_after("book.py") == first
+        assert digest_after("negatives.py", "\n# a comment\n") == first  # code only counts
         edited = [digest_after(name) for name in ("negatives.py", "thesis_model.py",
                                                   "data_cache.py")]
         assert len({first, *edited}) == 4  # each of them changes it

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from dyckbook import book, results, run, run_cache
+from dyckbook import book, data_cache, results, run, run_cache
 from dyckbook.model import ModelConfig
 from dyckbook.protocol import DataConfig
 from dyckbook.run import RunConfig
@@ -132,14 +132,12 @@ def test_bad_arguments_and_folders_are_named(cache: Path, tmp_path: Path, monkey
 def test_the_code_digest_ignores_documentation_but_not_code() -> None:
     source = 'def f(x):\n    """Twice x."""\n    return 2 * x  # doubled\n'
     documented = 'def f(x):\n    """Twice x, documented\n    at length."""\n\n    return 2 * x\n'
-    assert run_cache.code_text(source) == run_cache.code_text(documented)
-    assert run_cache.code_text(source) != run_cache.code_text(source.replace("2 *", "3 *"))
+    assert data_cache.code_text(source) == data_cache.code_text(documented)
+    assert data_cache.code_text(source) != data_cache.code_text(source.replace("2 *", "3 *"))
 
 
 def test_the_code_digest_covers_training_and_scoring() -> None:
-    from dyckbook.data_cache import data_modules
-
-    modules = set(data_modules(run_cache.CODE_ROOTS))
+    modules = set(data_cache.data_modules(run_cache.CODE_ROOTS))
     assert {"run", "train", "model", "blocks", "kernels", "evaluate", "baselines", "protocol",
             "negatives"} <= modules
     assert not modules & {"book", "plotting", "patching", "explain", "runner"}
@@ -147,7 +145,7 @@ def test_the_code_digest_covers_training_and_scoring() -> None:
 
 def test_the_runner_hands_the_kernel_absolute_cache_folders(tmp_path: Path,
                                                             monkeypatch) -> None:
-    from dyckbook import data_cache, runner
+    from dyckbook import runner
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv(run_cache.ENV, "cache/runs")
