@@ -86,10 +86,10 @@ def _read(root: Path, config: Any, seed: int) -> Any:
 
 
 def run_seeds(config: Any, seeds: Sequence[int], batched: bool = True,
-              progress: bool = False) -> list[Any]:
-    """``run.run_seeds(config, seeds, batched, progress)``, each seed read from the cache folder
-    when it holds it; the seeds it lacks train together and are written there. Without a
-    folder, ``run.run_seeds`` itself.
+              progress: bool = False, device: Any = "cpu") -> list[Any]:
+    """``run.run_seeds(config, seeds, batched, progress, device)``, each seed read from the
+    cache folder when it holds it (whatever device trained it); the seeds it lacks train
+    together and are written there. Without a folder, ``run.run_seeds`` itself.
 
     Returns:
         One ``RunResult`` per seed, in the order of ``seeds``.
@@ -99,9 +99,10 @@ def run_seeds(config: Any, seeds: Sequence[int], batched: bool = True,
 
     check_fields("run_seeds: ", {"config": config, "seeds": seeds, "batched": batched,
                                  "progress": progress}, run.RUN_SEEDS_ARGS)
+    run.training_device(device)
     root = folder()
     if root is None:
-        return run.run_seeds(config, seeds, batched, progress=progress)
+        return run.run_seeds(config, seeds, batched, progress=progress, device=device)
     seeds = [int(s) for s in seeds]
     found = {s: _read(root, config, s) for s in dict.fromkeys(seeds)}
     missing = [s for s, r in found.items() if r is None]
@@ -109,7 +110,7 @@ def run_seeds(config: Any, seeds: Sequence[int], batched: bool = True,
         print(f"resumed {len(found) - len(missing)} of {len(found)} seed(s) from {root}",
               flush=True)
     if missing:
-        for r in run.run_seeds(config, missing, batched, progress=progress):
+        for r in run.run_seeds(config, missing, batched, progress=progress, device=device):
             name = key(config, r.record.seed)
             results.save_model(root / f"{name}.pt", r.model)
             results.write_json(root / f"{name}.json", r.record.to_dict())

@@ -151,3 +151,22 @@ def test_the_runner_hands_the_kernel_absolute_cache_folders(tmp_path: Path,
     monkeypatch.setenv(run_cache.ENV, "cache/runs")
     monkeypatch.setenv(data_cache.ENV, " ")
     assert runner.cache_folders() == {run_cache.ENV: str(tmp_path / "cache" / "runs")}
+
+
+def test_the_length_study_resumes_from_it_too(cache: Path, trained: list, tmp_path: Path) -> None:
+    """07's records live in its (temporary) results folder while the runner runs it; with the
+    cache, a study stopped there trains again only what the cache lacks."""
+    from dyckbook import length_study
+
+    configs = {"a": CONFIG, "b": CONFIG.override(max_steps=3)}
+    first = length_study.run_records(configs, [0, 1], tmp_path / "killed")
+    again = length_study.run_records(configs, [0, 1], tmp_path / "fresh folder")
+    assert trained == [[0, 1], [0, 1]]
+    assert {k: [plain(r) for r in v] for k, v in again.items()} == {
+        k: [plain(r) for r in v] for k, v in first.items()}
+
+
+def test_a_device_is_checked_even_when_every_seed_is_cached(cache: Path) -> None:
+    run_cache.run_seeds(CONFIG, [0])
+    with pytest.raises(ValueError, match="device"):
+        run_cache.run_seeds(CONFIG, [0], device="tpu")
