@@ -14,6 +14,7 @@ from dyckbook.dataset import Dataset
 from dyckbook.evaluate import Score
 from dyckbook.languages import Dyck
 from dyckbook.model import Classifier, ModelConfig
+from dyckbook.recurrent import RecurrentClassifier, RecurrentConfig
 from dyckbook.run import RunRecord
 from dyckbook.thesis_model import ThesisClassifier, ThesisModelConfig
 
@@ -173,10 +174,13 @@ def _models():
                                         n_layers=1, pos_encoding="learned"), [5])
     thesis = ThesisClassifier(ThesisModelConfig(k=2, n_ctx=6, d_model=8, d_mlp=8, n_layers=1,
                                                 pos_encoding="absolute"), seed=6)
-    return tokens, {"classifier": classifier, "thesis": thesis}
+    lstm, stack = (RecurrentClassifier(RecurrentConfig(k=2, n_ctx=6, cell=cell, d_hidden=8,
+                                                       d_embed=4, d_stack=2), [7])
+                   for cell in ("lstm", "stack"))
+    return tokens, {"classifier": classifier, "thesis": thesis, "lstm": lstm, "stack": stack}
 
 
-@pytest.mark.parametrize("kind", ["classifier", "thesis"])
+@pytest.mark.parametrize("kind", ["classifier", "thesis", "lstm", "stack"])
 def test_model_round_trip(tmp_path, kind):
     tokens, models = _models()
     model = models[kind]
