@@ -247,10 +247,7 @@ def main() -> None:
            "workers": args.workers, "seconds": round(time.perf_counter() - start, 1),
            "cores": os.cpu_count(), "torch": torch.__version__}
     out_path = Path(args.out)
-    if out_path.resolve() == RESULTS.resolve():
-        table.save("length_break", rows, raw, load, "full")
-    else:
-        out_path.write_text(json.dumps({"raw": raw, "table": rows}, indent=1) + "\n")
+    table.save_or_write(out_path, "length_break", rows, raw, load, "full")
     for r in rows:
         print(f"  {r['measure']}")
 

@@ -220,10 +220,7 @@ def main() -> None:
         seconds=raw.get("seconds") if args.from_records else round(time.perf_counter() - start, 1),
         cores=os.cpu_count())
     rows = table_rows(tasks, n)
-    if out_path.resolve() == RESULTS.resolve():
-        table.save("length_reach", rows, raw, load, "full")
-    else:
-        out_path.write_text(json.dumps({"raw": raw, "table": rows}, indent=1) + "\n")
+    table.save_or_write(out_path, "length_reach", rows, raw, load, "full")
     for r in rows:
         print(f"  {r['measure']}: {r['dyckbook']}")
 

@@ -52,6 +52,16 @@ def save(name: str, rows: Sequence[dict[str, Any]], raw: dict[str, Any],
     return path
 
 
+def save_or_write(out: Path, name: str, rows: Sequence[dict[str, Any]], raw: dict[str, Any],
+                  load_average: Sequence[float], sizes: str) -> Path:
+    """:func:`save` when ``out`` is ``results/<name>.json``; elsewhere (a trial run) the table
+    and the raw numbers only, as plain JSON."""
+    if Path(out).resolve() == (RESULTS / f"{name}.json").resolve():
+        return save(name, rows, raw, load_average, sizes)
+    Path(out).write_text(json.dumps({"raw": raw, "table": list(rows)}, indent=1) + "\n")
+    return Path(out)
+
+
 def check_result(data: Any, name: str) -> None:
     """Raise ValueError naming ``name`` and the field if ``data`` lacks the results schema."""
     if not isinstance(data, dict):

@@ -87,6 +87,19 @@ def test_check_sees_a_stale_table_and_writing_fixes_it(tmp_path: Path, monkeypat
     assert "adds about 2 min" in readme.read_text()
 
 
+def test_a_trial_run_writes_where_it_is_told_and_a_full_one_into_results(tmp_path: Path,
+                                                                         monkeypatch) -> None:
+    monkeypatch.setattr(table, "RESULTS", tmp_path / "results")
+    rows, raw = result()["table"], {"seconds": 1}
+    trial = table.save_or_write(tmp_path / "trial.json", "demo", rows, raw, (1, 1, 1), "small")
+    assert json.loads(trial.read_text()) == {"raw": raw, "table": rows}
+    assert not (tmp_path / "results").exists()
+    full = table.save_or_write(tmp_path / "results" / "demo.json", "demo", rows, raw, (1, 1, 1),
+                               "full")
+    assert full == tmp_path / "results" / "demo.json"
+    assert json.loads(full.read_text())["sizes"] == "full"
+
+
 def test_markers_must_exist(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="markers"):
         table.between("no markers here", table.TABLE_MARKERS, "body", tmp_path / "x.md")
