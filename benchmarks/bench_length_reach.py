@@ -57,6 +57,18 @@ MOONSHOT_CHECK = "causal-none-end"
 #: a majority (>= 6 of 10), and the same seeds with the early stop (the control,
 #: ``--label-suffix " seeds 200-209"``) in fewer. Rejected if the full budget holds in <= 5.
 FULL_BUDGET_SEEDS = tuple(range(200, 210))
+#: stated 2026-11-27, before any model with sigmoid attention weights trained. Mechanism: in
+#: bench_length_break, a dip moved late in a long string breaks 07's NoPE models and the dip's
+#: layer-0 vector carries the break (the pad's symbols dilute it): under softmax a causal head
+#: reads the running count as a share of the prefix, so a dip of one symbol weighs 1/i at
+#: position i. Hypothesis: a head that sums instead of averaging (``ModelConfig.attention =
+#: "sigmoid"``: each key weighted on its own, no -log(n) bias) keeps the count an integer, and
+#: the dip holds at any length. Test: 07's NoPE end configuration with sigmoid attention, its cpu
+#: recipe otherwise (early stop included), Dyck-1, ten fresh seeds (300-309), tested to 16N:
+#: it holds the stack set at >= 90% to 16N in a majority (>= 6 of 10); rejected if it holds in
+#: <= 5. The reference is the softmax configuration's 2 of 20 early-stopped seeds (100-109,
+#: 200-209) above. Run with --ks 1 --configs causal-none-end+sigmoid --seeds 300,...,309.
+SIGMOID_CHECK = ("causal-none-end+sigmoid", tuple(range(300, 310)))
 RESULTS = Path(__file__).resolve().parent / "results" / "length_reach.json"
 THRESHOLD = 0.9  # 07's reach_threshold
 

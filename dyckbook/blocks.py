@@ -19,10 +19,10 @@ from torch import nn
 
 from dyckbook import kernels
 
-__all__ = ["ACTIVATIONS", "MATMUL", "NORMS", "POS_ENCODINGS", "RELATIVE", "Attention", "Block",
-           "Embedding", "LayerNorm", "Linear", "PositionalEncoding", "Recorder", "affine",
-           "alibi_slopes", "dropout", "init_models", "random_positions", "rotate",
-           "sinusoidal_table"]
+__all__ = ["ACTIVATIONS", "ATTENTION_WEIGHTS", "MATMUL", "NORMS", "POS_ENCODINGS", "RELATIVE",
+           "Attention", "Block", "Embedding", "LayerNorm", "Linear", "PositionalEncoding",
+           "Recorder", "affine", "alibi_slopes", "dropout", "init_models", "random_positions",
+           "rotate", "sinusoidal_table"]
 
 POS_ENCODINGS = ("none", "absolute", "absolute_ctx", "sinusoidal", "learned", "rope", "alibi",
                  "randomized")
@@ -31,6 +31,10 @@ POS_ENCODINGS = ("none", "absolute", "absolute_ctx", "sinusoidal", "learned", "r
 RELATIVE = ("rope", "alibi")
 NORMS = ("post", "pre")
 ACTIVATIONS = ("relu", "gelu")
+#: how a query weighs its keys: ``softmax`` (weights sum to one: a mean over the keys) or
+#: ``sigmoid`` (each key's weight on its own, in (0, 1): a sum, which a longer prefix does not
+#: dilute; Ramapuram et al. 2024, here without their -log(n) bias, which would)
+ATTENTION_WEIGHTS = ("softmax", "sigmoid")
 
 Streams = Sequence[torch.Generator]  # one dropout generator per model
 #: Precision of the matrix products of every Linear: "float32", or "bfloat16" (inputs rounded to
@@ -402,12 +406,16 @@ class Attention(nn.Module):
     go through ``dyckbook.kernels`` (one pass per row and head, dropout included; not with
     ``relative``); otherwise torch's fused ``scaled_dot_product_attention``, or, when recording
     activations or dropping attention weights, the explicit path (same arithmetic).
+    ``weights="sigmoid"`` (:data:`ATTENTION_WEIGHTS`) always takes the explicit path.
     """
 
     def __init__(self, n_models: int, d_model: int, n_heads: int, p_drop: float,
                  streams: Streams, n_positions: int | None = None,
-                 relative: str | None = None) -> None:
+                 relative: str | None = None, weights: str = "softmax") -> None:
         super().__init__()
+        if weights not in ATTENTION_WEIGHTS:
+            raise ValueError(f"weights must be one of {ATTENTION_WEIGHTS}, got {weights!r}")
+        self.weights = weights
         if d_model % n_heads:
             raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
         if relative not in (None, *RELATIVE):
@@ -491,7 +499,7 @@ class Attention(nn.Module):
         keys = x if memory is None else memory
         mask = _key_mask(mask, n * batch, keys.shape[2])
         if (mask is False or x.device.type != "cpu" or not kernels.available()
-                or (self.relative and memory is None)
+                or self.weights != "softmax" or (self.relative and memory is None)
                 or not kernels.fits(d, self.n_heads, 1 if x_q is not None else n_pos,
                                     keys.shape[2])):
             return None  # before the projection and the masks: torch's path makes its own
@@ -575,7 +583,7 @@ class Attention(nn.Module):
             distance = (q_pos[:, None, :, None] - k_pos[:, None, None, :]).abs().to(q.dtype)
             bias = -self.slopes.to(q.dtype)[None, :, None, None] * distance
         p = self.p_drop if self.training else 0.0
-        if record is None and p == 0.0:
+        if record is None and p == 0.0 and self.weights == "softmax":
             if bias is not None:
                 mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
             z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
@@ -585,7 +593,8 @@ class Attention(nn.Module):
                 scores = scores + bias
             if mask is not None:
                 scores = scores.masked_fill(~mask, float("-inf"))
-            pattern = scores.softmax(dim=-1)
+            # a hidden key's score is -inf: weight 0 under either
+            pattern = scores.softmax(dim=-1) if self.weights == "softmax" else scores.sigmoid()
             if record is not None:
                 heads = (n, batch, self.n_heads)
                 record(f"{prefix}.hook_q", q.view(*heads, n_q, -1).transpose(2, 3))
@@ -633,13 +642,15 @@ class Block(nn.Module):
 
     def __init__(self, n_models: int, d_model: int, n_heads: int, d_mlp: int, p_drop: float,
                  norm: str, act_fn: str, streams: Streams, cross: bool = False,
-                 n_positions: int | None = None, relative: str | None = None) -> None:
+                 n_positions: int | None = None, relative: str | None = None,
+                 weights: str = "softmax") -> None:
         super().__init__()
         if norm not in NORMS:
             raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
         self.norm, self.p_drop, self.streams = norm, p_drop, streams
         self.n_positions = n_positions  # dropout masks are drawn at this many positions
-        self.attn = Attention(n_models, d_model, n_heads, p_drop, streams, n_positions, relative)
+        self.attn = Attention(n_models, d_model, n_heads, p_drop, streams, n_positions, relative,
+                              weights)
         self.cross_attn = (Attention(n_models, d_model, n_heads, p_drop, streams, n_positions)
                            if cross else None)
         self.mlp = MLP(n_models, d_model, d_mlp, act_fn)

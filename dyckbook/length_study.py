@@ -28,13 +28,13 @@ REFERENCES = {"lstm": "lstm", "stack-rnn": "stack"}
 
 def fields(name: str) -> dict[str, str]:
     """What configuration ``name`` means: ``{"cell": "lstm"}`` for a recurrent reference
-    (:data:`REFERENCES`), else
-    ``{"mask", "pos_encoding", "readout"}`` and, after a ``+``, ``"objective"``.
+    (:data:`REFERENCES`), else ``{"mask", "pos_encoding", "readout"}`` and, after each ``+``,
+    an ``"objective"`` or the ``"attention"`` weights (``+sigmoid``; softmax without one).
 
     Raises:
         ValueError: a name that is neither (the message names it and what is allowed).
     """
-    from dyckbook.blocks import POS_ENCODINGS
+    from dyckbook.blocks import ATTENTION_WEIGHTS, POS_ENCODINGS
     from dyckbook.model import MASKS, OBJECTIVES, READOUTS
 
     if not isinstance(name, str):
@@ -44,7 +44,7 @@ def fields(name: str) -> dict[str, str]:
         return {"cell": REFERENCES[name]}
     from dyckbook.book import cell_fields
 
-    cell, plus, objective = name.partition("+")
+    cell, *extras = name.split("+")
     allowed = {"mask": MASKS, "pos_encoding": POS_ENCODINGS, "readout": READOUTS}
     try:
         out = cell_fields(cell)  # the grid's mask-encoding-readout names
@@ -54,12 +54,15 @@ def fields(name: str) -> dict[str, str]:
         raise ValueError(f"a configuration must be one of {tuple(REFERENCES)} or "
                          f"mask-encoding-readout "
                          f"(masks {MASKS}, encodings {POS_ENCODINGS}, readouts {READOUTS}) "
-                         f"with an optional +objective {OBJECTIVES}, got {name!r}")
-    if plus:
-        if objective not in OBJECTIVES:
-            raise ValueError(f"the objective after '+' must be one of {OBJECTIVES}, got "
-                             f"{objective!r} in {name!r}")
-        out["objective"] = objective
+                         f"with an optional +objective {OBJECTIVES} and +sigmoid, got {name!r}")
+    weights = [w for w in ATTENTION_WEIGHTS if w != "softmax"]
+    for extra in extras:
+        key = "objective" if extra in OBJECTIVES else "attention" if extra in weights else None
+        if key is None or key in out:
+            raise ValueError(f"each '+' must add one objective {OBJECTIVES} or attention "
+                             f"weights {tuple(weights)}, each at most once, got {extra!r} in "
+                             f"{name!r}")
+        out[key] = extra
     return out
 
 

@@ -51,9 +51,11 @@ class ModelConfig(Config, tokenizer.TokenShape):
     norm: str = "post"  # post (the thesis, torch's default) | pre
     act_fn: str = "relu"  # MLP non-linearity: relu | gelu
     objective: str = "membership"  # membership | next_symbols | language_model (OBJECTIVES)
+    attention: str = "softmax"  # softmax | sigmoid: how a query weighs its keys (blocks)
 
     kind = "classifier"  # RunConfig tells model configs apart by this
-    LATER_FIELDS = ("objective",)  # added after the grid's records: out of to_dict at default
+    # added after the grid's records: out of to_dict at their defaults (digests unchanged)
+    LATER_FIELDS = ("objective", "attention")
 
     def __post_init__(self) -> None:
         for name in ("k", "n_ctx", "d_model", "n_heads", "d_mlp", "n_layers"):
@@ -68,7 +70,8 @@ class ModelConfig(Config, tokenizer.TokenShape):
             raise ValueError(f"ModelConfig.dropout must be in [0, 1), got {self.dropout!r}")
         for name, allowed in (("mask", MASKS), ("pos_encoding", blocks.POS_ENCODINGS),
                               ("readout", READOUTS), ("norm", blocks.NORMS),
-                              ("act_fn", blocks.ACTIVATIONS), ("objective", OBJECTIVES)):
+                              ("act_fn", blocks.ACTIVATIONS), ("objective", OBJECTIVES),
+                              ("attention", blocks.ATTENTION_WEIGHTS)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"ModelConfig.{name} must be one of {allowed}, "
                                  f"got {getattr(self, name)!r}")
@@ -101,7 +104,8 @@ class Classifier(blocks.Stacked):
                                              c.n_ctx, self.streams)
         self.blocks = nn.ModuleList(
             blocks.Block(n, c.d_model, c.n_heads, c.d_mlp, c.dropout, c.norm, c.act_fn,
-                         self.streams, n_positions=c.n_positions, relative=self.pos.relative)
+                         self.streams, n_positions=c.n_positions, relative=self.pos.relative,
+                         weights=c.attention)
             for _ in range(c.n_layers))
         self.ln_final = blocks.LayerNorm(n, c.d_model) if c.norm == "pre" else None
         self.classifier = blocks.Linear(n, c.d_model, 2)

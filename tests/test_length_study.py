@@ -27,6 +27,11 @@ def _base(**kw) -> RunConfig:
     ("causal-rope-end", {"mask": "causal", "pos_encoding": "rope", "readout": "end"}),
     ("causal-none-end+next_symbols", {"mask": "causal", "pos_encoding": "none",
                                       "readout": "end", "objective": "next_symbols"}),
+    ("causal-none-end+sigmoid", {"mask": "causal", "pos_encoding": "none", "readout": "end",
+                                 "attention": "sigmoid"}),
+    ("causal-none-end+sigmoid+language_model", {
+        "mask": "causal", "pos_encoding": "none", "readout": "end", "attention": "sigmoid",
+        "objective": "language_model"}),
 ])
 def test_fields_parse_every_kind_of_name(name, expected):
     assert length_study.fields(name) == expected
@@ -35,6 +40,8 @@ def test_fields_parse_every_kind_of_name(name, expected):
 @pytest.mark.parametrize("name, says", [
     ("gru", "'gru'"), ("causal-rope", "'causal-rope'"), ("causal-xpos-end", "'causal-xpos-end'"),
     ("causal-none-end+contrastive", "'contrastive'"), (3, "got 3"),
+    ("causal-none-end+softmax", "'softmax'"),  # the default is not named
+    ("causal-none-end+sigmoid+sigmoid", "each at most once"),
     ("stack", "'stack'"),  # the stack test set's name, not a configuration
 ])
 def test_fields_reject_a_bad_name_naming_it(name, says):

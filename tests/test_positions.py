@@ -1,5 +1,6 @@
-"""RoPE, ALiBi and randomized positions (``blocks``): properties each must have, checked against
-independent arithmetic, in the classifier and the completion models alike."""
+"""RoPE, ALiBi, randomized positions and sigmoid attention weights (``blocks``): properties each
+must have, checked against independent arithmetic, in the classifier and the completion models
+alike."""
 
 from __future__ import annotations
 
@@ -149,3 +150,67 @@ def test_configs_reject_what_the_positions_cannot_do():
     assert Seq2SeqConfig(pos_encoding="randomized", target_pos_encoding="rope").decoder_pe == "rope"
     with pytest.raises(ValueError, match="must be even"):
         Classifier(ModelConfig(d_model=6, n_heads=2, pos_encoding="rope"))
+
+
+# ------------------------------------------------------------------ sigmoid attention weights
+def _sigmoid_attention(seed=0, d_model=16, n_heads=2):
+    torch.manual_seed(seed)
+    attn = blocks.Attention(1, d_model, n_heads, 0.0, [torch.Generator()], weights="sigmoid")
+    blocks.init_models(attn, [seed])
+    return attn.eval()
+
+
+def test_sigmoid_pattern_weighs_each_visible_key_on_its_own():
+    attn, x = _sigmoid_attention(), torch.randn(1, 2, 6, 16)
+    record = blocks.Recorder()
+    with torch.no_grad():
+        recorded = attn(x, None, causal=True, record=record, prefix="a")
+        q = record.cache["a.hook_q"].transpose(1, 2)  # (batch, head, pos, d_head)
+        k = record.cache["a.hook_k"].transpose(1, 2)
+        plain = attn(x, None, causal=True)
+    visible = torch.ones(6, 6).tril().bool()
+    expected = (q @ k.transpose(-1, -2) / math.sqrt(8)).sigmoid() * visible
+    assert torch.allclose(record.cache["a.hook_pattern"], expected, atol=1e-6)
+    assert torch.allclose(plain, recorded, atol=1e-5)  # the unrecorded path is the same
+
+
+def test_sigmoid_attention_sums_where_softmax_averages():
+    """With every query weight zero, each visible key weighs sigmoid(0) = 1/2: over a run of
+    one repeated token, the output grows with the prefix under sigmoid and is constant under
+    softmax (the count a long prefix dilutes)."""
+    x = torch.randn(1, 1, 1, 16).expand(1, 1, 9, 16)
+    grows = {}
+    for weights in blocks.ATTENTION_WEIGHTS:
+        attn = _sigmoid_attention() if weights == "sigmoid" else _attention(None)
+        with torch.no_grad():
+            attn.qkv.weight[..., :16] = 0
+            attn.qkv.bias[..., :16] = 0
+            z = attn(x, None, causal=True)[0, 0] - attn.out.bias[0, 0]  # (pos, d_model)
+        grows[weights] = z / z[0]
+    positions = torch.arange(1, 10, dtype=torch.float32)[:, None].expand(9, 16)
+    assert torch.allclose(grows["sigmoid"], positions, rtol=1e-4)
+    assert torch.allclose(grows["softmax"], torch.ones(9, 16), rtol=1e-4)
+
+
+@pytest.mark.parametrize("mask", ["bidirectional", "causal"])
+def test_a_sigmoid_classifier_batches_reads_out_and_keeps_the_softmax_digests(mask):
+    config = ModelConfig(k=1, n_ctx=24, d_model=16, n_heads=2, d_mlp=32, n_layers=2,
+                         mask=mask, readout="end", attention="sigmoid", dropout=0.1)
+    tokens = _tokens(STRINGS)
+    both = Classifier(config, [3, 4])
+    alone = both.split()
+    stacked = tokens[None].expand(2, *tokens.shape)
+    together = both.train()(stacked)
+    for s, single in enumerate(alone):
+        assert torch.allclose(together[s], single.train()(tokens), atol=1e-5)
+    with torch.no_grad():  # the readout-only last block equals the full computation
+        assert torch.allclose(both.eval()(stacked)[0],
+                              alone[0].eval().run_with_cache(tokens)[0], atol=1e-5)
+    softmax = ModelConfig(k=1, mask=mask)
+    assert "attention" not in softmax.to_dict()  # records made before the field match still
+    assert config.to_dict()["attention"] == "sigmoid"
+    assert ModelConfig.from_dict(config.to_dict()) == config
+    with pytest.raises(ValueError, match=r"ModelConfig.attention must be one of .*'relu'"):
+        ModelConfig(attention="relu")
+    with pytest.raises(ValueError, match="weights must be one of"):
+        blocks.Attention(1, 16, 2, 0.0, [torch.Generator()], weights="hard")

@@ -44,7 +44,7 @@ OTHER = {
              "thesis_generator": "pre-2024-09-03"},
     "model": {"k": 3, "n_ctx": 12, "d_model": 16, "n_heads": 2, "d_mlp": 17, "n_layers": 2,
               "dropout": 0.1, "mask": "causal", "pos_encoding": "none", "readout": "mean",
-              "norm": "pre", "act_fn": "gelu"},
+              "norm": "pre", "act_fn": "gelu", "attention": "sigmoid"},
     "train": {"lr": 2e-2, "batch_size": 16, "epochs": 3, "max_steps": 17, "warmup_steps": 2,
               "schedule": "cosine", "grad_clip": 1.0, "weight_decay": 0.1, "eval_every": 5,
               "target_accuracy": 0.9, "target_window": 2, "freeze": ("embed.weight",),
