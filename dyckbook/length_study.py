@@ -17,7 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-__all__ = ["REFERENCES", "Study", "config", "fields", "matched_hidden", "panels", "reach",
+__all__ = ["REFERENCES", "Study", "check_sentence", "config", "fields", "matched_hidden", "panels",
+           "reach",
            "reach_rows", "reach_sentence", "recipe_sentence", "run_records", "side_rows",
            "side_sentence", "study", "theme_rows", "theme_sentence"]
 
@@ -318,6 +319,27 @@ def reach_sentence(rows: Sequence[Mapping[str, Any]], threshold: float) -> str:
     n = int(rows[0]["_n"])
     return (f"At {level} on the stack set, {where}; the furthest median reach is "
             f"{best / n:g}N, by {', '.join(top)}{most}.")
+
+
+def check_sentence(rows: Sequence[Mapping[str, Any]], checks: Sequence[str]) -> str:
+    """The verdict of each registered check of the moonshot probe (its configuration's label in
+    :func:`probe_rows`; each predicted to hold to 16N in a majority of its seeds): confirmed
+    when more than half its seeds hold, else rejected; every seed counted.
+
+    Raises:
+        ValueError: a check with no row, or one not tested to 16N (the message names it).
+    """
+    by_label = {r["configuration"]: r for r in rows}
+    out = []
+    for label in checks:
+        row = by_label.get(label)
+        if row is None or row[">= 16N"] == "not tested":
+            raise ValueError(f"check {label!r} has no row tested to 16N; rows: {list(by_label)}")
+        held, n = int(row[">= 16N"].split("/")[0]), len(row["_reaches"])
+        verdict = "confirmed" if 2 * held > n else "rejected"
+        out.append(f"{label}: {held} of {n} seeds hold to 16N (median {row['median']}), "
+                   f"predicted a majority: **{verdict}**.")
+    return " ".join(out)
 
 
 def probe_rows(raw: Mapping[str, Any]) -> list[dict[str, Any]]:

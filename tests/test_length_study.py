@@ -226,6 +226,24 @@ def test_probe_rows_read_the_moonshot_probe_and_count_every_seed():
     assert length_study.probe_rows({**raw, "test_max_length": 128})[0][">= 16N"] == "not tested"
 
 
+def test_check_sentence_gives_each_registered_check_its_verdict():
+    raw = {"recipe": {"max_length": 16, "batch_size": 64}, "test_max_length": 256,
+           "tasks": {f"Dyck-1 {name}": {"seeds": [1, 2, 3], "reach_xN": reach, "status": ["ok"] * 3,
+                                        "steps": [400] * 3}
+                     for name, reach in (("held", [16.0, 16.0, 2.0]), ("not", [16.0, 2.0, 3.0]))}}
+    rows = length_study.probe_rows(raw)
+    sentence = length_study.check_sentence(rows, ["Dyck-1 held", "Dyck-1 not"])
+    assert "Dyck-1 held: 2 of 3 seeds hold to 16N (median 16N), predicted a majority: " \
+           "**confirmed**." in sentence
+    assert "Dyck-1 not: 1 of 3 seeds hold to 16N (median 3N)" in sentence
+    assert sentence.endswith("**rejected**.")
+    with pytest.raises(ValueError, match="'Dyck-1 gone' has no row"):
+        length_study.check_sentence(rows, ["Dyck-1 gone"])
+    short = length_study.probe_rows({**raw, "test_max_length": 128})
+    with pytest.raises(ValueError, match="tested to 16N"):
+        length_study.check_sentence(short, ["Dyck-1 held"])
+
+
 def test_probe_rows_of_the_committed_results_agree_with_their_own_seeds():
     import json
     from pathlib import Path
