@@ -18,8 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 __all__ = ["REFERENCES", "Study", "check_sentence", "config", "fields", "matched_hidden", "panels",
-           "reach",
-           "reach_rows", "reach_sentence", "recipe_sentence", "run_records", "side_rows",
+           "reach", "reach_rows", "reach_sentence", "recipe_sentence", "run_records", "side_rows",
            "side_sentence", "study", "theme_rows", "theme_sentence"]
 
 #: the recurrent references' configuration names and their cells (``dyckbook.recurrent.CELLS``):

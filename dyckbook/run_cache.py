@@ -1,19 +1,22 @@
 """A folder of trained runs (a record and its model per configuration and seed): long runs resume.
 
-A notebook's runs go through ``book.run_all``, which runs each configuration's seeds with
-:func:`run_seeds`. Where the environment variable ``DYCKBOOK_RUN_CACHE`` names a folder, a
-(configuration, seed) already trained there is read back, record and weights, and only the rest
-train; each trained seed is written there as soon as its configuration finishes. A run that is
-stopped (the end of a session, a killed kernel) therefore resumes where it stopped, and the
-runner's published results are what a run from scratch would have given: training is a pure
-function of the configuration, the seed and the code, and batching seeds changes nothing
-(``train``), so a seed trained alone equals one trained beside others.
+A notebook's runs go through ``book.run_all`` (07's through ``length_study.run_records``),
+which runs each configuration's seeds with :func:`run_seeds`. Where the environment variable
+``DYCKBOOK_RUN_CACHE`` names a folder, a (configuration, seed) already trained there is read
+back, record and weights, and only the rest train; each trained seed is written there as soon
+as its configuration finishes. A run that is stopped (the end of a session, a killed kernel)
+therefore resumes where it stopped, and the runner's published results are what a run from
+scratch would have given: training is a pure function of the configuration, the seed and the
+code, and batching seeds changes nothing (``train``), so a seed trained alone equals one
+trained beside others.
 
 An entry is two files, ``<key>.pt`` (``results.save_model``) and ``<key>.json`` (the record),
 written in that order: the record marks the entry complete. The key digests the configuration
 with its seed and the code that trains and scores a model (``code_digest``: every package
 module ``run`` imports, docstrings and comments aside, and the C kernels). An edit to that code
-makes new entries, never a stale read; one to the book, the plots or the analysis keeps them.
+makes new entries, never a stale read (even one that adds an option and leaves the trained
+models as they were: so a long run is resumed before such an edit, not after); one to the
+book, the plots or the analysis keeps them.
 The device is not in the key: a GPU's model differs from the CPU's in the last bits only, and
 its record names the device (``versions``). An entry that cannot be read is trained again and
 replaced.
