@@ -148,8 +148,9 @@ def study(params: Mapping[str, Any]) -> Study:
 def _records(run_config: Any, seeds: Sequence[int], device: str = "cpu") -> list[Any]:
     from dyckbook import run_cache  # a stopped run resumes its seeds from there too
 
-    return [r.record for r in run_cache.run_seeds(run_config, list(seeds), device=device,
-                                                  progress=not os.environ.get("DYCKBOOK_QUIET"))]
+    return [r.record for r in run_cache.run_seeds(
+        run_config, list(seeds), device=device, splits=False,  # the records only
+        progress=not os.environ.get("DYCKBOOK_QUIET"))]
 
 
 def _make_data(data: Any, seed: int) -> None:

@@ -67,8 +67,9 @@ def key(config: Any, seed: int) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
-def _read(root: Path, config: Any, seed: int) -> Any:
-    """The cached ``RunResult`` of ``config`` at ``seed``, or None (absent or unreadable)."""
+def _read(root: Path, config: Any, seed: int, splits: bool) -> Any:
+    """The cached ``RunResult`` of ``config`` at ``seed`` (its data splits made again only if
+    ``splits``), or None (absent or unreadable)."""
     from dyckbook.run import RunRecord, RunResult, config_digest, data_splits
 
     name = key(config, seed)
@@ -85,14 +86,16 @@ def _read(root: Path, config: Any, seed: int) -> Any:
     if config_digest(record.config) != wanted.digest() or list(model.seeds) != [int(seed)]:
         log.warning("run cache entry %s holds another configuration: trained again", name)
         return None
-    return RunResult(record, model, data_splits(wanted.data, wanted.seed))
+    return RunResult(record, model, data_splits(wanted.data, wanted.seed) if splits else None)
 
 
 def run_seeds(config: Any, seeds: Sequence[int], batched: bool = True,
-              progress: bool = False, device: Any = "cpu") -> list[Any]:
+              progress: bool = False, device: Any = "cpu", splits: bool = True) -> list[Any]:
     """``run.run_seeds(config, seeds, batched, progress, device)``, each seed read from the
     cache folder when it holds it (whatever device trained it); the seeds it lacks train
-    together and are written there. Without a folder, ``run.run_seeds`` itself.
+    together and are written there. Without a folder, ``run.run_seeds`` itself. A caller that
+    reads the records only passes ``splits=False``: a seed read back then has ``splits`` None
+    rather than its data made again (at the thesis' size, about 20 s a seed).
 
     Returns:
         One ``RunResult`` per seed, in the order of ``seeds``.
@@ -107,7 +110,7 @@ def run_seeds(config: Any, seeds: Sequence[int], batched: bool = True,
     if root is None:
         return run.run_seeds(config, seeds, batched, progress=progress, device=device)
     seeds = [int(s) for s in seeds]
-    found = {s: _read(root, config, s) for s in dict.fromkeys(seeds)}
+    found = {s: _read(root, config, s, splits) for s in dict.fromkeys(seeds)}
     missing = [s for s, r in found.items() if r is None]
     if len(missing) < len(found):
         print(f"resumed {len(found) - len(missing)} of {len(found)} seed(s) from {root}",

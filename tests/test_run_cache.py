@@ -166,6 +166,17 @@ def test_the_length_study_resumes_from_it_too(cache: Path, trained: list, tmp_pa
         k: [plain(r) for r in v] for k, v in first.items()}
 
 
+def test_a_caller_of_records_only_does_not_make_the_data_again(cache: Path, monkeypatch) -> None:
+    first = run_cache.run_seeds(CONFIG, [0])[0]
+
+    def refuse(*_):
+        raise AssertionError("the data were made again")
+
+    monkeypatch.setattr(run, "data_splits", refuse)
+    again = run_cache.run_seeds(CONFIG, [0], splits=False)[0]
+    assert again.splits is None and plain(again.record) == plain(first.record)
+
+
 def test_a_device_is_checked_even_when_every_seed_is_cached(cache: Path) -> None:
     run_cache.run_seeds(CONFIG, [0])
     with pytest.raises(ValueError, match="device"):
