@@ -144,6 +144,7 @@ bench: venv
 		[ $$script = benchmarks/bench_dyck3_recipe.py ] && continue; \
 		[ $$script = benchmarks/bench_length_reach.py ] && continue; \
 		[ $$script = benchmarks/bench_length_break.py ] && continue; \
+		[ $$script = benchmarks/bench_profile_cost.py ] && continue; \
 		echo "== $$script"; $(PY) $$script || exit 1; done
 	$(PY) benchmarks/table.py
 

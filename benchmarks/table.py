@@ -126,23 +126,36 @@ def render_table(results: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def render_times(make: dict[str, Any] | None) -> str:
-    """README.md's sentence on how long ``make test`` and ``make book`` take."""
+def render_times(make: dict[str, Any] | None, cost: dict[str, Any] | None = None) -> str:
+    """README.md's sentences on how long ``make test`` and ``make book`` take, and what the
+    profiles' runs cost (``bench_profile_cost.py``): a ``make book`` measured before the cost
+    was estimated is marked with what its runs take now."""
     runs = (make or {}).get("raw", {}).get("runs", {})
+    cpu = cost and sum(r["cpu_seconds"] or 0 for r in cost["raw"]["runs"]) / 3600
     parts = []
     for target in MAKE_TARGETS:
         r = runs.get(target)
         if r is None:
             parts.append(f"`make {target}`: not measured yet")
-        else:
-            parts.append(f"`make {target}` about {r['target_seconds'] / 60:.0f} min "
-                         f"(measured {r['date']}, {r['cores']} cores, load average "
-                         f"{r['load_average'][0]:.1f} at the start)")
+            continue
+        grown = (f"; its runs take about {cpu:.1f} h now" if cost and target == "book"
+                 and r["date"] < cost["date"] else "")
+        parts.append(f"`make {target}` about {r['target_seconds'] / 60:.0f} min "
+                     f"(measured {r['date']}, {r['cores']} cores, load "
+                     f"{r['load_average'][0]:.1f}{grown})")
     setup = [runs[t]["venv_seconds"] for t in MAKE_TARGETS if t in runs]
-    tail = (f"; creating `.venv` adds about {max(setup) / 60:.0f} min the first time "
-            "(with pip's download cache warm)" if setup else "")
-    return ("Expected times on a fresh clone (`benchmarks/bench_make.py`): "
+    tail = (f"; `.venv` adds about {max(setup) / 60:.0f} min the first time" if setup else "")
+    text = ("Expected times on a fresh clone (`benchmarks/bench_make.py`): "
             + "; ".join(parts) + tail + ".")
+    if cost is None:
+        return text
+    long = {r["run"]: r for r in cost["raw"]["runs"]}.get("long", {}).get("thesis_seconds")
+    gpu = {g["run"]: g["gpu_seconds"] / 3600 for g in cost["raw"]["gpu"]}
+    return (f"{text} `PROFILE=thesis`: about "
+            f"{cost['raw']['total_seconds'] / 3600:,.0f} h here"
+            + (f", {long / 3600:,.0f} h of it the long-context run" if long else "")
+            + (f" ({gpu['long']:,.0f} h on an H200)" if "long" in gpu else "")
+            + f" (`bench_profile_cost.py`, {cost['date'][:10]}).")
 
 
 def between(text: str, markers: tuple[str, str], body: str, path: Path) -> str:
@@ -161,7 +174,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     results = read_results(RESULTS)
     wanted = {TABLE_FILE: (TABLE_MARKERS, render_table(results)),
-              TIMES_FILE: (TIMES_MARKERS, render_times(results.get("make")))}
+              TIMES_FILE: (TIMES_MARKERS, render_times(results.get("make"),
+                                                     results.get("profile_cost")))}
     stale = []
     for path, (markers, body) in wanted.items():
         text = path.read_text(encoding="utf-8")

@@ -116,3 +116,68 @@ def test_every_script_parses_its_arguments() -> None:
         if proc.returncode or not out.startswith("usage:"):
             failed[name] = err[-1000:]
     assert len(runs) >= 4 and not failed, failed
+
+
+def load_bench(name: str):
+    sys.path.insert(0, str(BENCH))
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_profile_cost_scales_training_work_by_the_profiles_parameters() -> None:
+    cost = load_bench("bench_profile_cost")
+    c = {"n_seeds": 3, "epochs": 1, "n_train": 4000, "max_length": 96, "max_steps": 3000}
+    t = {"n_seeds": 10, "epochs": 10, "n_train": 40000, "max_length": 4096, "max_steps": 5000}
+    assert cost.ratio_of("ood", c, t) == pytest.approx(10 / 3 * 10 * 10)
+    assert cost.ratio_of("long", c, t) == pytest.approx(10 / 3 * 10 * 10 * 4096 / 96)
+    assert cost.ratio_of("intervention", c, t) == pytest.approx(10 / 3 * 5000 / 3000)
+    assert cost.ratio_of("dyck3-budget", {"budgets": "1000:8000"},
+                         {"budgets": "1000:8000,5000:32000"}) == pytest.approx(6)
+    assert cost.ratio_of("constructions", c, t) == 1.0
+
+
+def test_profile_cost_counts_the_thesis_literal_steps_from_table_5_1() -> None:
+    cost = load_bench("bench_profile_cost")
+    from dyckbook import presets, run
+    for n in range(1, 8):
+        e, config = presets.thesis_experiment(n), run.thesis_config(n)
+        batch = config.train.batch_size
+        assert cost.literal_steps(n, {"max_strings": 10**9, "max_epochs": 10**9}) == (
+            e.epochs * -(-config.data.n_train // batch))
+        assert cost.literal_steps(n, {"max_strings": 64, "max_epochs": 1}) == -(-64 // batch)
+
+
+def test_profile_cost_of_completion_is_the_cpu_time_when_the_budgets_agree() -> None:
+    cost = load_bench("bench_profile_cost")
+    found = {"records|Dyck-3, encoder-decoder, none|k3": {"seconds": 100.0, "steps": 1000.0},
+             "records|Dyck-3, decoder-only, learned|k3": {"seconds": 40.0, "steps": 400.0},
+             "records|Dyck-3, decoder-only, rope|k3": {"seconds": 20.0, "steps": 250.0},
+             "records|BBH Dyck-4, encoder-decoder, learned|k4": {"seconds": 30.0,
+                                                                  "steps": 250.0}}
+    c = {"n_seeds": 3, "ks": "3", "pos_encodings": "none", "length_max_steps": 250,
+         "bbh_max_steps": 250}
+    assert cost.completion_seconds(found, c, c) == pytest.approx(190.0)
+    # twice the seeds and ks, one more encoder-decoder position, the main budgets elsewhere
+    t = {"n_seeds": 6, "ks": "1,3", "pos_encodings": "none,learned", "length_max_steps": 0,
+         "bbh_max_steps": 0}
+    main = 2 * 2 * (100 + 40) + 2 * 2 * 100
+    assert cost.completion_seconds(found, c, t) == pytest.approx(
+        main + 2 * 20 * 400 / 250 + 2 * 30 * 1000 / 250)
+
+
+def test_readme_times_state_the_profiles_cost_from_its_numbers() -> None:
+    cost = {"date": "2026-11-27 14:00", "raw": {
+        "runs": [{"run": "a", "cpu_seconds": 3600.0, "thesis_seconds": 36000},
+                 {"run": "long", "cpu_seconds": 1800.0, "thesis_seconds": 7200000},
+                 {"run": "b", "cpu_seconds": None, "thesis_seconds": None}],
+        "gpu": [{"run": "long", "gpu_seconds": 360000}], "total_seconds": 7236000}}
+    text = table.render_times(None, cost)
+    assert "about 2,010 h here, 2,000 h of it the long-context run (100 h on an H200)" in text
+    assert "2026-11-27" in text and table.render_times(None) in text
+    make = {"raw": {"runs": {"book": {"target_seconds": 600, "date": "2026-11-25 10:00",
+                                      "cores": 2, "load_average": [1.0], "venv_seconds": 60}}}}
+    assert "load 1.0; its runs take about 1.5 h now)" in table.render_times(make, cost)
+    later = {**cost, "date": "2026-11-24 10:00"}
+    assert "now)" not in table.render_times(make, later)

@@ -1,0 +1,236 @@
+"""What the thesis profile costs: each run's time at full size, from the cpu profile's measured one.
+
+Nothing is trained here. For every run of the manifest, the cpu profile's published run gives
+its measured wall time (``run.json``) and its records the training seconds and steps of each
+group of seeds trained together. The thesis profile changes budgets only (seeds, epochs,
+strings, steps, lengths; ``dyckbook list``), so its time is estimated as the cpu run's time
+scaled by the ratio of the training work the two profiles' parameters ask for (hours of this
+2-core machine as the runner runs a profile; 07's cpu models came from its resume cache, so its
+base is its groups' training time, one after another):
+
+- epoch-mode runs (``dyck1``, ``dyck3``, ``ood``, ``long``): seeds x epochs x strings, and for
+  ``long`` x the longest string (a lower bound: attention grows with its square);
+- ``thesis-literal``: per experiment, its training seconds x Table 5.1's steps under the
+  thesis profile's caps / the cpu profile's steps (``presets``: epochs and dataset sizes);
+- step-mode runs that stop early (``explainability``, ``ablation-grid``, ``generalisation``,
+  ``intervention``, ``dyck3-budget``): seeds x the step budget (an upper bound: a model that
+  reaches its target stops sooner);
+- ``completion``: per group of its records, seeds x its thesis step budget / its cpu one, the
+  groups the thesis profile adds (Dyck-1, learned positions) costed like their Dyck-3 /
+  positions siblings;
+- pages that train nothing: their cpu time.
+
+Where a lent GPU measured the shape (``results/gpu.json``, an H200), the long-context run and
+07 are costed on it too. A thesis run already published is shown beside its estimate. Writes
+benchmarks/results/profile_cost.json and prints a table.
+
+    python benchmarks/bench_profile_cost.py [--manifest notebooks/experiments.yml]
+
+It needs every cpu run published (``make book``); without them it stops and writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from dyckbook import manifest, presets, run
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import table
+
+ROOT = Path(__file__).resolve().parent.parent
+EPOCH_RUNS = ("dyck1", "dyck3", "ood", "long")
+STEP_RUNS = ("explainability", "ablation-grid", "generalisation", "intervention")
+
+
+def published(profile_run: manifest.Run) -> dict[str, Any] | None:
+    """The run's ``run.json`` when its last run succeeded, else None."""
+    path = ROOT / profile_run.params["results_dir"] / "run.json"
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return data if data.get("status") == "ok" else None
+
+
+def groups(profile_run: manifest.Run) -> dict[str, dict[str, float]]:
+    """Training seconds and steps of each group of seeds trained together, by label and k."""
+    out: dict[str, dict[str, float]] = defaultdict(lambda: {"seconds": 0.0, "steps": 0.0})
+    folder = ROOT / profile_run.params["results_dir"]
+    for path in sorted(folder.glob("records*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            key = f"{path.stem}|{record['label']}|k{record['config']['data']['k']}"
+            group = out[key]  # the seeds of a group share its time: keep the largest
+            group["seconds"] = max(group["seconds"], float(record["seconds"]))
+            group["steps"] = max(group["steps"], float(record["steps"]))
+    return dict(out)
+
+
+def ratio_of(name: str, c: dict[str, Any], t: dict[str, Any]) -> float:
+    """Thesis over cpu training work, from the two profiles' parameters."""
+    seeds = t.get("n_seeds", 1) / c.get("n_seeds", 1)
+    if name in EPOCH_RUNS:
+        work = seeds * t["epochs"] / c["epochs"] * t["n_train"] / c["n_train"]
+        return work * (t["max_length"] / c["max_length"] if name == "long" else 1.0)
+    if name in STEP_RUNS:
+        return seeds * t["max_steps"] / c["max_steps"]
+    if name == "dyck3-budget":
+        def steps(budgets: str) -> int:
+            return sum(int(b.split(":")[0]) for b in budgets.split(","))
+        return seeds * steps(t["budgets"]) / steps(c["budgets"])
+    return 1.0
+
+
+def literal_steps(n: int, params: dict[str, Any]) -> int:
+    """Optimiser steps of thesis experiment ``n`` under 00's caps (its notebook's ``literal``)."""
+    e, config = presets.thesis_experiment(n), run.thesis_config(n)
+    n_train = min(config.data.n_train, params["max_strings"])
+    return min(e.epochs, params["max_epochs"]) * math.ceil(n_train / config.train.batch_size)
+
+
+def literal_seconds(found: dict[str, dict[str, float]], c: dict[str, Any],
+                    t: dict[str, Any]) -> float:
+    """00's training seconds at the thesis caps, experiment by experiment."""
+    total = 0.0
+    for key, group in found.items():
+        n = int(key.split("|")[1].split()[-1])
+        total += group["seconds"] * literal_steps(n, t) / literal_steps(n, c)
+    return total
+
+
+def completion_seconds(found: dict[str, dict[str, float]], c: dict[str, Any],
+                       t: dict[str, Any]) -> float:
+    """10's training seconds at the thesis budgets, group by group."""
+    seeds = t["n_seeds"] / c["n_seeds"]
+    ks = len(t["ks"].split(",")) / len(c["ks"].split(","))
+    labels = {key: key.split("|")[1] for key in found}
+    main = {arch: max(g["steps"] for key, g in found.items() if arch in labels[key]
+                      and not labels[key].startswith("BBH")
+                      and (arch == "encoder-decoder" or labels[key].endswith("learned")))
+            for arch in ("encoder-decoder", "decoder-only")}  # the main runs' budgets
+    total, encoder_decoder = 0.0, []
+    for key, group in found.items():
+        label = labels[key]
+        arch = "encoder-decoder" if "encoder-decoder" in label else "decoder-only"
+        if label.startswith("BBH"):
+            factor = (t["bbh_max_steps"] or main[arch]) / group["steps"]
+        elif arch == "decoder-only" and not label.endswith("learned"):  # the length study
+            factor = (t["length_max_steps"] or main[arch]) / group["steps"]
+        else:  # a main run: one group per k
+            factor = ks
+            if arch == "encoder-decoder":
+                encoder_decoder.append(group["seconds"])
+        total += seeds * factor * group["seconds"]
+    added = len(t["pos_encodings"].split(",")) - len(c["pos_encodings"].split(","))
+    if added > 0 and encoder_decoder:  # an encoder-decoder per added position: their mean
+        total += seeds * ks * added * sum(encoder_decoder) / len(encoder_decoder)
+    return total
+
+
+def estimate(name: str, cpu: manifest.Run, thesis: manifest.Run) -> dict[str, Any]:
+    """One run's row: the cpu run's measured time, the ratio, the thesis estimate."""
+    done = published(cpu)
+    if done is None:
+        raise ValueError(f"the cpu profile's run {name!r} is not published")
+    c, t = cpu.params, thesis.params
+    measured = float(done["duration_s"])
+    found = groups(cpu)
+    trained = sum(g["seconds"] for g in found.values())
+    if name == "generalisation" and trained > measured:  # 07's cpu models came from its cache:
+        measured = trained  # its groups' training time, as if one after another
+    overhead = max(measured - trained, 0.0)
+    if name == "thesis-literal":
+        seconds = overhead + literal_seconds(found, c, t)
+        how = "Table 5.1's steps at the thesis caps, per experiment"
+    elif name == "completion":
+        seconds = overhead + completion_seconds(found, c, t)
+        how = "each group's step budget, Dyck-1 and learned positions added"
+    else:
+        ratio = ratio_of(name, c, t)
+        seconds = measured * ratio
+        how = ("training work ratio (an upper bound: early stops)" if name in STEP_RUNS
+               or name == "dyck3-budget" else "training work ratio (a lower bound: length²)"
+               if name == "long" else "training work ratio" if ratio != 1.0
+               else "no training at a larger size: its cpu time")
+    mine = published(thesis)
+    return {"run": name, "cpu_seconds": round(measured, 1), "thesis_seconds": round(seconds),
+            "how": how, "measured_thesis_seconds": mine and round(float(mine["duration_s"]), 1)}
+
+
+def gpu_rows(thesis: dict[str, manifest.Run]) -> list[dict[str, Any]]:
+    """The long-context run and 07 on the GPU that measured their shapes, where it did."""
+    path = table.RESULTS / "gpu.json"
+    if not path.exists():
+        return []
+    rows = json.loads(path.read_text(encoding="utf-8"))["table"]
+    out = []
+    per_1000 = [r for r in rows if r["benchmark"].startswith("GPU training, exp. 7 shape")
+                and r["measure"].startswith("seconds per 1000 sequences")]
+    if per_1000 and "long" in thesis:
+        p = thesis["long"].params
+        sequences = p["n_seeds"] * p["epochs"] * p["n_train"]
+        out.append({"run": "long", "gpu": "H200 (results/gpu.json)",
+                    "gpu_seconds": round(sequences * per_1000[0]["dyckbook"] / 1000),
+                    "how": f"{sequences:,} training sequences x its seconds per 1000"})
+    steps = [r for r in rows if "07 at the thesis size" in r["benchmark"]
+             and r["measure"].startswith("seconds for 10,000 steps")]
+    if steps and "generalisation" in thesis:
+        ks = len(str(thesis["generalisation"].params["ks"]).split(","))
+        out.append({"run": "generalisation", "gpu": "H200 (results/gpu.json)",
+                    "gpu_seconds": round(steps[0]["dyckbook"] * ks),
+                    "how": f"Dyck-3's 10,000 steps of every configuration x {ks} k "
+                           "(training only; the depth study left out)"})
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--manifest", default=None)
+    args = parser.parse_args()
+    m = manifest.load_manifest(args.manifest)
+    cpu = {r.name: r for r in manifest.resolve_profile(m, "cpu")}
+    thesis = {r.name: r for r in manifest.resolve_profile(m, "thesis")}
+    missing = sorted(set(thesis) - set(cpu))
+    if missing:
+        raise ValueError(f"runs of the thesis profile with no cpu run to scale from: {missing}")
+    unpublished = sorted(name for name in thesis if published(cpu[name]) is None)
+    if unpublished:  # an estimate from part of the profile would replace the whole one
+        raise SystemExit(f"the cpu profile's runs {unpublished} are not published here: run "
+                         "`make book` (or `python -m dyckbook run --profile cpu`) first")
+    runs = [estimate(name, cpu[name], thesis[name]) for name in thesis]
+    gpu = gpu_rows(thesis)
+    total = sum(r["thesis_seconds"] for r in runs)
+    bench = "thesis profile on this machine, 2 cores (the cpu profile's wall time, scaled)"
+    rows = [table.row(bench, f"{r['run']}: hours ({r['how']})", r["thesis_seconds"] / 3600)
+            for r in runs]
+    rows += [table.row(bench, f"{r['run']}: hours measured (the thesis run, published)",
+                       r["measured_thesis_seconds"] / 3600)
+             for r in runs if r.get("measured_thesis_seconds") is not None]
+    rows.append(table.row(bench, "every run: hours", total / 3600))
+    rows += [table.row(f"thesis profile on a GPU ({g['gpu']})",
+                       f"{g['run']}: GPU hours ({g['how']})", g["gpu_seconds"] / 3600)
+             for g in gpu]
+    path = table.save("profile_cost", rows, {"runs": runs, "gpu": gpu, "total_seconds": total},
+                      os.getloadavg(), "full")
+    width = max(len(r["run"]) for r in runs)
+    print(f"{'run':{width}}  {'cpu h':>7}  {'thesis h':>9}  {'measured':>8}  how")
+    for r in runs:
+        cpu_h, th_h = f"{r['cpu_seconds'] / 3600:.2f}", f"{r['thesis_seconds'] / 3600:,.1f}"
+        got = r.get("measured_thesis_seconds")
+        print(f"{r['run']:{width}}  {cpu_h:>7}  {th_h:>9}  "
+              f"{'-' if got is None else f'{got / 3600:.2f}':>8}  {r['how']}")
+    print(f"{'total':{width}}  {'':>7}  {total / 3600:>9,.1f}")
+    for g in gpu:
+        print(f"GPU ({g['gpu']}): {g['run']} {g['gpu_seconds'] / 3600:,.1f} h ({g['how']})")
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
