@@ -18,9 +18,10 @@ Usage: ``python benchmarks/bench_gpu.py [--parts check,speed,dropout,lengths] [-
   seconds per 1000 training sequences and peak GPU memory; seed 001's encoder-decoder on
   Dyck-3 completion (batch 64): milliseconds a step for one model and for five trained together.
 - ``dropout``: exp. 1 at batch 4096 with its dropout 0.1 and with none, and the profiler's top
-  operations. Measured on an H100: 3,293 vs 251,402 examples/s; ``aten::bernoulli_`` on the
-  CPU (the masks drawn from each model's CPU stream, so that a GPU run draws a CPU run's masks)
-  took 93% of the CPU time.
+  operations. Measured on an H100 (``gpu.json``, 2026-11-26): 3,293 vs 251,402 examples/s;
+  ``aten::bernoulli_`` on the CPU (the masks drawn from each model's CPU stream, so that a GPU
+  run draws a CPU run's masks) took 93% of the CPU time. Since 2026-11-27 the masks are hashed
+  on the device (``blocks._keep``; ``bench_dropout.py`` on the CPU); not measured on a GPU since.
 - ``lengths``: 07's length-study configurations at the thesis profile's size (10 seeds trained
   together, batch 64, lengths <= 16, Dyck-3): milliseconds a step each, and the seconds its
   10,000 steps would take for all of them, one after another (training only: the data are

@@ -75,28 +75,60 @@ class Recorder:
 
 def dropout(x: torch.Tensor, p: float, streams: Streams, training: bool,
             full: tuple[int, ...] | None = None) -> torch.Tensor:
-    """Dropout with one mask per model, each drawn from that model's generator.
+    """Dropout with one mask per model, each keyed by a draw from that model's generator.
 
     Args:
         x: (S, ...) activations.
         p: drop probability.
         streams: S generators.
         training: apply only in training mode.
-        full: the per-model shape to draw masks at, cut down to ``x.shape[1:]`` (positions at
-            the model's n_positions): a batch padded wider for another model then draws the
-            same masks for this one, so a model's dropout never depends on the others'.
+        full: the per-model shape the masks are indexed in, ``x.shape[1:]`` at most along every
+            axis (positions at the model's n_positions): an element keeps its mask bit however
+            much wider another model's batch padded it, so a model's dropout never depends on
+            the others'.
     """
     if not training or p == 0.0:
         return x
-    return x * _keep(x.shape, p, streams, full).to(x.device) / (1.0 - p)
+    return x * _keep(x.shape, p, streams, full, x.device) / (1.0 - p)
 
 
-def _keep(shape: torch.Size, p: float, streams: Streams,
-          full: tuple[int, ...] | None) -> torch.Tensor:
-    """The 0/1 masks of :func:`dropout`, (S, *shape[1:])."""
-    cut = tuple(slice(0, n) for n in shape[1:])
-    return torch.stack([torch.empty(full or shape[1:]).bernoulli_(1.0 - p, generator=g)[cut]
-                        for g in streams])
+# splitmix64 (Steele, Lea and Flood 2014): its increment and multipliers as signed int64
+_GAMMA, _MIX1, _MIX2 = (c - 2**64 for c in (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9,
+                                             0x94D049BB133111EB))
+
+
+def _shift(z: torch.Tensor, bits: int) -> torch.Tensor:
+    """``z >> bits`` as unsigned 64-bit integers (torch shifts int64 arithmetically)."""
+    return (z >> bits) & ((1 << (64 - bits)) - 1)
+
+
+def _keep(shape: torch.Size | tuple[int, ...], p: float, streams: Streams,
+          full: tuple[int, ...] | None, device: torch.device | str | None = None
+          ) -> torch.Tensor:
+    """The 0/1 masks of :func:`dropout`, (S, *shape[1:]) float32 on ``device``.
+
+    One 63-bit key is drawn from each model's generator per call; element i of model s is kept
+    when splitmix64 of (key_s + (i + 1) * gamma), i its flat index in the per-model shape
+    ``full``, has its top 24 bits below (1 - p) * 2**24. The masks are made where they are used
+    and only at ``shape`` (drawing them at ``full``, n_positions^2 a row for attention, cost
+    long inputs most of a training step), and are the same on every device.
+    """
+    dims = tuple(full or shape[1:])
+    if len(dims) != len(shape) - 1 or any(n > m for n, m in zip(shape[1:], dims)):
+        raise ValueError(f"dropout's full shape must cover the activations' {tuple(shape[1:])}, "
+                         f"got {dims}")
+    keys = torch.stack([torch.empty((), dtype=torch.int64).random_(generator=g)
+                        for g in streams]).to(device)
+    index = torch.zeros((), dtype=torch.int64, device=device)
+    stride = 1
+    for n, m in zip(reversed(shape[1:]), reversed(dims)):  # the flat index in ``full``
+        index = index + stride * torch.arange(n, device=device).view(n, *[1] * index.dim())
+        stride *= m
+    z = keys.view(-1, *[1] * index.dim()) + (index + 1) * _GAMMA
+    z = (z ^ _shift(z, 30)) * _MIX1
+    z = (z ^ _shift(z, 27)) * _MIX2
+    z = z ^ _shift(z, 31)
+    return (_shift(z, 40) < round((1.0 - p) * 2**24)).float()
 
 
 class Stacked(nn.Module):
@@ -427,7 +459,7 @@ class Attention(nn.Module):
         self.relative = relative  # rope | alibi | None (self-attention only)
         if relative == "alibi":
             self.register_buffer("slopes", alibi_slopes(n_heads), persistent=False)
-        self.n_positions = n_positions  # dropout masks are drawn at this many positions
+        self.n_positions = n_positions  # dropout masks are indexed at this many positions
         # (S, head) multipliers of each head's output, e.g. 0 to ablate a head; None: all 1
         self.head_scale: torch.Tensor | None = None
         self.qkv = Linear(n_models, d_model, 3 * d_model)
@@ -515,7 +547,7 @@ class Attention(nn.Module):
             full = (None if self.n_positions is None
                     else (batch * self.n_heads, self.n_positions, self.n_positions))
             shape = (n, batch * self.n_heads, q.shape[1], keys.shape[2])
-            drop = (_keep(shape, self.p_drop, self.streams, full) / (1.0 - self.p_drop)
+            drop = (_keep(shape, self.p_drop, self.streams, full, q.device) / (1.0 - self.p_drop)
                     ).view(n * batch, self.n_heads, q.shape[1], keys.shape[2])
         qpos = None if query is None else query.reshape(-1)
         z = kernels.attention(q, kv, self.n_heads, mask, causal, qpos, drop)
@@ -648,7 +680,7 @@ class Block(nn.Module):
         if norm not in NORMS:
             raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
         self.norm, self.p_drop, self.streams = norm, p_drop, streams
-        self.n_positions = n_positions  # dropout masks are drawn at this many positions
+        self.n_positions = n_positions  # dropout masks are indexed at this many positions
         self.attn = Attention(n_models, d_model, n_heads, p_drop, streams, n_positions, relative,
                               weights)
         self.cross_attn = (Attention(n_models, d_model, n_heads, p_drop, streams, n_positions)

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
+from dyckbook import blocks, tokenizer
 from dyckbook import negatives as N
-from dyckbook import tokenizer
 from dyckbook.blocks import POS_ENCODINGS
 from dyckbook.dataset import Dataset
 from dyckbook.languages import Dyck, sample_lengths
@@ -251,14 +251,45 @@ def test_batched_training_with_bfloat16_products_equals_training_alone():
 
 
 def test_batched_training_with_dropout_and_unequal_batch_widths_equals_training_alone():
-    # dropout masks are drawn at n_positions and cut to the batch: a batch padded wider for
-    # another model draws the same masks for this one
+    # dropout masks are indexed at n_positions: a batch padded wider for another model keeps
+    # this one's mask bits
     c = _config(dropout=0.2)
     seeds = [11, 12, 13]
     data = [_data(11, shortest=12), _data(12, longest=6), _data(13)]  # model 1's batches: narrow
     tc = TrainConfig(lr=3e-3, batch_size=16, max_steps=10)
     together, alone, _, _ = _batched_and_alone(c, tc, seeds, data, [None] * 3, _data(99, n=8))
     assert torch.allclose(alone, together, atol=1e-5)
+
+
+def _masks(shape, p, seeds, full=None):
+    return blocks._keep(shape, p, [torch.Generator().manual_seed(s) for s in seeds], full)
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
+def test_dropout_masks_keep_one_minus_p_independently(p):
+    masks = _masks((2, 400, 500), p, [0, 1])  # 200,000 bits a model
+    n = masks[0].numel()
+    bound = 5 * (p * (1 - p) / n) ** 0.5  # five standard errors of a binomial proportion
+    assert masks.shape == (2, 400, 500) and set(masks.unique().tolist()) <= {0.0, 1.0}
+    for m in masks:
+        assert abs(m.mean().item() - (1 - p)) < bound
+        # neighbours along either axis are independent: P(both kept) = (1 - p)^2
+        assert abs((m[:, 1:] * m[:, :-1]).mean().item() - (1 - p) ** 2) < 2 * bound
+        assert abs((m[1:] * m[:-1]).mean().item() - (1 - p) ** 2) < 2 * bound
+    assert abs((masks[0] * masks[1]).mean().item() - (1 - p) ** 2) < 2 * bound  # models too
+
+
+def test_dropout_masks_follow_the_generator_and_ignore_the_padding():
+    g = torch.Generator().manual_seed(7)
+    first, second = (blocks._keep((1, 30, 40), 0.3, [g], (50, 60)) for _ in range(2))
+    assert not torch.equal(first, second)  # each call draws a new key
+    again = _masks((1, 30, 40), 0.3, [7], (50, 60))
+    assert torch.equal(first, again)  # the same generator state: the same masks
+    wider = _masks((1, 50, 60), 0.3, [7], (50, 60))
+    assert torch.equal(wider[:, :30, :40], first)
+    assert not torch.equal(_masks((1, 30, 40), 0.3, [7]), first)  # indexed in ``full``
+    with pytest.raises(ValueError, match="full shape must cover the activations' \\(30, 40\\)"):
+        _masks((1, 30, 40), 0.3, [7], (20, 60))
 
 
 @pytest.mark.parametrize("changes, message", [
