@@ -48,6 +48,9 @@ import table
 ROOT = Path(__file__).resolve().parent.parent
 EPOCH_RUNS = ("dyck1", "dyck3", "ood", "long")
 STEP_RUNS = ("explainability", "ablation-grid", "generalisation", "intervention")
+# the day dropout masks moved from the CPU (drawn at n_positions^2 a row) to the device
+# (bench_dropout.py): a GPU measure from before it timed the old masks
+MASKS_ON_DEVICE = "2026-11-27"
 
 
 def published(profile_run: manifest.Run) -> dict[str, Any] | None:
@@ -165,28 +168,31 @@ def estimate(name: str, cpu: manifest.Run, thesis: manifest.Run) -> dict[str, An
 
 
 def gpu_rows(thesis: dict[str, manifest.Run]) -> list[dict[str, Any]]:
-    """The long-context run and 07 on the GPU that measured their shapes, where it did."""
+    """The long-context run and 07 on the GPU that measured their shapes (``gpu.json``)."""
     path = table.RESULTS / "gpu.json"
     if not path.exists():
         return []
-    rows = json.loads(path.read_text(encoding="utf-8"))["table"]
-    out = []
+    data = json.loads(path.read_text(encoding="utf-8"))
+    rows, out = data["table"], []
+    when = (f"; measured {data['date'][:10]}, with the old dropout masks: an upper bound"
+            if data["date"] < MASKS_ON_DEVICE else f"; measured {data['date'][:10]}")
     per_1000 = [r for r in rows if r["benchmark"].startswith("GPU training, exp. 7 shape")
                 and r["measure"].startswith("seconds per 1000 sequences")]
     if per_1000 and "long" in thesis:
         p = thesis["long"].params
         sequences = p["n_seeds"] * p["epochs"] * p["n_train"]
-        out.append({"run": "long", "gpu": "H200 (results/gpu.json)",
+        out.append({"run": "long", "gpu": data["raw"].get("device", "unnamed"),
                     "gpu_seconds": round(sequences * per_1000[0]["dyckbook"] / 1000),
-                    "how": f"{sequences:,} training sequences x its seconds per 1000"})
+                    "how": f"{sequences:,} training sequences x its seconds per 1000{when}"})
     steps = [r for r in rows if "07 at the thesis size" in r["benchmark"]
              and r["measure"].startswith("seconds for 10,000 steps")]
     if steps and "generalisation" in thesis:
         ks = len(str(thesis["generalisation"].params["ks"]).split(","))
-        out.append({"run": "generalisation", "gpu": "H200 (results/gpu.json)",
+        out.append({"run": "generalisation",
+                    "gpu": data["raw"].get("lengths", {}).get("device", "unnamed"),
                     "gpu_seconds": round(steps[0]["dyckbook"] * ks),
                     "how": f"Dyck-3's 10,000 steps of every configuration x {ks} k "
-                           "(training only; the depth study left out)"})
+                           "(training only; the depth study left out)"})  # no dropout in 07
     return out
 
 
@@ -214,7 +220,7 @@ def main() -> None:
                        r["measured_thesis_seconds"] / 3600)
              for r in runs if r.get("measured_thesis_seconds") is not None]
     rows.append(table.row(bench, "every run: hours", total / 3600))
-    rows += [table.row(f"thesis profile on a GPU ({g['gpu']})",
+    rows += [table.row(f"thesis profile on a GPU ({g['gpu']}, results/gpu.json)",
                        f"{g['run']}: GPU hours ({g['how']})", g["gpu_seconds"] / 3600)
              for g in gpu]
     path = table.save("profile_cost", rows, {"runs": runs, "gpu": gpu, "total_seconds": total},

@@ -150,11 +150,13 @@ def render_times(make: dict[str, Any] | None, cost: dict[str, Any] | None = None
     if cost is None:
         return text
     long = {r["run"]: r for r in cost["raw"]["runs"]}.get("long", {}).get("thesis_seconds")
-    gpu = {g["run"]: g["gpu_seconds"] / 3600 for g in cost["raw"]["gpu"]}
+    gpu = {g["run"]: {"hours": g["gpu_seconds"] / 3600, "name": " ".join(g["gpu"].split()[1:2])}
+           for g in cost["raw"]["gpu"]}
     return (f"{text} `PROFILE=thesis`: about "
             f"{cost['raw']['total_seconds'] / 3600:,.0f} h here"
-            + (f", {long / 3600:,.0f} h of it the long-context run" if long else "")
-            + (f" ({gpu['long']:,.0f} h on an H200)" if "long" in gpu else "")
+            + (f", {long / 3600:,.0f} h of it long context" if long else "")
+            + (f" (at most {gpu['long']['hours']:,.0f} h on an {gpu['long']['name']})"
+               if "long" in gpu else "")
             + f" (`bench_profile_cost.py`, {cost['date'][:10]}).")
 
 

@@ -172,9 +172,10 @@ def test_readme_times_state_the_profiles_cost_from_its_numbers() -> None:
         "runs": [{"run": "a", "cpu_seconds": 3600.0, "thesis_seconds": 36000},
                  {"run": "long", "cpu_seconds": 1800.0, "thesis_seconds": 7200000},
                  {"run": "b", "cpu_seconds": None, "thesis_seconds": None}],
-        "gpu": [{"run": "long", "gpu_seconds": 360000}], "total_seconds": 7236000}}
+        "gpu": [{"run": "long", "gpu_seconds": 360000, "gpu": "NVIDIA H100 80GB HBM3"}],
+        "total_seconds": 7236000}}
     text = table.render_times(None, cost)
-    assert "about 2,010 h here, 2,000 h of it the long-context run (100 h on an H200)" in text
+    assert "about 2,010 h here, 2,000 h of it long context (at most 100 h on an H100)" in text
     assert "2026-11-27" in text and table.render_times(None) in text
     make = {"raw": {"runs": {"book": {"target_seconds": 600, "date": "2026-11-25 10:00",
                                       "cores": 2, "load_average": [1.0], "venv_seconds": 60}}}}
