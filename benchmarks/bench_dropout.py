@@ -1,13 +1,13 @@
 """Dropout masks: the previous release's (drawn at n_positions^2 a row, then cut) vs the current.
 
-Until 2026-11-27 ``blocks._keep`` drew every model's dropout mask with ``bernoulli_`` at the
-per-model shape ``full`` (for attention: batch x heads x n_positions x n_positions) on the CPU
-and cut it to the batch, so that a batch padded wider for another model kept this model's
-masks. With experiment 7's n_ctx of 4096, each attention dropout drew 16.7 million numbers a
-row whatever the batch's length: profiled on 32 sequences of lengths <= 512 (mean 264), 82% of
-the training time went to ``aten::bernoulli_``. The current masks hash (a key drawn from the
-model's generator, the element's index in ``full``) with splitmix64, at the batch's shape and on
-the activations' device, with the same guarantee (``tests/test_model.py``).
+Until 2026-11-27 ``blocks._keep`` (now ``dropout.keep``) drew every model's dropout mask with
+``bernoulli_`` at the per-model shape ``full`` (for attention: batch x heads x n_positions x
+n_positions) on the CPU and cut it to the batch, so that a batch padded wider for another model
+kept this model's masks. With experiment 7's n_ctx of 4096, each attention dropout drew 16.7
+million numbers a row whatever the batch's length: profiled on 32 sequences of lengths <= 512
+(mean 264), 82% of the training time went to ``aten::bernoulli_``. The current masks hash (a key
+drawn from the model's generator, the element's index in ``full``) with splitmix64, at the
+batch's shape and on the activations' device, with the same guarantee (``tests/test_model.py``).
 
 Measured here, on one torch thread in process CPU seconds, the previous implementation (kept
 below as ``previous_keep``) and the current one interleaved round by round:
@@ -35,7 +35,7 @@ from typing import Any
 
 import torch
 
-from dyckbook import blocks
+from dyckbook import dropout
 from dyckbook.model import ClassificationTask
 from dyckbook.run import build_model, thesis_config
 from dyckbook.train import TrainConfig, train
@@ -53,7 +53,7 @@ def previous_keep(shape: Any, p: float, streams: Any, full: Any, device: Any = N
                         for g in streams]).to(device)
 
 
-IMPLEMENTATIONS = {"previous": previous_keep, "current": blocks._keep}
+IMPLEMENTATIONS = {"previous": previous_keep, "current": dropout.keep}
 
 
 def timed(fn: Any) -> float:
@@ -63,13 +63,13 @@ def timed(fn: Any) -> float:
 
 
 def with_keep(name: str, fn: Any) -> float:
-    """CPU seconds of ``fn`` with ``blocks._keep`` set to implementation ``name``."""
-    saved = blocks._keep
-    blocks._keep = IMPLEMENTATIONS[name]
+    """CPU seconds of ``fn`` with ``dropout.keep`` set to implementation ``name``."""
+    saved = dropout.keep
+    dropout.keep = IMPLEMENTATIONS[name]
     try:
         return timed(fn)
     finally:
-        blocks._keep = saved
+        dropout.keep = saved
 
 
 def train_seconds(experiment: int, length: int, n: int, batch: int, seed: int) -> Any:

@@ -21,7 +21,7 @@ Usage: ``python benchmarks/bench_gpu.py [--parts check,speed,dropout,lengths] [-
   operations. Measured on an H100 (``gpu.json``, 2026-11-26): 3,293 vs 251,402 examples/s;
   ``aten::bernoulli_`` on the CPU (the masks drawn from each model's CPU stream, so that a GPU
   run draws a CPU run's masks) took 93% of the CPU time. Since 2026-11-27 the masks are hashed
-  on the device (``blocks._keep``; ``bench_dropout.py`` on the CPU); not measured on a GPU since.
+  on the device (``dropout.keep``; ``bench_dropout.py`` on the CPU); not measured on a GPU since.
 - ``lengths``: 07's length-study configurations at the thesis profile's size (10 seeds trained
   together, batch 64, lengths <= 16, Dyck-3): milliseconds a step each, and the seconds its
   10,000 steps would take for all of them, one after another (training only: the data are

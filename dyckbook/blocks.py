@@ -17,11 +17,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dyckbook import kernels
+from dyckbook import dropout, kernels
+from dyckbook.dropout import Streams
 
 __all__ = ["ACTIVATIONS", "ATTENTION_WEIGHTS", "MATMUL", "NORMS", "POS_ENCODINGS", "RELATIVE",
            "Attention", "Block", "Embedding", "LayerNorm", "Linear", "PositionalEncoding",
-           "Recorder", "affine", "alibi_slopes", "dropout", "init_models", "random_positions",
+           "Recorder", "affine", "alibi_slopes", "init_models", "random_positions",
            "rotate", "sinusoidal_table"]
 
 POS_ENCODINGS = ("none", "absolute", "absolute_ctx", "sinusoidal", "learned", "rope", "alibi",
@@ -36,7 +37,6 @@ ACTIVATIONS = ("relu", "gelu")
 #: dilute; Ramapuram et al. 2024, here without their -log(n) bias, which would)
 ATTENTION_WEIGHTS = ("softmax", "sigmoid")
 
-Streams = Sequence[torch.Generator]  # one dropout generator per model
 #: Precision of the matrix products of every Linear: "float32", or "bfloat16" (inputs rounded to
 #: bfloat16, sums in float32, outputs rounded to bfloat16 and back). ``train`` sets it while it
 #: runs (``TrainConfig.matmul``); a context variable, so each thread has its own.
@@ -71,64 +71,6 @@ class Recorder:
     def replace(self, name: str, value: torch.Tensor) -> torch.Tensor:
         """The activation to continue with, (S, ...) like ``value``: ``value`` itself."""
         return value
-
-
-def dropout(x: torch.Tensor, p: float, streams: Streams, training: bool,
-            full: tuple[int, ...] | None = None) -> torch.Tensor:
-    """Dropout with one mask per model, each keyed by a draw from that model's generator.
-
-    Args:
-        x: (S, ...) activations.
-        p: drop probability.
-        streams: S generators.
-        training: apply only in training mode.
-        full: the per-model shape the masks are indexed in, ``x.shape[1:]`` at most along every
-            axis (positions at the model's n_positions): an element keeps its mask bit however
-            much wider another model's batch padded it, so a model's dropout never depends on
-            the others'.
-    """
-    if not training or p == 0.0:
-        return x
-    return x * _keep(x.shape, p, streams, full, x.device) / (1.0 - p)
-
-
-# splitmix64 (Steele, Lea and Flood 2014): its increment and multipliers as signed int64
-_GAMMA, _MIX1, _MIX2 = (c - 2**64 for c in (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9,
-                                             0x94D049BB133111EB))
-
-
-def _shift(z: torch.Tensor, bits: int) -> torch.Tensor:
-    """``z >> bits`` as unsigned 64-bit integers (torch shifts int64 arithmetically)."""
-    return (z >> bits) & ((1 << (64 - bits)) - 1)
-
-
-def _keep(shape: torch.Size | tuple[int, ...], p: float, streams: Streams,
-          full: tuple[int, ...] | None, device: torch.device | str | None = None
-          ) -> torch.Tensor:
-    """The 0/1 masks of :func:`dropout`, (S, *shape[1:]) float32 on ``device``.
-
-    One 63-bit key is drawn from each model's generator per call; element i of model s is kept
-    when splitmix64 of (key_s + (i + 1) * gamma), i its flat index in the per-model shape
-    ``full``, has its top 24 bits below (1 - p) * 2**24. The masks are made where they are used
-    and only at ``shape`` (drawing them at ``full``, n_positions^2 a row for attention, cost
-    long inputs most of a training step), and are the same on every device.
-    """
-    dims = tuple(full or shape[1:])
-    if len(dims) != len(shape) - 1 or any(n > m for n, m in zip(shape[1:], dims)):
-        raise ValueError(f"dropout's full shape must cover the activations' {tuple(shape[1:])}, "
-                         f"got {dims}")
-    keys = torch.stack([torch.empty((), dtype=torch.int64).random_(generator=g)
-                        for g in streams]).to(device)
-    index = torch.zeros((), dtype=torch.int64, device=device)
-    stride = 1
-    for n, m in zip(reversed(shape[1:]), reversed(dims)):  # the flat index in ``full``
-        index = index + stride * torch.arange(n, device=device).view(n, *[1] * index.dim())
-        stride *= m
-    z = keys.view(-1, *[1] * index.dim()) + (index + 1) * _GAMMA
-    z = (z ^ _shift(z, 30)) * _MIX1
-    z = (z ^ _shift(z, 27)) * _MIX2
-    z = z ^ _shift(z, 31)
-    return (_shift(z, 40) < round((1.0 - p) * 2**24)).float()
 
 
 class Stacked(nn.Module):
@@ -547,7 +489,8 @@ class Attention(nn.Module):
             full = (None if self.n_positions is None
                     else (batch * self.n_heads, self.n_positions, self.n_positions))
             shape = (n, batch * self.n_heads, q.shape[1], keys.shape[2])
-            drop = (_keep(shape, self.p_drop, self.streams, full, q.device) / (1.0 - self.p_drop)
+            drop = (dropout.keep(shape, self.p_drop, self.streams, full, q.device)
+                    / (1.0 - self.p_drop)
                     ).view(n * batch, self.n_heads, q.shape[1], keys.shape[2])
         qpos = None if query is None else query.reshape(-1)
         z = kernels.attention(q, kv, self.n_heads, mask, causal, qpos, drop)
@@ -636,7 +579,8 @@ class Attention(nn.Module):
                 record(f"{prefix}.hook_pattern", pattern.view(*heads, n_q, n_k))
             full = (None if self.n_positions is None
                     else (batch * self.n_heads, self.n_positions, self.n_positions))
-            pattern = dropout(pattern.view(n, -1, n_q, n_k), p, self.streams, self.training, full)
+            pattern = dropout.apply(pattern.view(n, -1, n_q, n_k), p, self.streams, self.training,
+                                    full)
             z = pattern.view(n * batch, self.n_heads, n_q, n_k) @ v
             if record is not None:  # (S, batch, pos, head, d_head) in and out
                 z = record(f"{prefix}.hook_z", z.view(n, batch, self.n_heads, n_q, -1)
@@ -695,7 +639,7 @@ class Block(nn.Module):
              residual: torch.Tensor | None = None) -> torch.Tensor:
         """One residual sub-block ``residual + dropout(fn(x))`` (residual: x) with its LayerNorm."""
         full = None if self.n_positions is None else (x.shape[1], self.n_positions, x.shape[3])
-        out = dropout(fn(ln(x) if self.norm == "pre" else x), self.p_drop, self.streams,
+        out = dropout.apply(fn(ln(x) if self.norm == "pre" else x), self.p_drop, self.streams,
                       self.training, full)
         if record is not None:
             out = record(name, out)

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dyckbook import blocks, tokenizer
+from dyckbook import blocks, dropout, tokenizer
 from dyckbook.config import Config
 from dyckbook.dataset import Dataset
 from dyckbook.vocab import PAD, PAD_CODE
@@ -131,7 +131,7 @@ class Classifier(blocks.Stacked):
             if record is not None:  # patchable: dyckbook.length_break moves positions
                 pe = record("hook_pos_embed", pe.expand_as(x))
             x = x + pe
-        x = blocks.dropout(x, c.dropout, self.streams, self.training,
+        x = dropout.apply(x, c.dropout, self.streams, self.training,
                            (x.shape[1], c.n_positions, c.d_model))
         causal = c.mask == "causal"  # right padding: a causal query never sees a pad
         mask = None

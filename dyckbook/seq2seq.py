@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dyckbook import tokenizer
+from dyckbook import dropout, tokenizer
 from dyckbook.blocks import (
     ACTIVATIONS,
     NORMS,
@@ -30,7 +30,6 @@ from dyckbook.blocks import (
     PositionalEncoding,
     Recorder,
     Stacked,
-    dropout,
     init_models,
 )
 from dyckbook.completion import CompletionSet, check_items, open_positions
@@ -184,7 +183,7 @@ class _Model(Stacked):
             if record is not None:
                 record(f"{prefix}hook_pos_embed", pe)
             x = x + pe
-        return dropout(x, self.config.dropout, self.streams, self.training)
+        return dropout.apply(x, self.config.dropout, self.streams, self.training)
 
     def _logits(self, x: torch.Tensor, record: Recorder | None) -> torch.Tensor:
         if self.ln_final is not None:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from dyckbook import blocks, tokenizer
+from dyckbook import dropout, tokenizer
 from dyckbook import negatives as N
 from dyckbook.blocks import POS_ENCODINGS
 from dyckbook.dataset import Dataset
@@ -262,7 +262,7 @@ def test_batched_training_with_dropout_and_unequal_batch_widths_equals_training_
 
 
 def _masks(shape, p, seeds, full=None):
-    return blocks._keep(shape, p, [torch.Generator().manual_seed(s) for s in seeds], full)
+    return dropout.keep(shape, p, [torch.Generator().manual_seed(s) for s in seeds], full)
 
 
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
@@ -281,7 +281,7 @@ def test_dropout_masks_keep_one_minus_p_independently(p):
 
 def test_dropout_masks_follow_the_generator_and_ignore_the_padding():
     g = torch.Generator().manual_seed(7)
-    first, second = (blocks._keep((1, 30, 40), 0.3, [g], (50, 60)) for _ in range(2))
+    first, second = (dropout.keep((1, 30, 40), 0.3, [g], (50, 60)) for _ in range(2))
     assert not torch.equal(first, second)  # each call draws a new key
     again = _masks((1, 30, 40), 0.3, [7], (50, 60))
     assert torch.equal(first, again)  # the same generator state: the same masks

@@ -14,8 +14,8 @@ PACKAGE = Path(dyckbook.__file__).parent
 FLOORS = {
     1: {"vocab", "config", "languages", "presets", "intervals", "version", "params"},
     2: {"hardness", "thesis", "negatives", "dataset", "protocol", "completion"},
-    3: {"tokenizer", "kernels", "blocks", "model", "thesis_model", "seq2seq", "train", "evaluate",
-        "baselines", "recurrent"},
+    3: {"tokenizer", "kernels", "dropout", "blocks", "model", "thesis_model", "seq2seq", "train",
+        "evaluate", "baselines", "recurrent"},
     4: {"run", "results", "data_cache", "run_cache", "explain", "probes", "verdicts", "registry",
         "constructions", "patching", "length_break"},
     5: {"grid", "figure_style", "attention_plots", "plotting", "book", "verdict_tables",
