@@ -16,7 +16,9 @@ below as ``previous_keep``) and the current one interleaved round by round:
 - training experiment 7's architecture (``run.thesis_config(7, literal=False)``: d_model 384,
   dropout 0.1, n_ctx 4096), Dyck-3 lengths <= L, batch 8 in length bands as in the long-context
   chapter: CPU seconds per 1000 training sequences;
-- training experiment 1's (n_ctx 16, batch 32), where the cut was small: no loss expected.
+- training experiment 1's (n_ctx 16, batch 32), where the cut was small: no loss expected;
+- the fraction of one core's fp32 peak (160 GFLOP/s) each training reaches, counting 6 x
+  parameters FLOPs per real token (attention's products uncounted: a lower bound).
 
 Writes benchmarks/results/dropout.json and prints a table.
 
@@ -72,8 +74,17 @@ def with_keep(name: str, fn: Any) -> float:
         dropout.keep = saved
 
 
+PEAK = 160e9  # fp32 FLOP/s of one core of the development machine (benchmarks/README.md)
+
+
+def peak_fraction(per_1000: float, mean_length: float, n_params: int) -> float:
+    """Training FLOPs (6 x parameters a real token) per CPU-second over one core's peak."""
+    return 6 * n_params * (mean_length + 2) * 1000 / per_1000 / PEAK
+
+
 def train_seconds(experiment: int, length: int, n: int, batch: int, seed: int) -> Any:
-    """A closure training a fresh model of ``experiment``'s shape one epoch over ``n`` strings."""
+    """A closure training a fresh model of ``experiment``'s shape one epoch over ``n`` strings,
+    the mean length of its strings and the model's parameter count."""
     config = thesis_config(experiment, literal=False)
     data = labelled(config.data.k, n, length, seed)
 
@@ -81,7 +92,8 @@ def train_seconds(experiment: int, length: int, n: int, batch: int, seed: int) -
         model = build_model(config.model, [seed])
         train(model, ClassificationTask(), [data], None,
               TrainConfig(lr=1e-5, batch_size=batch, epochs=1, bucket=True))
-    return go, float(data.lengths.mean())
+    n_params = sum(p.numel() for p in build_model(config.model, [seed]).parameters())
+    return go, float(data.lengths.mean()), n_params
 
 
 def main() -> None:
@@ -109,28 +121,33 @@ def main() -> None:
         masks = {name: statistics.median(
             timed(lambda: keep(shape, 0.1, g, full)) for _ in range(args.rounds))
             for name, keep in IMPLEMENTATIONS.items()}
-        go, mean_length = train_seconds(7, length, args.n, 8, args.seed)
+        go, mean_length, n_params = train_seconds(7, length, args.n, 8, args.seed)
         go()  # warm-up: the first step allocates
         seconds: dict[str, list[float]] = {name: [] for name in IMPLEMENTATIONS}
         for _ in range(args.rounds):
             for name in IMPLEMENTATIONS:
                 seconds[name].append(with_keep(name, go))
         per_1000 = {name: 1000 * statistics.median(s) / args.n for name, s in seconds.items()}
+        peak = {name: peak_fraction(t, mean_length, n_params) for name, t in per_1000.items()}
         raw[f"exp7_{length}"] = {"mask_seconds": masks, "train_seconds": seconds,
-                                 "per_1000": per_1000, "mean_length": mean_length}
+                                 "per_1000": per_1000, "mean_length": mean_length,
+                                 "n_params": n_params, "peak_fraction": peak}
         name = f"dropout masks, exp. 7 shape (n_ctx 4096), lengths ≤ {length}"
         rows += [table.row(name, "CPU-s for one attention mask (batch 8), current vs previous",
                            masks["current"], masks["previous"], lower_is_better=True),
                  table.row(name, "training CPU-s per 1000 sequences, current vs previous",
-                           per_1000["current"], per_1000["previous"], lower_is_better=True)]
-    go, mean_length = train_seconds(1, 16, 8 * args.n, 32, args.seed)
+                           per_1000["current"], per_1000["previous"], lower_is_better=True),
+                 table.row(name, "fraction of one core's fp32 peak (6 x parameters a token), "
+                           "current vs previous", peak["current"], peak["previous"])]
+    go, mean_length, n_params = train_seconds(1, 16, 8 * args.n, 32, args.seed)
     go()
     seconds = {name: [] for name in IMPLEMENTATIONS}
     for _ in range(args.rounds):
         for name in IMPLEMENTATIONS:
             seconds[name].append(with_keep(name, go))
     per_1000 = {name: 1000 * statistics.median(s) / (8 * args.n) for name, s in seconds.items()}
-    raw["exp1"] = {"train_seconds": seconds, "per_1000": per_1000, "mean_length": mean_length}
+    raw["exp1"] = {"train_seconds": seconds, "per_1000": per_1000, "mean_length": mean_length,
+                   "n_params": n_params}
     rows.append(table.row("dropout masks, exp. 1 shape (n_ctx 16, batch 32)",
                           "training CPU-s per 1000 sequences, current vs previous",
                           per_1000["current"], per_1000["previous"], lower_is_better=True))

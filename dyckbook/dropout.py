@@ -28,7 +28,7 @@ def apply(x: torch.Tensor, p: float, streams: Streams, training: bool,
         p: drop probability.
         streams: S generators.
         training: apply only in training mode.
-        full: the per-model shape the masks are indexed in, ``x.shape[1:]`` at most along every
+        full: the per-model shape the masks are indexed in, ``x.shape[1:]`` at least along every
             axis (positions at the model's n_positions): an element keeps its mask bit however
             much wider another model's batch padded it, so a model's dropout never depends on
             the others'.
