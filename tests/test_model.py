@@ -290,6 +290,10 @@ def test_dropout_masks_follow_the_generator_and_ignore_the_padding():
     assert not torch.equal(_masks((1, 30, 40), 0.3, [7]), first)  # indexed in ``full``
     with pytest.raises(ValueError, match="full shape must cover the activations' \\(30, 40\\)"):
         _masks((1, 30, 40), 0.3, [7], (20, 60))
+    # a full shape of 2**32 elements and more: the index's high half is folded in
+    wide = _masks((1, 8, 600), 0.1, [7], (2**22, 1024))
+    assert torch.equal(_masks((1, 4, 300), 0.1, [7], (2**22, 1024)), wide[:, :4, :300])
+    assert abs(wide.mean().item() - 0.9) < 0.02
 
 
 @pytest.mark.parametrize("changes, message", [
