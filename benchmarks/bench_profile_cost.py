@@ -20,7 +20,9 @@ base is its groups' training time, one after another):
   positions siblings;
 - pages that train nothing: their cpu time.
 
-Where a lent GPU measured the shape (``results/gpu.json``, an H200), the long-context run and
+Where ``bench_dropout.py`` measured experiment 7's training at the long-context run's longest
+string, that run's training alone is costed at that rate too (CPU hours of one core). Where a
+lent GPU measured the shape (``results/gpu.json``, an H200), the long-context run and
 07 are costed on it too. A thesis run already published is shown beside its estimate. Writes
 benchmarks/results/profile_cost.json and prints a table.
 
@@ -196,6 +198,23 @@ def gpu_rows(thesis: dict[str, manifest.Run]) -> list[dict[str, Any]]:
     return out
 
 
+def long_training(thesis: dict[str, manifest.Run]) -> dict[str, Any] | None:
+    """The long-context run's training alone at the rate ``bench_dropout.py`` measured at its
+    longest string (one core, CPU seconds per 1000 sequences), where it did."""
+    path = table.RESULTS / "dropout.json"
+    if "long" not in thesis or not path.exists():
+        return None
+    p = thesis["long"].params
+    data = json.loads(path.read_text(encoding="utf-8"))
+    measured = data["raw"].get(f"exp7_{p['max_length']}")
+    if measured is None:
+        return None
+    sequences = p["n_seeds"] * p["epochs"] * p["n_train"]
+    return {"run": "long", "sequences": sequences, "per_1000": measured["per_1000"]["current"],
+            "cpu_seconds": sequences * measured["per_1000"]["current"] / 1000,
+            "date": data["date"]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--manifest", default=None)
@@ -212,6 +231,7 @@ def main() -> None:
                          "`make book` (or `python -m dyckbook run --profile cpu`) first")
     runs = [estimate(name, cpu[name], thesis[name]) for name in thesis]
     gpu = gpu_rows(thesis)
+    long = long_training(thesis)
     total = sum(r["thesis_seconds"] for r in runs)
     bench = "thesis profile on this machine, 2 cores (the cpu profile's wall time, scaled)"
     rows = [table.row(bench, f"{r['run']}: hours ({r['how']})", r["thesis_seconds"] / 3600)
@@ -220,10 +240,16 @@ def main() -> None:
                        r["measured_thesis_seconds"] / 3600)
              for r in runs if r.get("measured_thesis_seconds") is not None]
     rows.append(table.row(bench, "every run: hours", total / 3600))
+    if long:
+        rows.append(table.row(bench, f"long: CPU hours of its training alone, "
+                              f"{long['sequences']:,} sequences at bench_dropout.py's rate at "
+                              f"its length (one core, {long['date'][:10]})",
+                              long["cpu_seconds"] / 3600))
     rows += [table.row(f"thesis profile on a GPU ({g['gpu']}, results/gpu.json)",
                        f"{g['run']}: GPU hours ({g['how']})", g["gpu_seconds"] / 3600)
              for g in gpu]
-    path = table.save("profile_cost", rows, {"runs": runs, "gpu": gpu, "total_seconds": total},
+    path = table.save("profile_cost", rows, {"runs": runs, "gpu": gpu, "total_seconds": total,
+                                             "long_training": long},
                       os.getloadavg(), "full")
     width = max(len(r["run"]) for r in runs)
     print(f"{'run':{width}}  {'cpu h':>7}  {'thesis h':>9}  {'measured':>8}  how")
@@ -233,6 +259,9 @@ def main() -> None:
         print(f"{r['run']:{width}}  {cpu_h:>7}  {th_h:>9}  "
               f"{'-' if got is None else f'{got / 3600:.2f}':>8}  {r['how']}")
     print(f"{'total':{width}}  {'':>7}  {total / 3600:>9,.1f}")
+    if long:
+        print(f"long, training alone at bench_dropout.py's rate: {long['cpu_seconds'] / 3600:,.0f} "
+              "CPU hours (one core)")
     for g in gpu:
         print(f"GPU ({g['gpu']}): {g['run']} {g['gpu_seconds'] / 3600:,.1f} h ({g['how']})")
     print(f"wrote {path}")

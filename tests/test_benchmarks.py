@@ -182,3 +182,18 @@ def test_readme_times_state_the_profiles_cost_from_its_numbers() -> None:
     assert "load 1.0; its runs take about 1.5 h now)" in table.render_times(make, cost)
     later = {**cost, "date": "2026-11-24 10:00"}
     assert "now)" not in table.render_times(make, later)
+
+
+def test_profile_cost_of_long_context_training_at_the_measured_rate(tmp_path, monkeypatch):
+    cost = load_bench("bench_profile_cost")
+    monkeypatch.setattr(cost.table, "RESULTS", tmp_path)
+
+    class Run:
+        params = {"n_seeds": 2, "epochs": 3, "n_train": 1000, "max_length": 4096}
+    assert cost.long_training({"long": Run()}) is None  # nothing measured yet
+    raw = {"exp7_4096": {"per_1000": {"current": 1500.0, "previous": 9000.0}}}
+    (tmp_path / "dropout.json").write_text(json.dumps({"raw": raw, "date": "2026-11-27 15:00"}))
+    got = cost.long_training({"long": Run()})
+    assert got["sequences"] == 6000 and got["cpu_seconds"] == pytest.approx(9000.0)
+    Run.params = {**Run.params, "max_length": 2048}  # another length: not measured
+    assert cost.long_training({"long": Run()}) is None
