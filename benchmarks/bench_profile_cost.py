@@ -42,7 +42,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from dyckbook import manifest, presets, run
+from dyckbook import manifest, presets, run, runner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import table
@@ -55,13 +55,10 @@ STEP_RUNS = ("explainability", "ablation-grid", "generalisation", "intervention"
 MASKS_ON_DEVICE = "2026-11-27"
 
 
-def published(profile_run: manifest.Run) -> dict[str, Any] | None:
-    """The run's ``run.json`` when its last run succeeded, else None."""
-    path = ROOT / profile_run.params["results_dir"] / "run.json"
-    if not path.exists():
-        return None
-    data = json.loads(path.read_text(encoding="utf-8"))
-    return data if data.get("status") == "ok" else None
+def published(profile: str, m: manifest.Manifest) -> dict[str, dict[str, Any]]:
+    """``{run: its run.json}`` for the runs of ``profile`` whose last run succeeded."""
+    return {run.name: record for run, _, record in runner.statuses(profile, m, ROOT)
+            if record.get("status") == "ok"}
 
 
 def groups(profile_run: manifest.Run) -> dict[str, dict[str, float]]:
@@ -139,11 +136,10 @@ def completion_seconds(found: dict[str, dict[str, float]], c: dict[str, Any],
     return total
 
 
-def estimate(name: str, cpu: manifest.Run, thesis: manifest.Run) -> dict[str, Any]:
-    """One run's row: the cpu run's measured time, the ratio, the thesis estimate."""
-    done = published(cpu)
-    if done is None:
-        raise ValueError(f"the cpu profile's run {name!r} is not published")
+def estimate(name: str, cpu: manifest.Run, thesis: manifest.Run, done: dict[str, Any],
+             mine: dict[str, Any] | None) -> dict[str, Any]:
+    """One run's row: the cpu run's measured time (``done``, its run.json), the ratio, the
+    thesis estimate, and the thesis run's time where it is published (``mine``)."""
     c, t = cpu.params, thesis.params
     measured = float(done["duration_s"])
     found = groups(cpu)
@@ -164,7 +160,6 @@ def estimate(name: str, cpu: manifest.Run, thesis: manifest.Run) -> dict[str, An
                or name == "dyck3-budget" else "training work ratio (a lower bound: length²)"
                if name == "long" else "training work ratio" if ratio != 1.0
                else "no training at a larger size: its cpu time")
-    mine = published(thesis)
     return {"run": name, "cpu_seconds": round(measured, 1), "thesis_seconds": round(seconds),
             "how": how, "measured_thesis_seconds": mine and round(float(mine["duration_s"]), 1)}
 
@@ -225,11 +220,12 @@ def main() -> None:
     missing = sorted(set(thesis) - set(cpu))
     if missing:
         raise ValueError(f"runs of the thesis profile with no cpu run to scale from: {missing}")
-    unpublished = sorted(name for name in thesis if published(cpu[name]) is None)
+    done, mine = published("cpu", m), published("thesis", m)
+    unpublished = sorted(set(thesis) - set(done))
     if unpublished:  # an estimate from part of the profile would replace the whole one
         raise SystemExit(f"the cpu profile's runs {unpublished} are not published here: run "
                          "`make book` (or `python -m dyckbook run --profile cpu`) first")
-    runs = [estimate(name, cpu[name], thesis[name]) for name in thesis]
+    runs = [estimate(name, cpu[name], thesis[name], done[name], mine.get(name)) for name in thesis]
     gpu = gpu_rows(thesis)
     long = long_training(thesis)
     total = sum(r["thesis_seconds"] for r in runs)

@@ -640,7 +640,7 @@ class Block(nn.Module):
         """One residual sub-block ``residual + dropout(fn(x))`` (residual: x) with its LayerNorm."""
         full = None if self.n_positions is None else (x.shape[1], self.n_positions, x.shape[3])
         out = dropout.apply(fn(ln(x) if self.norm == "pre" else x), self.p_drop, self.streams,
-                      self.training, full)
+                            self.training, full)
         if record is not None:
             out = record(name, out)
         x = x if residual is None else residual
