@@ -1,4 +1,4 @@
-"""The data cache (``dyckbook.data_cache``) on 07's data: made once, or once per configuration.
+"""The data cache (``dyckbook.cache``) on 07's data: made once, or once per configuration.
 
 07's length study trains its configurations of one k on the same splits of each seed; a worker
 process that has not made them makes them again, and on a GPU machine that is CPU time the
@@ -20,7 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from dyckbook import data_cache, length_study
+from dyckbook import cache
+from dyckbook.chapters import generalisation
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import table
@@ -41,7 +42,7 @@ def main() -> None:
 
     torch.set_num_threads(1)
     params = recipe(profile=args.profile)
-    configs = length_study.study(params).lengths
+    configs = generalisation.study(params).lengths
     load = os.getloadavg()
     raw: dict = {"profile": args.profile, "seed": args.seed, "ks": {}}
     rows = []
@@ -52,18 +53,18 @@ def main() -> None:
         data = mine[0].data
         sharing = sum(c.data == data for c in mine)
         start = time.process_time()
-        data_cache.make_splits(data, args.seed)
+        cache.make_splits(data, args.seed)
         make = time.process_time() - start
         with tempfile.TemporaryDirectory() as folder:
-            os.environ[data_cache.ENV] = folder
+            os.environ[cache.DATA_ENV] = folder
             start = time.process_time()
-            data_cache.load_or_make(data, args.seed, data_cache.make_splits)
+            cache.load_or_make(data, args.seed)
             write = time.process_time() - start
             size = sum(p.stat().st_size for p in Path(folder).iterdir())
             start = time.process_time()
-            data_cache.load_or_make(data, args.seed, lambda *a: sys.exit("made, not read"))
+            cache.load_or_make(data, args.seed, lambda *a: sys.exit("made, not read"))
             read = time.process_time() - start
-            del os.environ[data_cache.ENV]
+            del os.environ[cache.DATA_ENV]
         raw["ks"][k] = {"make_seconds": round(make, 3), "make_and_write_seconds": round(write, 3),
                         "read_seconds": round(read, 4), "entry_bytes": size,
                         "configurations_sharing": sharing, "configurations": len(mine),

@@ -42,8 +42,9 @@ from typing import Any
 import torch
 
 from dyckbook import dropout
+from dyckbook.checkpoint import build_model
 from dyckbook.model import ClassificationTask
-from dyckbook.run import build_model, thesis_config
+from dyckbook.run import thesis_config
 from dyckbook.train import TrainConfig, train
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -28,12 +28,13 @@ from typing import Any
 
 import torch
 
-from dyckbook import grid, run
+from dyckbook import run
+from dyckbook.chapters import ablation_grid
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import table
 
-SOLVED = grid.SOLVED
+SOLVED = ablation_grid.SOLVED
 CELL = "k3-L2-causal-learned-end"
 MEAN = "k3-L2-causal-learned-mean"  # the constructions' readout
 _LM = {"objective": "language_model", "d_model": 64, "d_mlp": 128}
@@ -81,7 +82,8 @@ def config(row: str, seed: int = 0) -> run.RunConfig:
     if row not in ROWS:
         raise ValueError(f"row must be one of {sorted(ROWS)}, got {row!r}")
     cell, overrides, spec = ROWS[row]
-    return grid.GridSpec(**spec).config(grid.Cell.from_name(cell), seed).override(**overrides)
+    cell = ablation_grid.Cell.from_name(cell)
+    return ablation_grid.GridSpec(**spec).config(cell, seed).override(**overrides)
 
 
 def measure(row: str, seeds: list[int]) -> dict[str, Any]:

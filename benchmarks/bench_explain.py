@@ -28,9 +28,10 @@ import table
 import torch
 
 from dyckbook import explain, plotting
+from dyckbook.checkpoint import build_model
 from dyckbook.dataset import Dataset
 from dyckbook.languages import Dyck
-from dyckbook.run import build_model, thesis_config
+from dyckbook.run import thesis_config
 
 THESIS_FIGURE_SECONDS = 0.8  # ANCHORS.md: the thesis library plots one 16-symbol string's attention
 

@@ -51,9 +51,10 @@ import table
 from bench_completion_recipe import BASE_MODEL, BASE_TRAIN
 from bench_training import labelled
 
+from dyckbook.checkpoint import build_model
 from dyckbook.completion import CompletionDataConfig, make_completion_splits
 from dyckbook.model import ClassificationTask
-from dyckbook.run import build_model, thesis_config
+from dyckbook.run import thesis_config
 from dyckbook.seq2seq import CompletionTask, Seq2SeqConfig, build_seq2seq
 from dyckbook.train import TrainConfig, train
 
@@ -211,11 +212,11 @@ def part_lengths(params_path: str | None = None) -> tuple[dict[str, Any], list[d
     ``max_steps`` would then take per configuration."""
     from dataclasses import replace
 
-    from dyckbook import length_study
+    from dyckbook.chapters import generalisation
     from dyckbook.model import ClassificationTask as Task
 
     if params_path is None:
-        from dyckbook import runner
+        from dyckbook.pipeline import runner
 
         runs = runner.resolve_profile(runner.load_manifest(), "thesis")
         params = dict(next(r for r in runs if r.name == "generalisation").params)
@@ -226,7 +227,7 @@ def part_lengths(params_path: str | None = None) -> tuple[dict[str, Any], list[d
     raw: dict[str, Any] = {"k": k, "seeds": seeds, "steps_timed": steps,
                            "max_steps": params["max_steps"], "per_configuration": {}}
     rows = []
-    for label, config in length_study.study(params).lengths.items():
+    for label, config in generalisation.study(params).lengths.items():
         if not label.startswith(f"Dyck-{k} "):
             continue
         task = Task(getattr(config.model, "objective", "membership"))

@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 
 from dyckbook import kernels
-from dyckbook.grid import Cell, GridSpec
+from dyckbook.chapters.ablation_grid import Cell, GridSpec
 from dyckbook.model import ClassificationTask, Classifier
 from dyckbook.protocol import make_splits
 from dyckbook.train import train
@@ -50,7 +50,7 @@ BATCHED = {"seeds batched, torch ops only": (True, "float32"),
 
 _OLD = """
 import json, sys, time, torch
-from dyckbook.grid import GridCell, GridSpec, make_grid_data, run_cell
+from dyckbook.chapters.ablation_grid import GridCell, GridSpec, make_grid_data, run_cell
 torch.set_num_threads(1)
 cell = GridCell.from_name(sys.argv[1]); steps = int(sys.argv[2])
 spec = GridSpec(max_steps=steps, eval_every=steps, target_accuracy=1.0)

@@ -47,8 +47,11 @@ from typing import Any
 
 import torch
 
-from dyckbook import constructions, executors, length_break, length_study, run
-from dyckbook.length_break import balanced
+from dyckbook import constructions, run
+from dyckbook.chapters import generalisation
+from dyckbook.chapters import references_objectives as length_break
+from dyckbook.chapters.references_objectives import balanced
+from dyckbook.pipeline import executors
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import table
@@ -77,7 +80,7 @@ def task(config: run.RunConfig, seed: int, n_items: int, pads: list[int]) -> dic
     return {**readout, "seed": seed, "status": result.record.status, "steps": result.record.steps,
             "stack": round(result.record.scores["stack"].accuracy, 4),
             "stack_bins": bins(result.record.scores["stack"], config.data.max_length),
-            "reach_xN": length_study.reach(result.record.scores["stack"], config.data.max_length,
+            "reach_xN": generalisation.reach(result.record.scores["stack"], config.data.max_length,
                                            THRESHOLD) / config.data.max_length,
             "scores": length_break.scores(result.model, sets, TEST_MAX_LENGTH),
             "patch": length_break.patch_scores(result.model, sets, pads[-1], TEST_MAX_LENGTH,
@@ -126,7 +129,7 @@ def main() -> None:
     n = int(params["max_length"])
     if 2 * n + pads[-1] > TEST_MAX_LENGTH:
         raise ValueError(f"--pads: 2N + {pads[-1]} exceeds the tested {TEST_MAX_LENGTH}")
-    configs = {c: length_study.config(base_config(params, 1, TEST_MAX_LENGTH), c) for c in names}
+    configs = {c: generalisation.config(base_config(params, 1, TEST_MAX_LENGTH), c) for c in names}
     kept: list[str] = []
     if args.keep_others:  # read first: a bad file fails before any training
         earlier = json.loads(Path(args.out).read_text())["raw"]

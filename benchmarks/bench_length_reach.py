@@ -7,7 +7,7 @@ mismatch at the closer, and only a third layer could carry the flags to the last
 a ``mean`` readout averages them. This trains the candidates stated below on 07's recipe for the
 ``cpu`` profile (read from notebooks/experiments.yml) with the test maximum raised to 16N, for
 each k, on seeds 100-102 (no page uses them), and reports per configuration each seed's reach on
-the stack set (``length_study.reach_rows``) and its accuracy at every length bin, on test
+the stack set (``generalisation.reach_rows``) and its accuracy at every length bin, on test
 strings of any depth (as 07's; each task records its ``test_max_depth``). Tasks (one per
 configuration, k and seed) run on a process pool of one torch thread per worker.
 Writes benchmarks/results/length_reach.json (tasks of an earlier run are kept unless rerun)
@@ -34,7 +34,9 @@ from typing import Any
 
 import torch
 
-from dyckbook import executors, length_study, results, run
+from dyckbook import results, run
+from dyckbook.chapters import generalisation
+from dyckbook.pipeline import executors
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import table
@@ -78,7 +80,7 @@ def recipe(path: str | None = None, profile: str = "cpu") -> dict[str, Any]:
     JSON file ``--write-recipe`` wrote (for a machine without the notebook packages)."""
     if path:
         return json.loads(Path(path).read_text())
-    from dyckbook import runner  # reads the notebooks: nbformat
+    from dyckbook.pipeline import runner  # reads the notebooks: nbformat
 
     runs = runner.resolve_profile(runner.load_manifest(), profile)
     params = next(r.params for r in runs if r.name == "generalisation")
@@ -87,12 +89,12 @@ def recipe(path: str | None = None, profile: str = "cpu") -> dict[str, Any]:
 
 def base_config(params: dict[str, Any], k: int, test_max_length: int,
                 test_max_depth: int | None = None) -> run.RunConfig:
-    """07's length-study base RunConfig (``length_study.study``) for k, tested to
+    """07's length-study base RunConfig (``generalisation.study``) for k, tested to
     ``test_max_length`` at any depth (or nested at most ``test_max_depth``), without the
     shortcut baselines (the stack set holds them at chance by construction). Until 2026-11-27
     this probe built it with ``RunConfig.from_flat``, which took the depth study's
     ``test_max_depth`` (6): the tasks measured so carry ``test_max_depth: 6`` in the results."""
-    base = length_study.study({**params, "test_max_length": test_max_length}).base
+    base = generalisation.study({**params, "test_max_length": test_max_length}).base
     return dataclasses.replace(base.override(k=k, test_max_depth=test_max_depth),
                                baselines=())  # none: a probe
 
@@ -108,7 +110,7 @@ def bins(score: Any, width: int) -> list[float | None]:
 
 
 def summarise(label: str, records: list[Any], n: int) -> dict[str, Any]:
-    row = length_study.reach_rows({label: records}, "stack", n, THRESHOLD)[0]
+    row = generalisation.reach_rows({label: records}, "stack", n, THRESHOLD)[0]
     return {"task": label, "seeds": [r.seed for r in records],
             "test_max_depth": records[0].config["data"]["test_max_depth"],
             "target_accuracy": records[0].config["train"]["target_accuracy"],
@@ -201,7 +203,7 @@ def main() -> None:
     suffix = (" no early stop" if args.no_early_stop else "") + args.label_suffix
     if args.no_early_stop:
         params["target_accuracy"] = None  # no early stop: to the end of the schedule
-    configs = {f"Dyck-{k} {c}{suffix}": length_study.config(
+    configs = {f"Dyck-{k} {c}{suffix}": generalisation.config(
         base_config(params, k, args.test_max_length), c) for k in ks for c in names}
     out_path = Path(args.out)
     load = os.getloadavg()

@@ -42,7 +42,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from dyckbook import manifest, presets, run, runner
+from dyckbook import presets, run
+from dyckbook.pipeline import manifest, runner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import table

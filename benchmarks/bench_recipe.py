@@ -21,7 +21,8 @@ from pathlib import Path
 
 import torch
 
-from dyckbook import grid, run
+from dyckbook import run
+from dyckbook.chapters import ablation_grid
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import table
@@ -33,11 +34,11 @@ CHANGES = {"bucket": ("bucket", False, True, "bucketed", "random batches"),
            "matmul": ("matmul", "float32", "bfloat16", "bfloat16", "float32")}
 
 
-def measure(cells: list[grid.Cell], seeds: range, spec: grid.GridSpec) -> dict:
+def measure(cells: list[ablation_grid.Cell], seeds: range, spec: ablation_grid.GridSpec) -> dict:
     """Wall seconds and the per-cell summary of one pass over ``cells``."""
     run._splits.cache_clear()  # each pass generates its data, as a grid worker does
     start = time.perf_counter()
-    rows = grid.summarise(grid.run_grid(cells, spec, seeds))
+    rows = ablation_grid.summarise(ablation_grid.run_grid(cells, spec, seeds))
     keep = ("cell", "seeds", "failed", "solved", "accuracy", "low", "high")
     return {"seconds": time.perf_counter() - start, "rows": [{k: r[k] for k in keep} for r in rows]}
 
@@ -50,15 +51,15 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     for change in sorted(CHANGES) if args.change == "all" else [args.change]:
-        compare(change, grid.cells_named(args.cells), range(args.seeds))
+        compare(change, ablation_grid.cells_named(args.cells), range(args.seeds))
 
 
-def compare(change: str, cells: list[grid.Cell], seeds: range) -> None:
+def compare(change: str, cells: list[ablation_grid.Cell], seeds: range) -> None:
     """Both passes of one change; its results file and table."""
     field, without, with_, on_name, off_name = CHANGES[change]
     load = os.getloadavg()
-    off = measure(cells, seeds, grid.GridSpec(**{field: without}))
-    on = measure(cells, seeds, grid.GridSpec(**{field: with_}))
+    off = measure(cells, seeds, ablation_grid.GridSpec(**{field: without}))
+    on = measure(cells, seeds, ablation_grid.GridSpec(**{field: with_}))
     name = f"grid recipe, {len(cells)} cells x {len(seeds)} seeds"
     rows = [table.row(name, f"wall seconds, {on_name} vs {off_name}", on["seconds"],
                       off["seconds"], lower_is_better=True)]

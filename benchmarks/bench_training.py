@@ -41,12 +41,13 @@ import torch
 from torch import nn
 
 from dyckbook import tokenizer
+from dyckbook.chapters.ablation_grid import Cell, GridSpec
+from dyckbook.checkpoint import build_model
 from dyckbook.dataset import Dataset
-from dyckbook.grid import Cell, GridSpec
 from dyckbook.languages import Dyck, sample_lengths
 from dyckbook.model import ClassificationTask
 from dyckbook.negatives import sample_negatives
-from dyckbook.run import build_model, run, thesis_config
+from dyckbook.run import run, thesis_config
 from dyckbook.train import TrainConfig, train
 from dyckbook.vocab import PAD
 

@@ -19,15 +19,15 @@ _EXPORTS = {
     "Alphabet": "vocab", "Dyck": "languages", "sample_negatives": "negatives",
     "Dataset": "dataset", "DataConfig": "protocol", "make_splits": "protocol",
     "ModelConfig": "model", "Classifier": "model", "TrainConfig": "train",
-    "RunConfig": "run", "RunRecord": "run", "run_seeds": "run",
-    "thesis_config": "run", "load_model": "results", "save_model": "results",
+    "RunConfig": "run", "RunRecord": "record", "run_seeds": "run",
+    "thesis_config": "run", "load_model": "checkpoint", "save_model": "checkpoint",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in _MODULES and name not in _EXPORTS:  # dyckbook.run, dyckbook.grid, ...
+    if name in _MODULES and name not in _EXPORTS:  # dyckbook.run, dyckbook.chapters, ...
         return importlib.import_module(f"dyckbook.{name}")
     if name not in _EXPORTS:
         raise AttributeError(f"module 'dyckbook' has no attribute {name!r}")

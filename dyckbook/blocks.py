@@ -20,13 +20,22 @@ from torch import nn
 from dyckbook import dropout, kernels
 from dyckbook.dropout import Streams
 
-__all__ = ["ACTIVATIONS", "ATTENTION_WEIGHTS", "MATMUL", "NORMS", "POS_ENCODINGS", "RELATIVE",
+__all__ = ["ACTIVATIONS", "ATTENTION_WEIGHTS", "LENGTH_ENCODINGS", "MASKS", "MATMUL", "NORMS",
+           "POS_ENCODINGS", "READOUTS", "RELATIVE",
            "Attention", "Block", "Embedding", "LayerNorm", "Linear", "PositionalEncoding",
            "Recorder", "affine", "alibi_slopes", "init_models", "random_positions",
            "rotate", "sinusoidal_table"]
 
+#: every positional encoding (:class:`PositionalEncoding`): the one list the grid, the length
+#: study, the completion chapter and the models read
 POS_ENCODINGS = ("none", "absolute", "absolute_ctx", "sinusoidal", "learned", "rope", "alibi",
                  "randomized")
+#: encodings made for length generalisation: the reduced grid leaves them to the length study
+LENGTH_ENCODINGS = ("rope", "alibi", "randomized")
+#: attention masks: each query sees every token, or those up to itself
+MASKS = ("bidirectional", "causal")
+#: where a classifier reads its decision: the ``[start]`` token, the ``[end]`` token, the mean
+READOUTS = ("start", "end", "mean")
 #: encodings that act inside self-attention on the distance between query and key, not on
 #: the embeddings (cross-attention ignores them: source and target positions do not compare)
 RELATIVE = ("rope", "alibi")

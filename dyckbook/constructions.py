@@ -4,9 +4,9 @@ Two constructions show what an architecture can *represent* (not what training f
 :func:`dyck1_counter`, one causal layer that counts (Bhattamishra, Ahuja & Goyal 2020), and
 :func:`dyck_kd`, two causal layers that count, then match every closer with its opener (after Yao,
 Peng, Papadimitriou & Narasimhan 2021). Both return an ordinary :class:`~dyckbook.model.Classifier`
-(pre-LN, ReLU, one head, causal mask, ``readout="mean"``, no dropout), so ``results.save_model`` /
-``load_model`` and ``evaluate.predict`` / ``score`` take them. Exact in float32 products
-(``blocks.MATMUL``'s default), not under bfloat16.
+(pre-LN, ReLU, one head, causal mask, ``readout="mean"``, no dropout), so
+``checkpoint.save_model`` / ``load_model`` and ``evaluate.predict`` / ``score`` take them.
+Exact in float32 products (``blocks.MATMUL``'s default), not under bfloat16.
 
 LayerNorm (the classifier has no norm-free path). The stream holds m features f written twice,
 ``x = [f, -f]`` (d_model = 2m), so its mean is 0 and ``LN(x) = s x`` with one s > 0 per position;

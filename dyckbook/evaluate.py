@@ -15,7 +15,7 @@ from torch import nn
 
 from dyckbook import tokenizer
 from dyckbook.dataset import MEMBER, Dataset
-from dyckbook.hardness import BINS, MEMBER_BIN
+from dyckbook.hardness import MEMBER_BIN
 
 __all__ = ["MEMBER_BIN", "Score", "binned", "evaluating", "margins", "pool", "predict", "score",
            "wilson"]
@@ -130,14 +130,6 @@ class Score:
             kind, bin_, length = key.split("|")
             out.append((kind, bin_, int(length), n, ok))
         return out
-
-    def bin_table(self) -> dict[str, float]:
-        """``{bin: balanced accuracy}`` for the hardness bins present, in ``BINS`` order."""
-        return {b: self.balanced(bin=b) for b in BINS if self.per_bin.get(b, [0])[0]}
-
-    def kind_table(self) -> dict[str, float]:
-        """``{kind: balanced accuracy}`` for the negative kinds present, sorted."""
-        return {k: self.balanced(kind=k) for k in sorted(self.per_kind) if k != MEMBER}
 
     def accuracy_of(self, table: str, key: Any) -> float:
         """Accuracy within one cell, e.g. ``accuracy_of("per_kind", "swap")`` (NaN if empty)."""

@@ -410,7 +410,7 @@ class Dyck:
         return codes
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is Dyck and repr(other) == repr(self)
+        return type(other) is type(self) and repr(other) == repr(self)
 
     def __hash__(self) -> int:
         return hash(repr(self))

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from dyckbook import blocks, dropout, tokenizer
+from dyckbook.blocks import MASKS, READOUTS
 from dyckbook.config import Config
 from dyckbook.dataset import Dataset
 from dyckbook.vocab import PAD, PAD_CODE
@@ -18,8 +19,6 @@ from dyckbook.vocab import PAD, PAD_CODE
 __all__ = ["MASKS", "OBJECTIVES", "READOUTS", "ClassificationTask", "Classifier", "ModelConfig",
            "seed_for"]
 
-MASKS = ("bidirectional", "causal")
-READOUTS = ("start", "end", "mean")
 #: membership alone, or with an auxiliary loss at every position of a causal model (FLaRe,
 #: Butoi et al. 2024): ``next_symbols``, which symbols (and the end) may follow the prefix
 #: (multi-label); ``language_model``, the next symbol of the members
@@ -128,7 +127,7 @@ class Classifier(blocks.Stacked):
             record("hook_embed", x)
         pe = self.pos(tokens.shape[2], n_tokens)
         if pe is not None:
-            if record is not None:  # patchable: dyckbook.length_break moves positions
+            if record is not None:  # patchable: chapters.references_objectives moves positions
                 pe = record("hook_pos_embed", pe.expand_as(x))
             x = x + pe
         x = dropout.apply(x, c.dropout, self.streams, self.training,

@@ -29,7 +29,8 @@ import torch
 from torch import nn
 
 from dyckbook import baselines as B
-from dyckbook import data_cache, seq2seq
+from dyckbook import cache, seq2seq
+from dyckbook.checkpoint import MODEL_CONFIGS, build_model
 from dyckbook.completion import CompletionDataConfig, CompletionSplits
 from dyckbook.config import (
     Check,
@@ -42,23 +43,20 @@ from dyckbook.config import (
     names,
     required_keys,
 )
-from dyckbook.evaluate import Score, margins, score
-from dyckbook.hardness import BINS
-from dyckbook.intervals import interval
+from dyckbook.evaluate import margins, score
 from dyckbook.model import ClassificationTask, Classifier, ModelConfig
 from dyckbook.presets import thesis_experiment
 from dyckbook.protocol import DataConfig, Splits
+from dyckbook.record import RunRecord, RunResult
 from dyckbook.recurrent import RecurrentClassifier, RecurrentConfig
 from dyckbook.seq2seq import Seq2SeqConfig
-from dyckbook.thesis_model import ThesisClassifier, ThesisModelConfig
+from dyckbook.thesis_model import ThesisModelConfig
 from dyckbook.train import TrainConfig, TrainResult, train
 from dyckbook.version import __version__
 
 __all__ = ["FAILURE_RULES", "MODEL_CONFIGS", "RunConfig", "RunRecord", "RunResult", "build_model",
            "config_digest", "config_fields", "judge", "run", "run_seeds", "thesis_config"]
 
-MODEL_CONFIGS = {"classifier": ModelConfig, "thesis": ThesisModelConfig, "seq2seq": Seq2SeqConfig,
-                 "recurrent": RecurrentConfig}
 FAILURE_RULES = {
     "constant": "the output does not depend on the input (margin spread < 1e-5 on the tests; "
                 "a completion model: one completion for every test prefix)",
@@ -234,9 +232,9 @@ class RunConfig:
 _SEEDS: Check = ((lambda v: isinstance(v, Iterable) and isinstance(v, Sized) and len(v) > 0
                   and not isinstance(v, (str, bytes, Mapping)) and all(is_int(s, 0) for s in v)),
                  "a non-empty sequence of ints >= 0")
-#: the checks of ``run_seeds``' arguments (``run_cache.run_seeds`` makes the same)
+#: the checks of ``run_seeds``' arguments
 RUN_SEEDS_ARGS: dict[str, Check] = {"config": instance(RunConfig), "seeds": _SEEDS,
-                                    "batched": flag(), "progress": flag()}
+                                    "batched": flag(), "progress": flag(), "splits": flag()}
 
 
 def training_device(device: str | torch.device) -> torch.device:
@@ -260,75 +258,6 @@ def device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return f"cuda ({torch.cuda.get_device_name(device)})"
     return device.type
-
-
-@dataclass
-class RunRecord:
-    """What a run measured: plain data, written and read by ``dyckbook.results``.
-
-    Attributes:
-        config: ``RunConfig.to_dict()``.
-        status: ``"ok"`` or ``"failed"`` (see ``FAILURE_RULES``); ``failure`` names the rule.
-        train_accuracy: accuracy on (up to 4,000 of) the training strings, eval mode.
-        margin_std: spread of the output margin over the test strings.
-        scores: ``{test set: Score}`` of the model.
-        baselines: ``{test set: {baseline: Score}}``, each fitted on the same training set's
-            members and its negatives of that test set's kinds (``baselines.fit_negatives``).
-        baseline_train: ``{baseline: accuracy on the training sample}``, fitted for the first
-            test set.
-        data: realised sizes of every set (``Splits.summary()``).
-        steps / stopped_at / seconds / history: from training.
-    """
-
-    config: dict[str, Any]
-    status: str
-    failure: str | None
-    train_accuracy: float
-    margin_std: float
-    scores: dict[str, Score]
-    baselines: dict[str, dict[str, Score]]
-    baseline_train: dict[str, float]
-    data: dict[str, Any]
-    steps: int
-    stopped_at: int | None
-    seconds: float
-    n_params: int
-    history: list[dict[str, Any]]
-    versions: dict[str, str] = field(default_factory=dict)
-    label: str = ""  # the configuration's name on the page that ran it
-    measures: dict[str, Any] = field(default_factory=dict)  # completion runs: per test set
-
-    @property
-    def seed(self) -> int:
-        return int(self.config["seed"])
-
-    def accuracy(self, test: str = "hard") -> float:
-        """The model's accuracy on one test set."""
-        return self.scores[test].accuracy
-
-    def to_dict(self) -> dict[str, Any]:
-        data = {k: v for k, v in self.__dict__.items() if k not in ("scores", "baselines")}
-        data["scores"] = {k: v.to_dict() for k, v in self.scores.items()}
-        data["baselines"] = {k: {b: s.to_dict() for b, s in v.items()}
-                             for k, v in self.baselines.items()}
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RunRecord:
-        data = dict(data)
-        data["scores"] = {k: Score.from_dict(v) for k, v in data["scores"].items()}
-        data["baselines"] = {k: {b: Score.from_dict(s) for b, s in v.items()}
-                             for k, v in data["baselines"].items()}
-        return cls(**data)
-
-
-@dataclass
-class RunResult:
-    """A record with the trained model and its data, for notebooks that look further."""
-
-    record: RunRecord
-    model: nn.Module
-    splits: Splits
 
 
 def config_fields(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -398,25 +327,11 @@ def judge(train_accuracy: float, margin_std: float, majority: float) -> str | No
     return None
 
 
-def build_model(config: ModelConfig | ThesisModelConfig | Seq2SeqConfig | RecurrentConfig,
-                seeds: Sequence[int]) -> nn.Module:
-    """The network of a model config, one model per seed (the thesis' port: one seed only)."""
-    if isinstance(config, Seq2SeqConfig):
-        return seq2seq.build_seq2seq(config, seeds)
-    if isinstance(config, RecurrentConfig):
-        return RecurrentClassifier(config, seeds)
-    if isinstance(config, ThesisModelConfig):
-        if len(seeds) != 1:
-            raise ValueError(f"the thesis' classifier holds one model, got seeds {list(seeds)}")
-        return ThesisClassifier(config, seed=seeds[0])
-    return Classifier(config, seeds)
-
-
 @lru_cache(maxsize=16)
 def data_splits(data: DataConfig | CompletionDataConfig, seed: int) -> Splits | CompletionSplits:
     """The splits of a data config and seed, cached: the grid's cells of one k share them, and
-    with ``DYCKBOOK_DATA_CACHE`` set, processes and machines too (``data_cache``)."""
-    return data_cache.load_or_make(data, seed, data_cache.make_splits)
+    with ``DYCKBOOK_DATA_CACHE`` set, processes and machines too (``cache``)."""
+    return cache.load_or_make(data, seed)
 
 
 def _fit_rows(kinds: np.ndarray, test_kinds: Sequence[str], limit: int) -> np.ndarray:
@@ -500,7 +415,8 @@ def _record(config: RunConfig, model: nn.Module, splits: Splits | CompletionSpli
 
 
 def run_seeds(config: RunConfig, seeds: Sequence[int], batched: bool = True,
-              progress: bool = False, device: str | torch.device = "cpu") -> list[RunResult]:
+              progress: bool = False, device: str | torch.device = "cpu",
+              splits: bool = True) -> list[RunResult]:
     """Run ``config`` once per seed: data, model, training and evaluation, a record per seed.
 
     Batching changes nothing but the speed (``dyckbook.train``): with ``batched`` the seeds'
@@ -512,12 +428,20 @@ def run_seeds(config: RunConfig, seeds: Sequence[int], batched: bool = True,
     a GPU's floating-point sums differ from the CPU's in the last bits, so its numbers are the
     CPU's to within rounding, not bit for bit.
 
+    Where ``DYCKBOOK_RUN_CACHE`` names a folder (``cache``), a seed trained there before, by
+    the same code, is read back (record and weights) and only the others train; each is written
+    there as soon as its group finishes, so a stopped run resumes. Training is a pure function
+    of the configuration, the seed and the code, and batching changes nothing, so a resumed run
+    equals one from scratch (``tests/test_cache.py``).
+
     Args:
         config: A :class:`RunConfig`.
         seeds: A non-empty sequence of ints >= 0 (a list, a tuple, a range...).
         batched: True (default) or False: train the seeds' models together or one by one.
         progress: True or False (default): show a bar over the training steps.
         device: "cpu" (default), "cuda", "cuda:1" or a ``torch.device``.
+        splits: True (default) or False: a seed read back from the run cache has its data
+            made again, or (False, for callers that read the records only) ``splits`` None.
 
     Returns:
         One :class:`RunResult` per seed, in order: its ``record`` (a :class:`RunRecord`, with
@@ -547,9 +471,32 @@ def run_seeds(config: RunConfig, seeds: Sequence[int], batched: bool = True,
         ValueError: run_seeds: seeds must be a non-empty sequence of ints >= 0, got 3 (int)
     """
     check_fields("run_seeds: ", {"config": config, "seeds": seeds, "batched": batched,
-                                 "progress": progress}, RUN_SEEDS_ARGS)
+                                 "progress": progress, "splits": splits}, RUN_SEEDS_ARGS)
     on = training_device(device)
     seeds = [int(s) for s in seeds]
+    root = cache.folder(cache.RUN_ENV)
+    found: dict[int, RunResult | None] = dict.fromkeys(seeds)
+    if root is not None:
+        for s in found:
+            entry = cache.read_run(root, config, s)
+            if entry is not None:
+                data = data_splits(config.data, s) if splits else None
+                found[s] = RunResult(RunRecord.from_dict(entry[0]), entry[1], data)
+        if any(r is not None for r in found.values()):
+            print(f"resumed {sum(r is not None for r in found.values())} of {len(found)} "
+                  f"seed(s) from {root}", flush=True)
+    missing = [s for s, r in found.items() if r is None]
+    if missing:
+        for result in _train_seeds(config, missing, batched, progress, on, root):
+            found[result.record.seed] = result
+    return [found[s] for s in seeds]  # type: ignore[misc]
+
+
+def _train_seeds(config: RunConfig, seeds: list[int], batched: bool, progress: bool,
+                 on: torch.device, root: Any) -> list[RunResult]:
+    """Train and score ``seeds`` (in groups: all together when ``batched`` and the model has a
+    model dimension, else one by one); each group's seeds are written to the run cache folder
+    ``root`` (None: no cache) as soon as the group is scored."""
     configs = [config.with_seed(s) for s in seeds]
     splits = [data_splits(c.data, c.seed) for c in configs]
     completion = isinstance(config.data, CompletionDataConfig)
@@ -559,7 +506,7 @@ def run_seeds(config: RunConfig, seeds: Sequence[int], batched: bool = True,
     batchable = isinstance(config.model, (ModelConfig, Seq2SeqConfig, RecurrentConfig))
     groups = ([list(range(len(seeds)))] if batched and batchable
               else [[i] for i in range(len(seeds))])
-    results: list[RunResult | None] = [None] * len(seeds)
+    results: list[RunResult] = []
     for group in groups:
         model = build_model(config.model, [configs[i].seed for i in group]).to(on)
         result = train(model, task, [splits[i].train for i in group],
@@ -570,9 +517,12 @@ def run_seeds(config: RunConfig, seeds: Sequence[int], batched: bool = True,
         for s, (i, single) in enumerate(zip(group, singles)):
             if completion:  # greedy decoding reads host tensors: scored on the CPU
                 single = single.cpu()
-            results[i] = RunResult(_record(configs[i], single, splits[i], result, s, on),
-                                   single.cpu(), splits[i])
-    return results  # type: ignore[return-value]
+            done = RunResult(_record(configs[i], single, splits[i], result, s, on),
+                             single.cpu(), splits[i])
+            if root is not None:
+                cache.write_run(root, config, seeds[i], done.record.to_dict(), done.model)
+            results.append(done)
+    return results
 
 
 def run(config: RunConfig) -> RunResult:
@@ -613,55 +563,3 @@ def run(config: RunConfig) -> RunResult:
     return run_seeds(config, [config.seed])[0]
 
 
-def _bin_shares(scores: Sequence[Score]) -> dict[str, float]:
-    """Share of the negatives in every hardness bin, over the scores pooled."""
-    counts = {b: sum(s.per_bin.get(b, [0])[0] for s in scores) for b in BINS}
-    total = sum(counts.values())
-    return {b: c / total for b, c in counts.items()} if total else {}
-
-
-def _nanmean(values: Sequence[float]) -> float:
-    """Mean of the values that are not NaN (NaN if none)."""
-    kept = [v for v in values if not np.isnan(v)]
-    return float(np.mean(kept)) if kept else float("nan")
-
-
-def summarise(groups: Mapping[str, Sequence[RunRecord]],
-              test: str = "hard") -> list[dict[str, Any]]:
-    """One row per group of records (e.g. the seeds of one configuration) on one test set.
-
-    Every seed counts in every mean and share: a failed seed is shown as failed (``failed``,
-    ``failures``), never dropped.
-
-    Row: ``label``, ``seeds``, ``failed`` (and the rules broken), ``accuracy`` (mean over all
-    seeds) with its 95% interval over seeds (``low``, ``high``; ``intervals.METHOD``),
-    ``solved`` (seeds at >= 0.99), ``n_test`` (strings per seed), ``members`` (mean accuracy on
-    the members), ``per_kind`` and ``per_bin`` (mean balanced accuracy of each negative kind and
-    hardness bin against the members of its lengths), ``bin_shares`` (the share of the test
-    set's negatives in each bin), ``baselines`` (mean accuracy of every
-    shortcut on the same sets) and ``strongest`` (the best of them: ``(name, accuracy)``).
-    """
-    rows = []
-    for label, group in groups.items():
-        ok = [r for r in group if test in r.scores]  # every seed scored, failed ones too
-        acc = [r.accuracy(test) for r in ok]
-        lo, hi = interval(acc)
-        kinds = sorted({k for r in ok for k in r.scores[test].per_kind if k != "member"})
-        bins = [b for b in BINS if any(r.scores[test].per_bin.get(b, [0])[0] for r in ok)]
-        shortcuts = {b: float(np.mean([r.baselines[test][b].accuracy for r in group]))
-                     for b in (group[0].baselines.get(test, {}) if group else {})}
-        rows.append({
-            "label": label, "seeds": len(group), "failed": sum(r.status != "ok" for r in group),
-            "failures": sorted({r.failure for r in group if r.failure}),
-            "accuracy": float(np.mean(acc)) if acc else float("nan"), "low": lo, "high": hi,
-            "solved": sum(a >= 0.99 for a in acc),
-            "n_test": int(np.mean([r.scores[test].n for r in group if test in r.scores] or [0])),
-            "members": _nanmean([r.scores[test].accuracy_of("per_kind", "member") for r in ok]),
-            "per_kind": {k: _nanmean([r.scores[test].balanced(kind=k) for r in ok])
-                         for k in kinds},
-            "per_bin": {b: _nanmean([r.scores[test].balanced(bin=b) for r in ok]) for b in bins},
-            "bin_shares": _bin_shares([r.scores[test] for r in group if test in r.scores]),
-            "baselines": shortcuts,
-            "strongest": max(shortcuts.items(), key=lambda kv: kv[1]) if shortcuts else None,
-        })
-    return rows

@@ -18,11 +18,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dyckbook import dropout, tokenizer
+from dyckbook import blocks, dropout, tokenizer
 from dyckbook.blocks import (
     ACTIVATIONS,
     NORMS,
-    POS_ENCODINGS,
     Block,
     Embedding,
     LayerNorm,
@@ -39,12 +38,23 @@ from dyckbook.languages import Dyck
 from dyckbook.model import seed_for
 from dyckbook.vocab import BOS, EOS, N_SPECIAL, SEQ_PAD
 
-__all__ = ["ARCHS", "CompletionTask", "DecoderOnly", "EncoderDecoder", "ItemScores",
+__all__ = ["ARCHS", "UNDECODABLE", "CompletionTask", "DecoderOnly", "EncoderDecoder", "ItemScores",
            "Seq2SeqConfig", "build_seq2seq", "evaluate_completions", "greedy_decode",
-           "score_items", "source_tokens", "target_tokens"]
+           "decodable", "score_items", "source_tokens", "target_tokens"]
 
 ARCHS = ("encoder_decoder", "decoder_only")
 Hooks = Iterable[str] | Callable[[str], bool] | None
+
+
+#: encodings a decoder cannot read: each is a function of the row's length, unknown while
+#: decoding (``absolute``'s i/n, ``randomized``'s draw)
+UNDECODABLE = ("absolute", "randomized")
+
+
+def decodable() -> tuple[str, ...]:
+    """The encodings of ``blocks.POS_ENCODINGS`` a decoder (and a decoder-only model) can
+    read."""
+    return tuple(pe for pe in blocks.POS_ENCODINGS if pe not in UNDECODABLE)
 
 
 @dataclass(frozen=True)
@@ -86,8 +96,8 @@ class Seq2SeqConfig(Config):
         if isinstance(self.dropout, bool) or not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"Seq2SeqConfig.dropout must be in [0, 1), got {self.dropout!r}")
         for name, allowed in (("norm", NORMS), ("act_fn", ACTIVATIONS),
-                              ("pos_encoding", POS_ENCODINGS),
-                              ("target_pos_encoding", (None, *POS_ENCODINGS))):
+                              ("pos_encoding", blocks.POS_ENCODINGS),
+                              ("target_pos_encoding", (None, *blocks.POS_ENCODINGS))):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"Seq2SeqConfig.{name} must be one of {allowed}, "
                                  f"got {getattr(self, name)!r}")

@@ -7,7 +7,7 @@ import torch
 
 from dyckbook.vocab import END, N_SPECIAL, PAD, PAD_CODE, START
 
-__all__ = ["TokenShape", "check_ids", "check_tokens", "decode", "encode", "token_names"]
+__all__ = ["TokenShape", "check_ids", "check_tokens", "decode", "encode"]
 
 
 class TokenShape:
@@ -65,11 +65,6 @@ def decode(tokens: torch.Tensor | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     codes = np.where(symbol[:, :width], tokens[:, 1:width + 1] - N_SPECIAL, PAD_CODE)
     inside = np.arange(width)[None, :] < lengths[:, None]
     return np.where(inside, codes, PAD_CODE).astype(np.uint8), lengths.astype(np.int64)
-
-
-def token_names(symbols: str) -> list[str]:
-    """Name of every token id: ``[start]``, ``[pad]``, ``[end]``, then the alphabet's symbols."""
-    return ["[start]", "[pad]", "[end]", *symbols]
 
 
 def check_ids(tokens: torch.Tensor, d_vocab: int, name: str = "tokens") -> None:

@@ -168,7 +168,7 @@ def smoke_root() -> Path:
     """
     import logging
 
-    from dyckbook import runner
+    from dyckbook.pipeline import runner
 
     key = source_hash()
     dest = SMOKE_CACHE / key
@@ -230,7 +230,7 @@ def build_book(dest: Path) -> Path:
 def build_tree(src: Path, dest: Path, profile: str = SMOKE_PROFILE) -> Path:
     """``dyckbook pages`` for ``profile`` in the source tree ``src`` (its runs and results
     copied in), then the book build into ``dest``; returns the HTML folder."""
-    from dyckbook import runner
+    from dyckbook.pipeline import runner
 
     runner.assemble_pages(profile, REPO / "notebooks" / "experiments.yml", src)
     proc = subprocess.run(

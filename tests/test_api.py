@@ -10,13 +10,13 @@ import sys
 import numpy as np
 import pytest
 
-from dyckbook import completion_tables
+from dyckbook.chapters import completion
+from dyckbook.checkpoint import build_model, load_model
 from dyckbook.languages import Dyck
 from dyckbook.model import ModelConfig
 from dyckbook.negatives import sample_negatives
 from dyckbook.protocol import DataConfig
-from dyckbook.results import load_model
-from dyckbook.run import RunConfig, build_model, config_fields, run, run_seeds
+from dyckbook.run import RunConfig, config_fields, run, run_seeds
 from dyckbook.train import TrainConfig
 
 ENTRY_POINTS = [RunConfig, run, run_seeds, load_model, sample_negatives]
@@ -172,7 +172,7 @@ def test_completion_layers_reach_the_built_model():
     assert "ks" not in flat and "run_name" not in flat
     direct = RunConfig.from_flat(flat, model="seq2seq")
     assert (direct.model.n_encoder_layers, direct.model.n_decoder_layers) == (3, 1)
-    configs = completion_tables.chapter_configs(  # the notebook's path
+    configs = completion.chapter_configs(  # the notebook's path
         flat, "1", "none", "rope", 30, (2, 20), {"norm": "pre", "max_steps": 5},
         budgets={"lengths": 0, "bbh": 7})
     encoder_decoder = build_model(configs["main"]["Dyck-1, encoder-decoder, none"].model, [0])
@@ -193,7 +193,7 @@ def test_completion_layers_reach_the_built_model():
         4, "bbh", 2, 20)
     assert bbh.model.n_ctx >= bbh.data.test_max_length and bbh.train.max_steps == 7
     # the notebook's target_accuracy 0: train to the end; its bucket reaches every config
-    to_the_end = completion_tables.chapter_configs(
+    to_the_end = completion.chapter_configs(
         config_fields({**params, "target_accuracy": 0, "bucket": True}), "1", "none")
     assert all(c.train.target_accuracy is None and c.train.bucket
                for c in to_the_end["main"].values())

@@ -169,7 +169,7 @@ def test_a_broken_run_keeps_every_page_and_the_book_builds(tmp_path: Path) -> No
 
     from book_build import SMOKE_PROFILE, SOURCE_ITEMS, build_tree, smoke_root
 
-    from dyckbook import runner
+    from dyckbook.pipeline import runner
 
     src = tmp_path / "src"
     src.mkdir()

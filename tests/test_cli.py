@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from reference_checker import is_dyck
 
-from dyckbook.__main__ import main
+from dyckbook.pipeline.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE_MANIFEST = REPO / "tests" / "fixtures" / "experiments.yml"
@@ -192,7 +192,7 @@ def test_verbose_generate_says_what_it_writes(tmp_path: Path, capsys) -> None:
 
 def test_the_constants_the_parser_copies_match_their_modules() -> None:
     """The parser repeats them so that bad arguments fail before numpy is imported."""
-    from dyckbook.__main__ import MAX_K, REGIMES
+    from dyckbook.pipeline.cli import MAX_K, REGIMES
     from dyckbook.protocol import REGIMES as PROTOCOL_REGIMES
     from dyckbook.vocab import DEFAULT_PAIRS
 
@@ -246,7 +246,7 @@ def test_train_lengths_writes_07s_parameters_and_resumes_its_records(tmp_path: P
                                                                      capsys) -> None:
     """What a GPU machine runs for 07 (README): the parameters written where the notebook
     packages are, then records trained from them, which a second call resumes."""
-    from dyckbook import runner
+    from dyckbook.pipeline import runner
 
     params = tmp_path / "params.json"
     code, out, _ = call(["train-lengths", "--profile", "smoke", "--write-params", str(params)],

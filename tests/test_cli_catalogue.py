@@ -223,7 +223,7 @@ def test_the_catalogue_is_long_and_has_no_duplicates() -> None:
 def test_the_fast_failures_load_neither_torch_nor_papermill(tmp_path: Path) -> None:
     """Bad arguments are refused before the heavy imports (a second, not ten)."""
     _world(tmp_path)
-    code = ("import sys\nfrom dyckbook.__main__ import main\n"
+    code = ("import sys\nfrom dyckbook.pipeline.cli import main\n"
             "for argv in [a.split('|') for a in sys.argv[1:]]:\n"
             "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
             "print(sorted(m for m in ('torch', 'papermill', 'dask') if m in sys.modules))")

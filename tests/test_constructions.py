@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
+from dyckbook import checkpoint, evaluate, kernels, tokenizer
 from dyckbook import constructions as C
-from dyckbook import evaluate, kernels, results, tokenizer
 from dyckbook.dataset import Dataset
 from dyckbook.languages import Dyck
 from dyckbook.model import Classifier, ModelConfig
@@ -101,7 +101,7 @@ def test_a_construction_is_an_ordinary_classifier(tmp_path) -> None:
     model = C.dyck_kd(2, 3, 16)
     assert isinstance(model, Classifier) and isinstance(model.config, ModelConfig)
     assert ModelConfig.from_dict(model.config.to_dict()) == model.config
-    loaded = results.load_model(results.save_model(tmp_path / "model.pt", model))
+    loaded = checkpoint.load_model(checkpoint.save_model(tmp_path / "model.pt", model))
     data = Dataset.from_strings(Dyck(2, 3), ["([])", "([)]", "[[[]]]", "(((())))", ""])
     assert evaluate.margins(loaded, data).tolist() == evaluate.margins(model, data).tolist()
     assert evaluate.predict(loaded, data).tolist() == [1, 0, 1, 0, 1]

@@ -11,7 +11,7 @@ from pathlib import Path
 import papermill
 import pytest
 
-from dyckbook.__main__ import build_parser
+from dyckbook.pipeline.cli import build_parser
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", REPO / "CONTRIBUTING.md", REPO / "ARCHITECTURE.md",

@@ -136,8 +136,7 @@ def test_balanced_accuracy_compares_a_kind_with_the_members_of_its_lengths():
     assert s.balanced(kind="a") == 1.0  # its members (length 10) are right
     assert s.balanced(kind="b") == 0.5  # its members (length 20) are wrong
     assert s.per_bin == {"member": [4, 2], "w<=4": [1, 1], "w>8": [1, 1]}
-    assert s.bin_table() == {"w<=4": 1.0, "w>8": 0.5}
-    assert s.kind_table() == {"a": 1.0, "b": 0.5}
+    assert s.balanced(bin="w<=4") == 1.0 and s.balanced(bin="w>8") == 0.5
     assert s.balanced() == 0.75 and math.isnan(s.balanced(kind="dip"))
     back = Score.from_dict(json.loads(json.dumps(s.to_dict())))
     assert back == s and pool([s, s]).cells == {k: [2 * n, 2 * c] for k, (n, c) in s.cells.items()}

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from test_runner import manifest, page, record, results
 
-from dyckbook import runner
-from dyckbook.executors import Progress, make_executor
+from dyckbook.pipeline import runner
+from dyckbook.pipeline.executors import Progress, make_executor
 
 pytest.importorskip("distributed")
 REPO = Path(__file__).resolve().parents[1]
@@ -67,7 +67,7 @@ def test_a_dask_run_publishes_what_a_process_pool_run_publishes(tmp_path: Path, 
 
 @pytest.mark.slow
 def test_a_smoke_grid_on_dask_equals_the_process_pool(dask, pool) -> None:
-    from dyckbook.grid import GridSpec, cells_named, run_grid
+    from dyckbook.chapters.ablation_grid import GridSpec, cells_named, run_grid
 
     spec = GridSpec(max_steps=20, eval_every=10, n_train=400, n_val=64, n_test=200)
     scores = [[r.to_dict()["scores"] for r in run_grid(cells_named("smoke"), spec, [0],
@@ -198,14 +198,14 @@ def test_pool_workers_run_one_torch_thread_even_when_the_script_imported_torch(t
     script = tmp_path / "threads.py"
     script.write_text(
         "import torch\n"
-        "from dyckbook import executors\n\n"
+        "from dyckbook.pipeline import executors\n\n"
         "def threads(_):\n"
         "    return torch.get_num_threads()\n\n"
         "if __name__ == '__main__':\n"
         "    with executors.make_executor(None, 2) as pool:\n"
         "        print(sorted(pool.map(threads, range(4))))\n")
     env = {**os.environ, "OMP_NUM_THREADS": "3"}  # what a worker's torch starts with, unfixed
-    env["PYTHONPATH"] = str(Path(runner.__file__).resolve().parents[1])
+    env["PYTHONPATH"] = str(Path(runner.__file__).resolve().parents[2])
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
                          timeout=300, check=True)
     assert out.stdout.strip() == "[1, 1, 1, 1]", out.stdout + out.stderr

@@ -6,10 +6,10 @@ from itertools import product
 
 import pytest
 
-from dyckbook import grid, results
-from dyckbook.evaluate import Score, wilson
-from dyckbook.grid import (
-    GRID_POS_ENCODINGS,
+from dyckbook import results
+from dyckbook.blocks import MASKS, POS_ENCODINGS, READOUTS
+from dyckbook.chapters import ablation_grid
+from dyckbook.chapters.ablation_grid import (
     Cell,
     GridSpec,
     cell_of,
@@ -17,8 +17,9 @@ from dyckbook.grid import (
     run_grid,
     summarise,
 )
-from dyckbook.model import MASKS, READOUTS
-from dyckbook.run import RunConfig, RunRecord
+from dyckbook.evaluate import Score, wilson
+from dyckbook.record import RunRecord
+from dyckbook.run import RunConfig
 
 TINY = GridSpec(d_model=8, n_heads=1, d_mlp=16, max_length=12, max_length_k1=12, n_train=128,
                 n_val=32, n_test=64, batch_size=32, warmup_steps=2, max_steps=8, eval_every=4,
@@ -27,9 +28,9 @@ TINY = GridSpec(d_model=8, n_heads=1, d_mlp=16, max_length=12, max_length_k1=12,
 
 def test_cell_names_round_trip():
     cells = cells_named("full")
-    assert len(cells) == len(set(cells)) == 180
-    assert set(cells) == {Cell(*c) for c in product((1, 3), (1, 2, 3), MASKS,
-                                                     GRID_POS_ENCODINGS, READOUTS)}
+    assert len(cells) == len(set(cells)) == 2 * 3 * 2 * len(POS_ENCODINGS) * 3
+    assert set(cells) == {Cell(*c) for c in product((1, 3), (1, 2, 3), MASKS, POS_ENCODINGS,
+                                                     READOUTS)}
     for cell in cells:
         assert Cell.from_name(cell.name) == cell
     assert Cell(3, 2, "causal", "learned", "end").name == "k3-L2-causal-learned-end"
@@ -48,7 +49,8 @@ def test_named_cell_sets():
     reduced = cells_named("reduced")
     assert len(reduced) == len(set(reduced)) == 72  # 18 per (k, layers) at 1 and 2 layers
     assert {(c.k, c.n_layers) for c in reduced} == {(1, 1), (1, 2), (3, 1), (3, 2)}
-    assert all(c.pos_encoding != "absolute_ctx" for c in reduced)
+    assert all(c.pos_encoding not in ("absolute_ctx", "rope", "alibi", "randomized")
+               for c in reduced)
     for c in reduced:  # what it keeps: the thesis' cells, readouts that can see the string
         thesis = c.pos_encoding in ("none", "absolute") and c.readout == "start"
         assert thesis or (c.mask == "causal") == (c.readout == "end") or c.readout == "mean"
@@ -122,7 +124,7 @@ def test_run_grid_resumes_without_training(first_run, monkeypatch):
     def no_training(*args, **kwargs):
         raise AssertionError("run_grid trained a cell whose records were on file")
 
-    monkeypatch.setattr(grid, "run_seeds", no_training)
+    monkeypatch.setattr(ablation_grid, "run_seeds", no_training)
     again = run_grid(cells_named("smoke"), TINY, [0, 1], records_path=path)
     assert [_numbers(r) for r in again] == [_numbers(r) for r in records]
     assert len(path.read_text().splitlines()) == 6
@@ -157,7 +159,7 @@ def test_a_record_written_before_a_field_existed_is_not_reused(first_run, tmp_pa
     def no_training(*args, **kwargs):
         raise AssertionError("trained")
 
-    monkeypatch.setattr(grid, "run_seeds", no_training)
+    monkeypatch.setattr(ablation_grid, "run_seeds", no_training)
     with pytest.raises(AssertionError, match="trained"):
         run_grid(cells_named("smoke")[:1], TINY, [0], records_path=path)
 

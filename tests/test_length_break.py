@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from dyckbook import constructions, length_break, tokenizer
+from dyckbook import constructions, tokenizer
+from dyckbook.chapters import references_objectives as length_break
 from dyckbook.model import Classifier, ModelConfig
 
 

@@ -7,11 +7,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from dyckbook import length_study, plotting
+from dyckbook import plotting
+from dyckbook.chapters import generalisation
+from dyckbook.checkpoint import build_model
 from dyckbook.evaluate import Score
 from dyckbook.model import ModelConfig
 from dyckbook.recurrent import RecurrentClassifier, RecurrentConfig
-from dyckbook.run import RunConfig, build_model
+from dyckbook.run import RunConfig
 
 
 def _base(**kw) -> RunConfig:
@@ -34,7 +36,7 @@ def _base(**kw) -> RunConfig:
         "objective": "language_model"}),
 ])
 def test_fields_parse_every_kind_of_name(name, expected):
-    assert length_study.fields(name) == expected
+    assert generalisation.fields(name) == expected
 
 
 @pytest.mark.parametrize("name, says", [
@@ -46,7 +48,7 @@ def test_fields_parse_every_kind_of_name(name, expected):
 ])
 def test_fields_reject_a_bad_name_naming_it(name, says):
     with pytest.raises(ValueError, match=says):
-        length_study.fields(name)
+        generalisation.fields(name)
 
 
 @pytest.mark.parametrize("cell", ["lstm", "stack"])
@@ -57,7 +59,7 @@ def test_matched_hidden_is_the_closest_parameter_count(cell):
         return RecurrentClassifier(RecurrentConfig(k=3, n_ctx=64, cell=cell,
                                                    d_hidden=width)).n_params
 
-    width = length_study.matched_hidden(cell, 3, 64, target)
+    width = generalisation.matched_hidden(cell, 3, 64, target)
     assert abs(size(width) - target) <= min(abs(size(width - 1) - target),
                                             abs(size(width + 1) - target))
     assert abs(size(width) - target) / target < 0.05
@@ -65,24 +67,24 @@ def test_matched_hidden_is_the_closest_parameter_count(cell):
 
 def test_config_gives_each_kind_its_model_on_the_same_data_and_training():
     base = _base()
-    lstm = length_study.config(base, "lstm")
+    lstm = generalisation.config(base, "lstm")
     assert isinstance(lstm.model, RecurrentConfig) and lstm.model.cell == "lstm"
     assert (lstm.model.k, lstm.model.n_ctx) == (base.model.k, base.model.n_ctx)
     assert lstm.data == base.data and lstm.train == base.train
-    aux = length_study.config(base, "causal-alibi-end+language_model")
+    aux = generalisation.config(base, "causal-alibi-end+language_model")
     assert (aux.model.pos_encoding, aux.model.objective) == ("alibi", "language_model")
     with pytest.raises(ValueError, match="causal"):  # an objective needs a causal mask
-        length_study.config(base, "bidirectional-none-mean+next_symbols")
+        generalisation.config(base, "bidirectional-none-mean+next_symbols")
 
 
 def test_run_records_on_two_processes_equals_running_them_here(tmp_path):
-    from dyckbook.executors import make_executor
+    from dyckbook.pipeline.executors import make_executor
 
-    configs = {"Dyck-2 lstm": length_study.config(_base(), "lstm"),
-               "Dyck-2 causal-rope-end": length_study.config(_base(), "causal-rope-end")}
-    here = length_study.run_records(configs, [0, 1], tmp_path / "a")
+    configs = {"Dyck-2 lstm": generalisation.config(_base(), "lstm"),
+               "Dyck-2 causal-rope-end": generalisation.config(_base(), "causal-rope-end")}
+    here = generalisation.run_records(configs, [0, 1], tmp_path / "a")
     with make_executor(None, 2) as pool:
-        there = length_study.run_records(configs, [0, 1], tmp_path / "b", pool)
+        there = generalisation.run_records(configs, [0, 1], tmp_path / "b", pool)
     assert list(there) == list(configs)
     for label in configs:
         assert [r.label for r in there[label]] == [label, label]
@@ -90,7 +92,7 @@ def test_run_records_on_two_processes_equals_running_them_here(tmp_path):
                 == [r.scores["stack"].to_dict() for r in there[label]])
     assert len((tmp_path / "b" / "records.jsonl").read_text().splitlines()) == 4
     with pytest.raises(ValueError, match="executor"):
-        length_study.run_records(configs, [0], tmp_path / "c", executor=2)
+        generalisation.run_records(configs, [0], tmp_path / "c", executor=2)
 
 
 def _study_params(**kw) -> dict:
@@ -103,7 +105,7 @@ def _study_params(**kw) -> dict:
 def test_study_bounds_depth_only_in_the_depth_study():
     """test_max_depth is the depth study's: the length study's test strings have any depth
     (it leaked into them, at 6, until 2026-11-27)."""
-    study = length_study.study(_study_params())
+    study = generalisation.study(_study_params())
     assert list(study.lengths) == ["Dyck-1 causal-rope-end", "Dyck-1 lstm",
                                    "Dyck-2 causal-rope-end", "Dyck-2 lstm"]
     assert list(study.depths) == ["depth causal-none-end"]
@@ -114,44 +116,44 @@ def test_study_bounds_depth_only_in_the_depth_study():
             2, 40, ("hard", "stack"))
     depth = study.depths["depth causal-none-end"].data
     assert (depth.k, depth.max_depth, depth.test_max_depth, depth.max_length) == (2, 2, 4, 16)
-    assert "of any depth" in length_study.recipe_sentence(study.base, 2)
-    assert "at most 4 deep" in length_study.recipe_sentence(study.depths["depth causal-none-end"],
+    assert "of any depth" in generalisation.recipe_sentence(study.base, 2)
+    assert "at most 4 deep" in generalisation.recipe_sentence(study.depths["depth causal-none-end"],
                                                             2)
     with pytest.raises(ValueError, match=r"07's parameters lack \['depth_k'\]"):
-        length_study.study({k: v for k, v in _study_params().items() if k != "depth_k"})
+        generalisation.study({k: v for k, v in _study_params().items() if k != "depth_k"})
 
 
 def test_run_records_resumes_from_its_records_and_keeps_only_this_recipes(tmp_path,
                                                                           monkeypatch):
-    configs = {"a": length_study.config(_base(), "causal-rope-end"),
-               "b": length_study.config(_base(), "lstm")}
-    first = length_study.run_records({"a": configs["a"]}, [0, 1], tmp_path)
-    other = length_study.run_records({"x": length_study.config(_base(window=3), "lstm")},
+    configs = {"a": generalisation.config(_base(), "causal-rope-end"),
+               "b": generalisation.config(_base(), "lstm")}
+    first = generalisation.run_records({"a": configs["a"]}, [0, 1], tmp_path)
+    other = generalisation.run_records({"x": generalisation.config(_base(window=3), "lstm")},
                                      [0], tmp_path / "other")
     path = tmp_path / "records.jsonl"
     path.write_text(path.read_text() + (tmp_path / "other" / "records.jsonl").read_text())
     trained = []
-    real = length_study._records
+    real = generalisation._records
 
     def spy(config, seeds, device="cpu"):
         trained.append(list(seeds))
         return real(config, seeds, device)
 
-    monkeypatch.setattr(length_study, "_records", spy)
-    again = length_study.run_records(configs, [0, 1], tmp_path)
+    monkeypatch.setattr(generalisation, "_records", spy)
+    again = generalisation.run_records(configs, [0, 1], tmp_path)
     assert trained == [[0, 1]]  # b's two seeds; a's came from the file
     assert [r.to_dict() for r in again["a"]] == [r.to_dict() for r in first["a"]]
     assert [r.label for r in again["b"]] == ["b", "b"]
     lines = path.read_text().splitlines()  # x's record (another recipe) is gone
     assert len(lines) == 4 and other["x"][0].to_dict() not in map(json.loads, lines)
     trained.clear()
-    more = length_study.run_records(configs, [0, 1, 2], tmp_path)  # a third seed only
+    more = generalisation.run_records(configs, [0, 1, 2], tmp_path)  # a third seed only
     assert trained == [[2], [2]] and [r.seed for r in more["b"]] == [0, 1, 2]
 
 
 def test_run_records_rejects_a_bad_device(tmp_path):
     with pytest.raises(ValueError, match="device must be"):
-        length_study.run_records({"a": _base()}, [0], tmp_path, device="gpu0")
+        generalisation.run_records({"a": _base()}, [0], tmp_path, device="gpu0")
 
 
 def _score(per_length: dict[int, tuple[int, int]]) -> Score:
@@ -163,11 +165,11 @@ def _score(per_length: dict[int, tuple[int, int]]) -> Score:
 def test_reach_is_the_last_consecutive_bin_that_holds():
     # bins of 16: [17, 32] 100%, [33, 48] 95%, [49, 64] 50%, [65, 80] 100% (after a break)
     score = _score({30: (10, 10), 32: (10, 10), 40: (20, 19), 60: (10, 5), 70: (10, 10)})
-    assert length_study.reach(score, 16, 0.9) == 48
-    assert length_study.reach(score, 16, 0.96) == 32
-    assert length_study.reach(_score({30: (10, 8)}), 16, 0.9) == 0  # the first bin fails
+    assert generalisation.reach(score, 16, 0.9) == 48
+    assert generalisation.reach(score, 16, 0.96) == 32
+    assert generalisation.reach(_score({30: (10, 8)}), 16, 0.9) == 0  # the first bin fails
     with pytest.raises(ValueError, match="bin_width"):
-        length_study.reach(score, 0)
+        generalisation.reach(score, 0)
 
 
 def test_reach_rows_count_failed_seeds_and_say_what_was_not_tested():
@@ -178,20 +180,20 @@ def test_reach_rows_count_failed_seeds_and_say_what_was_not_tested():
     far = {k: (10, 10) for k in range(30, 257, 2)}
     groups = {"Dyck-1 a": [record(far), record(far), record({30: (10, 1)}, "failed")],
               "Dyck-1 b": [record({30: (10, 10), 40: (10, 2)})] * 3}
-    rows = length_study.reach_rows(groups, "stack", 16)
+    rows = generalisation.reach_rows(groups, "stack", 16)
     assert rows[0]["seeds"] == "3 (1 failed)" and rows[0][">= 16N"] == "2/3"
     assert rows[0]["holds to (each seed, xN)"] == "16 16 0"
     assert rows[1][">= 8N"] == "0/3" and rows[1][">= 16N"] == "not tested"  # strings to 40
     # no string of length 256 (Dyck-2's longest stack strings can stop short of it), but the
     # last bin, [241, 256], has strings and holds: the seed reaches 16N, and that was tested
     short_of_16n = {k: (10, 10) for k in range(30, 247, 2)}
-    row = length_study.reach_rows({"Dyck-2 a": [record(short_of_16n)]}, "stack", 16)[0]
+    row = generalisation.reach_rows({"Dyck-2 a": [record(short_of_16n)]}, "stack", 16)[0]
     assert row["holds to (each seed, xN)"] == "16" and row[">= 16N"] == "1/1"
-    sentence = length_study.reach_sentence(rows, 0.9)
+    sentence = generalisation.reach_sentence(rows, 0.9)
     assert "Dyck-1 a (2/3 seeds)" in sentence and "Dyck-1 b" not in sentence
-    short = length_study.reach_rows({"Dyck-1 b": groups["Dyck-1 b"]}, "stack", 16)
-    assert "not tested" in length_study.reach_sentence(short, 0.9)
-    assert "2N, by Dyck-1 b" in length_study.reach_sentence(short, 0.9)
+    short = generalisation.reach_rows({"Dyck-1 b": groups["Dyck-1 b"]}, "stack", 16)
+    assert "not tested" in generalisation.reach_sentence(short, 0.9)
+    assert "2N, by Dyck-1 b" in generalisation.reach_sentence(short, 0.9)
 
 
 def test_probe_rows_read_the_moonshot_probe_and_count_every_seed():
@@ -202,28 +204,28 @@ def test_probe_rows_read_the_moonshot_probe_and_count_every_seed():
                                   "test_max_depth": None, "target_accuracy": None},
                      "Dyck-1 b": {"seeds": [100], "reach_xN": [2.0], "status": ["ok"],
                                   "steps": [400], "test_max_depth": 6}}}
-    a, b = length_study.probe_rows(raw)
+    a, b = generalisation.probe_rows(raw)
     assert a["seeds"] == "3 (200-202), 1 failed" and a[">= 16N"] == "2/3"
     assert a["early stop"] == "none" and a["test depth"] == "any" and a["median"] == "16N"
     assert a["strings trained (median)"] == "192,000"
     assert b["early stop"] == "at 99.5% validation" and b["test depth"] == "<= 6"
     assert b["seeds"] == "1 (seed 100)"
     apart = {**raw, "tasks": {"Dyck-1 a": {**raw["tasks"]["Dyck-1 a"], "seeds": [200, 205, 209]}}}
-    assert length_study.probe_rows(apart)[0]["seeds"] == "3 (200, 205, 209), 1 failed"
+    assert generalisation.probe_rows(apart)[0]["seeds"] == "3 (200, 205, 209), 1 failed"
     assert b["holds to (each seed, xN)"] == "2" and b[">= 16N"] == "0/1"
-    assert "Dyck-1 a (2/3 seeds)" in length_study.reach_sentence([a, b], 0.9)
-    a_fails = length_study.probe_rows({**raw, "tasks": {"Dyck-1 a": {
+    assert "Dyck-1 a (2/3 seeds)" in generalisation.reach_sentence([a, b], 0.9)
+    a_fails = generalisation.probe_rows({**raw, "tasks": {"Dyck-1 a": {
         **raw["tasks"]["Dyck-1 a"], "reach_xN": [16.0, 3.0, 3.0]}}})
-    sentence = length_study.reach_sentence(a_fails, 0.9)
+    sentence = generalisation.reach_sentence(a_fails, 0.9)
     assert "no configuration holds it to 16N in a majority" in sentence
     assert "the most seeds held to 16N: 1/3 by Dyck-1 a" in sentence
     # a one-seed row beside a three-seed one: each named with its seeds
-    one = length_study.probe_rows({**raw, "tasks": {
+    one = generalisation.probe_rows({**raw, "tasks": {
         "Dyck-1 a": {**raw["tasks"]["Dyck-1 a"], "reach_xN": [4.0, 3.0, 3.0]},
         "Dyck-1 b": {**raw["tasks"]["Dyck-1 b"], "reach_xN": [7.0]}}})
     assert ("the furthest median reach is 7N, by Dyck-1 b (1 seed)."
-            in length_study.reach_sentence(one, 0.9))
-    assert length_study.probe_rows({**raw, "test_max_length": 128})[0][">= 16N"] == "not tested"
+            in generalisation.reach_sentence(one, 0.9))
+    assert generalisation.probe_rows({**raw, "test_max_length": 128})[0][">= 16N"] == "not tested"
 
 
 def test_check_sentence_gives_each_registered_check_its_verdict():
@@ -231,17 +233,17 @@ def test_check_sentence_gives_each_registered_check_its_verdict():
            "tasks": {f"Dyck-1 {name}": {"seeds": [1, 2, 3], "reach_xN": reach, "status": ["ok"] * 3,
                                         "steps": [400] * 3}
                      for name, reach in (("held", [16.0, 16.0, 2.0]), ("not", [16.0, 2.0, 3.0]))}}
-    rows = length_study.probe_rows(raw)
-    sentence = length_study.check_sentence(rows, ["Dyck-1 held", "Dyck-1 not"])
+    rows = generalisation.probe_rows(raw)
+    sentence = generalisation.check_sentence(rows, ["Dyck-1 held", "Dyck-1 not"])
     assert "Dyck-1 held: 2 of 3 seeds hold to 16N (median 16N), predicted a majority: " \
            "**confirmed**." in sentence
     assert "Dyck-1 not: 1 of 3 seeds hold to 16N (median 3N)" in sentence
     assert sentence.endswith("**rejected**.")
     with pytest.raises(ValueError, match="'Dyck-1 gone' has no row"):
-        length_study.check_sentence(rows, ["Dyck-1 gone"])
-    short = length_study.probe_rows({**raw, "test_max_length": 128})
+        generalisation.check_sentence(rows, ["Dyck-1 gone"])
+    short = generalisation.probe_rows({**raw, "test_max_length": 128})
     with pytest.raises(ValueError, match="tested to 16N"):
-        length_study.check_sentence(short, ["Dyck-1 held"])
+        generalisation.check_sentence(short, ["Dyck-1 held"])
 
 
 def test_probe_rows_of_the_committed_results_agree_with_their_own_seeds():
@@ -250,7 +252,7 @@ def test_probe_rows_of_the_committed_results_agree_with_their_own_seeds():
 
     raw = json.loads((Path(__file__).resolve().parents[1] / "benchmarks" / "results"
                       / "length_reach.json").read_text())["raw"]
-    for row, task in zip(length_study.probe_rows(raw), raw["tasks"].values(), strict=True):
+    for row, task in zip(generalisation.probe_rows(raw), raw["tasks"].values(), strict=True):
         assert row[">= 16N"] == f"{sum(x >= 16 for x in task['reach_xN'])}/{len(task['seeds'])}"
         assert row[">= 16N"] == task[">= 16N"]  # the benchmark's own count
 
@@ -274,14 +276,14 @@ def test_theme_rows_pick_each_theme_and_the_best_transformer_per_language():
     split = [{"configuration": la, "within": "w", "beyond": "b"} for la in labels]
     reaches = [{"configuration": la, "median": "2N", "strings trained (median)": "8"}
                for la in labels]
-    refs = length_study.theme_rows(split, stack, reaches, "references")
+    refs = generalisation.theme_rows(split, stack, reaches, "references")
     assert [r["configuration"] for r in refs] == ["lstm", "stack-rnn", "causal-rope-end"] * 2
-    objectives = length_study.theme_rows(split, stack, reaches, "objectives")
+    objectives = generalisation.theme_rows(split, stack, reaches, "objectives")
     assert [r["configuration"] for r in objectives][:3] == names[:1] + names[4:]
-    sentence = length_study.theme_sentence(objectives)
+    sentence = generalisation.theme_sentence(objectives)
     assert sentence.startswith("Dyck-1: highest on the stack set causal-none-end+next_symbols")
     with pytest.raises(ValueError, match="theme"):
-        length_study.theme_rows(split, stack, reaches, "positions")
+        generalisation.theme_rows(split, stack, reaches, "positions")
 
 
 def _sided(cells: dict[str, tuple[int, int]]) -> SimpleNamespace:
@@ -301,19 +303,19 @@ def test_side_rows_say_on_which_side_each_configuration_errs():
         "Dyck-1 guesses": [_sided({"member|member|100": (10, 5), "far|w>8|100": (10, 6)})],
         "Dyck-1 short": [_sided({"member|member|40": (10, 10), "far|w>8|40": (10, 10)})],
     }
-    rows = {r["configuration"]: r for r in length_study.side_rows(groups, "stack", 16)}
+    rows = {r["configuration"]: r for r in generalisation.side_rows(groups, "stack", 16)}
     assert [rows[k]["beyond 4N"] for k in groups] == [
         "accepts the negatives", "rejects the members", "holds", "errs both ways",
         "not tested beyond"]
     accepts = rows["Dyck-1 accepts"]
     assert (accepts["members right, to 4N"], accepts["negatives right, to 4N"],
             accepts["negatives right, beyond 4N"]) == ("100.0%", "90.0%", "10.0%")
-    sentence = length_study.side_sentence(list(rows.values()))
+    sentence = generalisation.side_sentence(list(rows.values()))
     assert sentence.startswith("Beyond 4N: 1 of 5 accepts the negatives (Dyck-1 accepts)")
-    twice = length_study.side_sentence([rows["Dyck-1 accepts"]] * 2 + [rows["Dyck-1 holds"]])
+    twice = generalisation.side_sentence([rows["Dyck-1 accepts"]] * 2 + [rows["Dyck-1 holds"]])
     assert twice.startswith("Beyond 4N: 2 of 3 accept the negatives (Dyck-1 accepts, Dyck-1 "
                             "accepts); 1 of 3 holds (Dyck-1 holds)")
-    both = length_study.side_sentence([rows["Dyck-1 guesses"]] * 2)
+    both = generalisation.side_sentence([rows["Dyck-1 guesses"]] * 2)
     assert both == "Beyond 4N: 2 of 2 err both ways (Dyck-1 guesses, Dyck-1 guesses)."
     with pytest.raises(ValueError, match="split_at"):
-        length_study.side_rows(groups, "stack", 16, split_at=0)
+        generalisation.side_rows(groups, "stack", 16, split_at=0)

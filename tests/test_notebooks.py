@@ -23,7 +23,7 @@ from types import SimpleNamespace
 import papermill
 import pytest
 
-from dyckbook import runner
+from dyckbook.pipeline import runner
 
 pytestmark = pytest.mark.notebook
 

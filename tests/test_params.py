@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dyckbook import params
+from dyckbook.pipeline import params
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCES = sorted([*(REPO / "notebooks").glob("*.ipynb"), *(REPO / "book").glob("*.ipynb")])
@@ -113,9 +113,9 @@ def test_satisfies_reports_the_parser_message():
     message = _problems(budgets=("100:800,400", rule))
     assert message.startswith("budgets must be a comma list of max_steps:n_train, "
                               "got '100:800,400' (")
-    from dyckbook import grid
+    from dyckbook.chapters import ablation_grid
 
-    cells = params.satisfies(grid.cells_named, "smoke|reduced|full or cell names")
+    cells = params.satisfies(ablation_grid.cells_named, "smoke|reduced|full or cell names")
     assert _problems(cells=("smoke", cells)) == _problems(cells=("k1-L1-causal-none-end", cells))
     message = _problems(cells=("k1-L1-causal-xpos-end", cells))
     assert message.startswith("cells must be smoke|reduced|full or cell names, got "
@@ -134,7 +134,7 @@ def test_check_reports_every_problem_and_the_runner_names():
         "lr must be a number > 0, got 0"]
     params.check({"x": 1})  # the runner's names are checked only where defined
     params.check({"num_threads": "any"}, free=("num_threads",))  # free: anything goes
-    from dyckbook import runner
+    from dyckbook.pipeline import runner
 
     assert set(params.RUNNER) == set(runner.INJECTED)
 
@@ -270,7 +270,7 @@ def test_completion_accepts_every_documented_pos_encoding(monkeypatch: pytest.Mo
 def test_every_run_of_every_profile_passes_its_check(monkeypatch: pytest.MonkeyPatch) -> None:
     """The manifest's values (smoke, cpu, thesis, grid) are all allowed: the rules refuse only
     what no profile uses."""
-    from dyckbook import runner
+    from dyckbook.pipeline import runner
 
     manifest = runner.load_manifest(REPO / "notebooks" / "experiments.yml")
     checked = 0

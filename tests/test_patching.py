@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from dyckbook import constructions, patching
+from dyckbook.chapters import intervention
 from dyckbook.languages import Dyck
 from dyckbook.model import Classifier, ModelConfig
 from dyckbook.negatives import sample_minimal_pairs
@@ -98,7 +99,7 @@ def test_a_hypothesis_is_accepted_only_when_patching_and_scrubbing_agree():
     effects = patching.component_effects([model], members, negatives)
     assert set(effects) == {"L0H0", "L0 MLP"} and min(v[0] for v in effects.values()) > 0.95
     blind = {"L0H0": [math.nan], "L0H1": [math.nan], "L0 MLP": [math.nan]}
-    rows = patching.effect_rows({"counter": effects, "two heads": blind})
+    rows = intervention.effect_rows({"counter": effects, "two heads": blind})
     assert [r["component"] for r in rows] == ["L0H0", "L0 MLP", "L0H1"]
     assert rows[2]["counter"] == "no such component"  # the counter has one head
     assert rows[0]["two heads"] == "no model separates the pairs"
@@ -127,14 +128,14 @@ def test_per_model_rows_show_each_model_and_mark_one_that_does_not_separate():
                                         {"H1, count then flag": [(0, 0), (0, "mlp")],
                                          "H2, the count alone": [(0, 0)]})
     effects = patching.component_effects([control, blind], members, negatives)
-    rows = patching.per_model_rows(["counter", "blind"], [1.0, 0.5], results, effects)
+    rows = intervention.per_model_rows(["counter", "blind"], [1.0, 0.5], results, effects)
     assert rows[0]["H1: patched in / kept"] == "1.00 / 1.00"
     assert rows[0]["H2: patched in / kept"].endswith("/ 0.00")  # serial: scrubbing keeps none
     assert rows[1]["H1: patched in / kept"] == "does not separate the pairs"
     assert rows[0]["L0 MLP"] == "1.00" and rows[1]["L0H0"] == "–"
     assert rows[1]["stack-set accuracy"] == "0.5000"
     with pytest.raises(ValueError, match="2 names but"):
-        patching.per_model_rows(["counter", "blind"], [1.0], results, effects)
+        intervention.per_model_rows(["counter", "blind"], [1.0], results, effects)
 
 
 def _two_head_model(seed):
@@ -177,7 +178,7 @@ def test_chosen_heads_find_the_constructions_circuit_and_name_bad_arguments():
     (row,) = patching.judge_hypotheses([control, control], members, negatives,
                                        {"H, the matching head and the comparison": hypothesis})
     assert row["verdict"] == "accepted" and row["per model, components"] == ["L1H0, L1 MLP"] * 2
-    rows = patching.per_model_rows(["a", "b"], [1.0, 1.0], [row], {})
+    rows = intervention.per_model_rows(["a", "b"], [1.0, 1.0], [row], {})
     assert rows[0]["H: heads chosen"] == "L1H0"
     model = _two_head_model(0)
     for bad, match in [(dict(layers=()), "layers must be"), (dict(layers=(0, -1)), "layers must"),

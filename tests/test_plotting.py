@@ -9,9 +9,16 @@ import pytest
 from matplotlib.figure import Figure
 from matplotlib.patches import Arc, Rectangle
 
+from dyckbook import explain
 from dyckbook import explain as E
-from dyckbook import length_break
 from dyckbook import plotting as P
+from dyckbook.chapters import (
+    ablation_grid,
+    dyck_languages,
+    mechanism,
+    models_training,
+    references_objectives,
+)
 from dyckbook.dataset import Dataset
 from dyckbook.evaluate import score
 from dyckbook.hardness import BINS
@@ -84,7 +91,7 @@ def test_attention_summary_of_a_long_string() -> None:
     language = Dyck(1)
     data = Dataset.from_codes(language, *language.sample_codes(np.random.default_rng(0), [120]))
     p = random_patterns(np.random.default_rng(3), 1, 1, 122, "causal", 120)[0, 0]
-    summary = E.long_input_summary(p, data, 0, "causal")
+    summary = explain.long_input_summary(p, data, 0, "causal")
     fig = drawn(P.plot_attention_summary(summary), 5)
     assert fig.axes[1].patches and len(fig.axes[1].patches) == len(summary.offset_mass)
 
@@ -119,12 +126,13 @@ def history(validated: bool, scale: float = 1.0) -> list[dict]:
 
 
 def test_training_curves_with_and_without_validation() -> None:
-    fig = drawn(P.plot_training_curves({"seed 0": history(True), "seed 1": history(True, 2)}), 2)
+    curves = {"seed 0": history(True), "seed 1": history(True, 2)}
+    fig = drawn(models_training.plot_training_curves(curves), 2)
     assert len(fig.axes[0].lines) == 2 and len(fig.axes[1].lines) == 2
-    fig = drawn(P.plot_training_curves(history(False)), 1, draw=False)
+    fig = drawn(models_training.plot_training_curves(history(False)), 1, draw=False)
     assert fig.axes[0].lines[0].get_ydata().tolist() == [1 / s for s in range(1, 6)]
     with pytest.raises(ValueError, match="history"):
-        P.plot_training_curves([])
+        models_training.plot_training_curves([])
 
 
 def scores_of(seed: int, data: Dataset, flip: float):
@@ -216,7 +224,7 @@ def grid_rows() -> list[dict]:
 
 @pytest.mark.parametrize("value", ["solved_share", "accuracy"])
 def test_grid_has_a_panel_per_k_and_depth(value: str) -> None:
-    fig = drawn(P.plot_grid(grid_rows(), value, title="t"), 4 + 1, value == "accuracy")
+    fig = drawn(ablation_grid.plot_grid(grid_rows(), value, title="t"), 4 + 1, value == "accuracy")
     texts = [t.get_text() for t in fig.axes[3].texts]
     assert len(texts) == 7  # 4 lines x 2 readouts, one cell not run
     assert all(("/5" in t) == (value == "solved_share") for t in texts)
@@ -224,7 +232,7 @@ def test_grid_has_a_panel_per_k_and_depth(value: str) -> None:
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()][:2] == [
         "bidirectional, none", "bidirectional, learned"]
     with pytest.raises(ValueError, match="value"):
-        P.plot_grid(grid_rows(), "seeds")
+        ablation_grid.plot_grid(grid_rows(), "seeds")
 
 
 # -------------------------------------------------------------------------------------------
@@ -240,31 +248,31 @@ def test_probes_panel_per_target_with_seeds() -> None:
         return {"depth": {h: r("regression", 0.3 * i) for i, h in enumerate(hooks)},
                 "membership": {h: r("classification", 0.6) for h in hooks}}
 
-    fig = drawn(P.plot_probes([result(0), result(1)]), 2)
+    fig = drawn(mechanism.plot_probes([result(0), result(1)]), 2)
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["embed", "L0 attn",
                                                                      "L0 mlp"]
     np.testing.assert_allclose(fig.axes[0].lines[0].get_ydata(), [-0.05, 0.25, 0.55])
-    drawn(P.plot_probes(result(0)), 2, draw=False)
+    drawn(mechanism.plot_probes(result(0)), 2, draw=False)
 
 
 def test_ablation_heatmap_of_the_mean_drop() -> None:
     drops = [np.array([[0.1, 0.0], [0.3, -0.1]]), np.array([[0.3, 0.0], [0.1, -0.1]])]
-    fig = drawn(P.plot_ablation(drops), 2)
+    fig = drawn(mechanism.plot_ablation(drops), 2)
     assert fig.axes[0].texts[0].get_text() == "+0.200\n±0.100"
-    drawn(P.plot_ablation(drops[0]), 2, draw=False)
+    drawn(mechanism.plot_ablation(drops[0]), 2, draw=False)
     with pytest.raises(ValueError, match="drops"):
-        P.plot_ablation(np.zeros(3))
+        mechanism.plot_ablation(np.zeros(3))
 
 
 def test_word_counts_and_depth_profiles() -> None:
     counts = {k: {n: Dyck(k).count(n) for n in range(0, 41, 2)} for k in (1, 2)}
-    assert len(drawn(P.plot_word_counts(counts), 1).axes[0].lines) == 2
+    assert len(drawn(dyck_languages.plot_word_counts(counts), 1).axes[0].lines) == 2
     huge = {3: {n: Dyck(3).count(n) for n in (0, 1000, 2000)}}  # beyond float range
-    assert drawn(P.plot_word_counts(huge), 1, False).axes[0].get_yscale() == "linear"
-    member = drawn(P.plot_depth_profile("([]{})[]", Dyck(3)), 1).axes[0]
+    assert drawn(dyck_languages.plot_word_counts(huge), 1, False).axes[0].get_yscale() == "linear"
+    member = drawn(dyck_languages.plot_depth_profile("([]{})[]", Dyck(3)), 1).axes[0]
     assert sum(isinstance(p, Arc) for p in member.patches) == 4
     assert "member" in member.get_title() and "non" not in member.get_title()
-    bad = drawn(P.plot_depth_profile("(]()", Dyck(2)), 1, draw=False).axes[0]
+    bad = drawn(dyck_languages.plot_depth_profile("(]()", Dyck(2)), 1, draw=False).axes[0]
     assert not any(isinstance(p, Arc) for p in bad.patches)
     cross = [line for line in bad.lines if line.get_marker() == "x"]
     assert len(cross) == 1 and cross[0].get_xdata()[0] == 1.5  # the first wrong symbol
@@ -274,7 +282,7 @@ def test_oracle_bars_rise_from_one_half_and_leave_gaps_for_missing_rules() -> No
     tables = {"Dyck-1 hard": {"ngrams": {"all": 0.75}, "window8": {"all": 0.98}},
               "Dyck-3 stack": {"ngrams": {"all": 0.5}, "window8": {"all": 0.5},
                                "counter": {"all": 0.5}}}
-    fig = drawn(P.plot_oracle(tables, 0.55, title="t"), 1)
+    fig = drawn(dyck_languages.plot_oracle(tables, 0.55, title="t"), 1)
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["ngrams", "window8", "counter"]
     heights = [p.get_height() for p in ax.patches]
@@ -286,7 +294,7 @@ def test_oracle_bars_rise_from_one_half_and_leave_gaps_for_missing_rules() -> No
 
 def test_padding_has_a_line_per_seed_and_a_mean_per_configuration_and_side() -> None:
     pads = [0, 8, 24]
-    score = {c: {str(m): 0.5 + 0.01 * m for m in pads} for c in length_break.CONDITIONS}
+    score = {c: {str(m): 0.5 + 0.01 * m for m in pads} for c in references_objectives.CONDITIONS}
     tasks = {"a": [{"seed": 1, "scores": score}, {"seed": 2, "scores": score}],
              "b": [{"seed": 1, "scores": score}]}
     fig = P.plot_padding(tasks, pads, 32, 16)

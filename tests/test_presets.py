@@ -103,7 +103,7 @@ def test_bad_inputs_are_rejected() -> None:
 def test_the_thesis_profile_reruns_table_5_1_as_printed():
     """Where the book shows the thesis' pipeline under the `thesis` profile, its recipe is Table
     5.1's (the cpu profile's departures are printed per row by ``book.recipe_departure``)."""
-    from dyckbook import runner
+    from dyckbook.pipeline import runner
 
     runs = {r.name: r.params for r in runner.resolve_profile(runner.load_manifest(), "thesis")}
     p = runs["thesis-literal"]

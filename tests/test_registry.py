@@ -5,7 +5,9 @@ import json
 
 import pytest
 
-from dyckbook import registry, runner, verdict_tables
+from dyckbook import registry
+from dyckbook.chapters import re_examining_thesis
+from dyckbook.pipeline import runner
 from dyckbook.verdicts import RULES, UNREGISTERED, Evidence, verdicts
 
 PROFILES = ("smoke", "cpu", "thesis")
@@ -51,14 +53,14 @@ def test_register_appends_only_what_changed(tmp_path):
     second = registry.register("cpu", {"ablation-grid": _params(n_seeds=10)}, "more seeds", path,
                                now="2026-01-02T00:00:00Z")
     assert [r.id for r in second] == [2] and second[0].digest != first[0].digest
-    history = verdict_tables.history_rows(registry.load(path))
+    history = re_examining_thesis.history_rows(registry.load(path))
     assert history[0]["changed"] == "first registration" and history[0]["no."] == "1"
     assert history[1]["changed"] == "n_seeds: 5 -> 10" and history[1]["why"] == "more seeds"
     # registered together (same time, same note): one row
     registry.register("cpu", {"ablation-grid": _params(n_seeds=10, lr=0.1),
                               "generalisation": _params()}, "both", path,
                       now="2026-01-03T00:00:00Z")
-    last = verdict_tables.history_rows(registry.load(path))[-1]
+    last = re_examining_thesis.history_rows(registry.load(path))[-1]
     assert last["no."] == "3-4" and last["changed"] == "lr: 0.003 -> 0.1; first registration"
     assert last["runs (profile, run, digest)"].count("cpu `") == 2
 
@@ -96,16 +98,16 @@ def test_a_label_changes_when_the_recipe_changes_without_a_new_registration(tmp_
     evidence = {name: Evidence(name, (0.9,) * 5) for r in RULES for name in r.needs}
     evidence.update(one_layer_k1=Evidence("one", (0.999,) * 5))
     ok = _run_json(tmp_path / "ok", _params())
-    problems, registered = verdict_tables.registration_check([ok], regs)
+    problems, registered = re_examining_thesis.registration_check([ok], regs)
     assert "layers_k1" not in problems and registered["layers_k1"].id == 1
     assert problems["bidirectional_k1"] == "no run record of `dyck1` among the folders read"
     before = {v.rule.claim: v.label for v in verdicts(evidence, problems)}
     changed = _run_json(tmp_path / "changed", _params(max_steps=50))
-    problems, _ = verdict_tables.registration_check([changed], regs)
+    problems, _ = re_examining_thesis.registration_check([changed], regs)
     after = {v.rule.claim: v.label for v in verdicts(evidence, problems)}
     assert before["layers_k1"] == "refuted" and after["layers_k1"] == UNREGISTERED
     assert "not the registered" in problems["layers_k1"]
-    rows = verdict_tables.verdict_rows(verdicts(evidence, problems), evidence, registered)
+    rows = re_examining_thesis.verdict_rows(verdicts(evidence, problems), evidence, registered)
     row = next(r for r in rows if r["claim"] == "layers_k1")
     assert row["verdict"].startswith(UNREGISTERED) and row["recipe"].startswith("`")
 
@@ -114,15 +116,15 @@ def test_learned_sentence_reports_the_models_left_out():
     explain = {"partner_attention": [0.6, 0.7], "models": 3, "learned": 2, "learned_bar": 0.95,
                "not_learned": {"partner_attention": [0.1], "preview_auc": [0.5],
                                "head_reset_drop": [0.0], "previous_share": [0.4]}}
-    text = verdict_tables.learned_sentence(explain)
+    text = re_examining_thesis.learned_sentence(explain)
     assert "pool the 2 of 3 explainability models that learned" in text
     assert text.endswith("The other 1, apart: partner attention 0.100, preview auc 0.500, "
                          "head reset drop 0.000 (means).")
-    assert verdict_tables.learned_sentence({}) == ""
+    assert re_examining_thesis.learned_sentence({}) == ""
 
 
 def test_coverage_sentence_measures_at_the_builds_seed_counts():
-    text = verdict_tables.coverage_sentence([10, 5, 5, 1], n_sim=300)
+    text = re_examining_thesis.coverage_sentence([10, 5, 5, 1], n_sim=300)
     assert text.startswith("Intervals: the hull of the Student-t")
     assert "5 seeds: 0." in text and "10 seeds: 0." in text and "1 seeds" not in text
 
@@ -140,5 +142,5 @@ def test_ceilings_regenerate_the_first_seeds_test_set():
                                config=RunConfig(data=data, model=ModelConfig(k=3, n_ctx=10),
                                                 seed=s).to_dict()) for s in (4, 2)]
     test = make_splits(data, 2).tests["hard"]
-    assert verdict_tables.ceilings(records) == {
+    assert re_examining_thesis.ceilings(records) == {
         3: order_blind_ceiling(test.codes, test.lengths, test.labels)}

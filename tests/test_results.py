@@ -9,13 +9,14 @@ import numpy as np
 import pytest
 import torch
 
-from dyckbook import results
+from dyckbook import checkpoint, results
 from dyckbook.dataset import Dataset
 from dyckbook.evaluate import Score
 from dyckbook.languages import Dyck
 from dyckbook.model import Classifier, ModelConfig
+from dyckbook.pipeline import layout
+from dyckbook.record import RunRecord
 from dyckbook.recurrent import RecurrentClassifier, RecurrentConfig
-from dyckbook.run import RunRecord
 from dyckbook.thesis_model import ThesisClassifier, ThesisModelConfig
 
 
@@ -187,8 +188,8 @@ def test_model_round_trip(tmp_path, kind):
     with torch.no_grad():
         for p in model.parameters():  # not the initial weights, which the seed rebuilds
             p.add_(0.01)
-    path = results.save_model(tmp_path / f"{kind}.pt", model)
-    back = results.load_model(path)
+    path = checkpoint.save_model(tmp_path / f"{kind}.pt", model)
+    back = checkpoint.load_model(path)
     assert type(back) is type(model) and back.config == model.config
     assert back.seeds == model.seeds and not back.training
     with torch.no_grad():
@@ -199,41 +200,41 @@ def test_model_file_errors(tmp_path):
     _, models = _models()
     missing = tmp_path / "none.pt"
     with pytest.raises(FileNotFoundError, match=str(missing)):
-        results.load_model(missing)
+        checkpoint.load_model(missing)
     corrupt = tmp_path / "corrupt.pt"
     corrupt.write_bytes(b"PK\x03\x04 truncated zip, not a torch file")
     with pytest.raises(ValueError, match=f"{corrupt} is not a dyckbook model file"):
-        results.load_model(corrupt)
+        checkpoint.load_model(corrupt)
     foreign = tmp_path / "foreign.pt"
     torch.save({"weights": torch.zeros(3)}, foreign)
     with pytest.raises(ValueError, match=f"{foreign} is not a dyckbook model file"):
-        results.load_model(foreign)
-    path = results.save_model(tmp_path / "m.pt", models["classifier"])
+        checkpoint.load_model(foreign)
+    path = checkpoint.save_model(tmp_path / "m.pt", models["classifier"])
     payload = torch.load(path, weights_only=True)
     payload["config"]["d_model"] = 16
     torch.save(payload, path)
     with pytest.raises(ValueError, match=f"the weights in {path} do not fit its config"):
-        results.load_model(path)
+        checkpoint.load_model(path)
     payload["config"]["kind"] = "rnn"
     torch.save(payload, path)
     with pytest.raises(ValueError, match=f"{path} holds an unknown model kind 'rnn'"):
-        results.load_model(path)
+        checkpoint.load_model(path)
     with pytest.raises(ValueError, match="single model, got one holding 2"):
-        results.save_model(tmp_path / "two.pt", Classifier(models["classifier"].config, [1, 2]))
+        checkpoint.save_model(tmp_path / "two.pt", Classifier(models["classifier"].config, [1, 2]))
 
 
 def test_result_paths(tmp_path, monkeypatch):
     monkeypatch.setenv(results.ROOT_ENV, str(tmp_path))
     assert results.repo_root() == tmp_path.resolve()
-    assert results.run_results_dir("cpu", "g", "r") == tmp_path.resolve() / "book/results/cpu/g/r"
-    assert results.run_notebook_path("cpu", "g", "r", root="/x") == results.resolve(
+    assert layout.run_results_dir("cpu", "g", "r") == tmp_path.resolve() / "book/results/cpu/g/r"
+    assert layout.run_notebook_path("cpu", "g", "r", root="/x") == results.resolve(
         "book/runs/cpu/g/r.ipynb", "/x")
-    assert results.profile_index("smoke") == tmp_path.resolve() / "book/results/smoke/index.json"
+    assert layout.profile_index("smoke") == tmp_path.resolve() / "book/results/smoke/index.json"
     assert results.resolve("/abs/p") == results.resolve("/abs/p", "/elsewhere")
     for bad in ("", "a/b", ".hidden"):
         for args in ((bad, "g", "r"), ("cpu", bad, "r"), ("cpu", "g", bad)):
             with pytest.raises(ValueError, match="must be a plain file name"):
-                results.run_results_dir(*args)
+                layout.run_results_dir(*args)
 
 
 def test_write_bytes_writes_through_a_link_and_keeps_permissions(tmp_path):

@@ -9,20 +9,13 @@ from dataclasses import fields, replace
 import numpy as np
 import pytest
 
+from dyckbook.chapters.page import summarise
 from dyckbook.evaluate import Score
 from dyckbook.model import ModelConfig
 from dyckbook.presets import thesis_experiment
 from dyckbook.protocol import DataConfig
-from dyckbook.run import (
-    FAILURE_RULES,
-    RunConfig,
-    RunRecord,
-    config_digest,
-    judge,
-    run_seeds,
-    summarise,
-    thesis_config,
-)
+from dyckbook.record import RunRecord
+from dyckbook.run import FAILURE_RULES, RunConfig, config_digest, judge, run_seeds, thesis_config
 from dyckbook.thesis_model import ThesisModelConfig
 from dyckbook.train import TrainConfig
 

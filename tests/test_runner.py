@@ -15,8 +15,8 @@ import nbformat
 import pytest
 import yaml
 
-from dyckbook import pages, runner
-from dyckbook.executors import make_executor
+from dyckbook.pipeline import layout, pages, runner
+from dyckbook.pipeline.executors import make_executor
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -556,7 +556,6 @@ def test_orphaned_temporary_folders_are_removed(tmp_path: Path) -> None:
 
 
 def test_a_tree_of_the_layout_before_profiles_moves_under_its_profile(tmp_path: Path) -> None:
-    from dyckbook import results as R
 
     old = tmp_path / "book/results/g/r"
     old.mkdir(parents=True)
@@ -564,11 +563,11 @@ def test_a_tree_of_the_layout_before_profiles_moves_under_its_profile(tmp_path: 
     (tmp_path / "book/runs/g").mkdir(parents=True)
     (tmp_path / "book/runs/g/r.ipynb").write_text("{}")
     (tmp_path / "book/results/index.json").write_text('{"profile": "cpu", "runs": {}}')
-    assert R.migrate_legacy_tree(tmp_path) == "cpu"
+    assert layout.migrate_legacy_tree(tmp_path) == "cpu"
     assert (tmp_path / "book/results/cpu/g/r/run.json").is_file()
     assert (tmp_path / "book/runs/cpu/g/r.ipynb").is_file()
     assert (tmp_path / "book/results/cpu/index.json").is_file()
-    assert R.migrate_legacy_tree(tmp_path) is None  # once
+    assert layout.migrate_legacy_tree(tmp_path) is None  # once
 
 
 @pytest.mark.notebook
@@ -582,7 +581,7 @@ def test_a_killed_pool_worker_fails_its_run_and_publishes_nothing(tmp_path: Path
     assert record(root, "fixture_kill", "killed", "killing")["error"]["ename"] == \
         "BrokenProcessPool"
     assert not page(root, "fixture_kill", "killed", "killing").exists()
-    from dyckbook.executors import _alive
+    from dyckbook.pipeline.executors import _alive
 
     left = [f for f in Path(tempfile.gettempdir()).glob("dyckbook-run-*-*")  # other tests' are
             if not _alive(int(f.name.split("-")[2]))]  # alive: only a dead worker's count
@@ -696,7 +695,7 @@ def test_a_table_placed_by_the_text_is_shown_there_and_not_at_its_cell() -> None
 
 
 def test_a_page_stored_before_tables_were_placed_gets_them_at_assembly() -> None:
-    from dyckbook import pages
+    from dyckbook.pipeline import pages
 
     shown = nbformat.v4.new_output("display_data", {"text/markdown": "| a |\n|---|\n| 1 |"},
                                    metadata={"scrapbook": {"name": "t", "mime_prefix": ""}})

@@ -191,7 +191,7 @@ def test_determinism_batched_models_and_parameter_budgets(data):
 
 
 def test_save_and_load_round_trip(tmp_path, data):
-    from dyckbook.results import load_model, save_model
+    from dyckbook.checkpoint import load_model, save_model
 
     for kw in (ED, DO):
         model = build_seq2seq(Seq2SeqConfig(**kw, pos_encoding="learned"), [3]).eval()

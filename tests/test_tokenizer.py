@@ -58,9 +58,3 @@ def test_width_errors():
         tokenizer.decode(torch.zeros(3, dtype=torch.long))
     with pytest.raises(ValueError, match="tokens must be"):
         tokenizer.decode(torch.zeros((2, 1), dtype=torch.long))
-
-
-def test_token_names():
-    names = tokenizer.token_names(LANG.alphabet.symbols)
-    assert names[START] == "[start]" and names[PAD] == "[pad]" and names[END] == "[end]"
-    assert names[N_SPECIAL:] == list("()[]{}")

@@ -225,9 +225,9 @@ def test_verdicts_skip_rules_whose_evidence_is_missing():
 
 
 def _grid_record(k, layers, seed, hard, stack, status="ok", mask="causal", floor=0.9):
+    from dyckbook.chapters.ablation_grid import Cell, GridSpec
     from dyckbook.evaluate import Score
-    from dyckbook.grid import Cell, GridSpec
-    from dyckbook.run import RunRecord
+    from dyckbook.record import RunRecord
 
     config = GridSpec().config(Cell(k, layers, mask, "learned", "end"), seed).to_dict()
     scores = {name: Score(100, round(100 * acc), {}, {}, {})

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from dyckbook import results as R
+from dyckbook.pipeline.layout import RESULTS_DIR
 
 __all__ = ["CHAPTERS_GROUP", "INJECTED", "Manifest", "Notebook", "READS", "RESULTS_PLACEHOLDER",
            "Run", "load_manifest", "resolve_profile", "select_runs"]
@@ -223,7 +224,7 @@ def resolve_profile(manifest: Manifest, profile: str) -> list[Run]:
                 prof.get("params") or {}).items() if k in nb.defaults}}
             resolved.update((prof.get("notebooks") or {}).get(key) or {})
             resolved.update((prof.get("runs") or {}).get(name) or {})
-            tree = (R.RESULTS_DIR / profile).as_posix()
+            tree = (RESULTS_DIR / profile).as_posix()
             resolved = {k: v.replace(RESULTS_PLACEHOLDER, tree) if isinstance(v, str) else v
                         for k, v in resolved.items()}
             resolved.update(run_name=name, results_dir=f"{tree}/{nb.group}/{name}")
@@ -243,3 +244,5 @@ def select_runs(runs: Sequence[Run], only: Iterable[str] | None, profile: str) -
                              f"(see: dyckbook list --profile {profile})")
         chosen |= hits
     return [r for r in runs if r.name in chosen]
+
+

@@ -17,7 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-__all__ = ["REFERENCES", "Study", "check_sentence", "config", "fields", "matched_hidden", "panels",
+__all__ = ["POSITIONS", "REFERENCES", "Study", "cell_fields", "check_sentence", "config", "expand",
+           "fields", "matched_hidden", "panels",
            "reach", "reach_rows", "reach_sentence", "recipe_sentence", "run_records", "side_rows",
            "side_sentence", "study", "theme_rows", "theme_sentence"]
 
@@ -34,16 +35,14 @@ def fields(name: str) -> dict[str, str]:
     Raises:
         ValueError: a name that is neither (the message names it and what is allowed).
     """
-    from dyckbook.blocks import ATTENTION_WEIGHTS, POS_ENCODINGS
-    from dyckbook.model import MASKS, OBJECTIVES, READOUTS
+    from dyckbook.blocks import ATTENTION_WEIGHTS, MASKS, POS_ENCODINGS, READOUTS
+    from dyckbook.model import OBJECTIVES
 
     if not isinstance(name, str):
         raise ValueError(f"a configuration must be a string, got {name!r}")
     name = name.strip()
     if name in REFERENCES:
         return {"cell": REFERENCES[name]}
-    from dyckbook.book import cell_fields
-
     cell, *extras = name.split("+")
     allowed = {"mask": MASKS, "pos_encoding": POS_ENCODINGS, "readout": READOUTS}
     try:
@@ -66,6 +65,24 @@ def fields(name: str) -> dict[str, str]:
     return out
 
 
+#: in a list of configurations, every positional encoding (``blocks.POS_ENCODINGS``) at the
+#: length study's mask and readout
+POSITIONS = "positions"
+
+
+def expand(configs: str) -> list[str]:
+    """The configuration names of a comma-separated list; :data:`POSITIONS` stands for
+    ``causal-<encoding>-end`` of every encoding in ``blocks.POS_ENCODINGS`` (so a new encoding
+    joins the study where a profile asks for them all)."""
+    from dyckbook import blocks
+
+    out = []
+    for name in (c.strip() for c in configs.split(",")):
+        out += [f"causal-{pe}-end" for pe in blocks.POS_ENCODINGS] if name == POSITIONS \
+            else [name]
+    return list(dict.fromkeys(out))
+
+
 def matched_hidden(cell: str, k: int, n_ctx: int, n_params: int) -> int:
     """The hidden width of recurrent ``cell`` whose parameter count is closest to ``n_params``
     (its embedding and stack widths at their defaults)."""
@@ -85,9 +102,8 @@ def matched_hidden(cell: str, k: int, n_ctx: int, n_params: int) -> int:
 def config(base: Any, name: str) -> Any:
     """The ``RunConfig`` of configuration ``name`` on ``base``'s data and training (``base``:
     a classifier run); a recurrent cell gets :func:`matched_hidden` for ``base``'s model."""
+    from dyckbook.checkpoint import build_model
     from dyckbook.recurrent import RecurrentConfig
-    from dyckbook.run import build_model
-
     chosen = fields(name)
     if "cell" not in chosen:
         return base.override(**chosen)
@@ -135,20 +151,20 @@ def study(params: Mapping[str, Any]) -> Study:
         test_max_depth=None)
     lengths = {f"Dyck-{k} {c}": config(base.override(k=k), c)
                for k in map(int, str(params["ks"]).split(","))
-               for c in str(params["configs"]).split(",")}
+               for c in expand(str(params["configs"]))}
     depth_base = base.override(
         k=params["depth_k"], max_depth=params["train_max_depth"],
         test_max_depth=params["test_max_depth"], max_length=params["depth_length"],
         test_max_length=params["depth_length"], n_ctx=params["depth_length"],
         test_sets=("hard",))
-    depths = {f"depth {c}": config(depth_base, c) for c in str(params["depth_configs"]).split(",")}
+    depths = {f"depth {c}": config(depth_base, c) for c in expand(str(params["depth_configs"]))}
     return Study(base, lengths, depths)
 
 
 def _records(run_config: Any, seeds: Sequence[int], device: str = "cpu") -> list[Any]:
-    from dyckbook import run_cache  # a stopped run resumes its seeds from there too
+    from dyckbook import run  # a stopped run resumes its seeds from the run cache too
 
-    return [r.record for r in run_cache.run_seeds(
+    return [r.record for r in run.run_seeds(
         run_config, list(seeds), device=device, splits=False,  # the records only
         progress=not os.environ.get("DYCKBOOK_QUIET"))]
 
@@ -161,12 +177,12 @@ def _make_data(data: Any, seed: int) -> None:
 
 def make_data(configs: Mapping[str, Any], seeds: Sequence[int], executor: Any = None) -> int:
     """The splits of every (data config, seed) the labelled ``RunConfig``s train on, made into
-    the data cache (``data_cache``: ``DYCKBOOK_DATA_CACHE`` must name its folder), here or on
+    the data cache (``cache``: ``DYCKBOOK_DATA_CACHE`` must name its folder), here or on
     ``executor``'s processes; returns how many. A GPU machine given the folder then trains only."""
-    from dyckbook import data_cache
+    from dyckbook import cache
 
-    if data_cache.folder() is None:
-        raise ValueError(f"make_data writes the data cache: set {data_cache.ENV} to its folder")
+    if cache.folder(cache.DATA_ENV) is None:
+        raise ValueError(f"make_data writes the data cache: set {cache.DATA_ENV} to its folder")
     tasks = list(dict.fromkeys((c.data, int(s)) for c in configs.values() for s in seeds))
     if executor is None:
         for data, seed in tasks:
@@ -382,7 +398,7 @@ def side_rows(groups: Mapping[str, Sequence[Any]], test: str, train_max_length: 
     negatives* (members right ``gap`` more often than negatives: it has lost the long-range
     evidence), *rejects the members* (the converse: it reads a state that drifts with length),
     else *errs both ways*."""
-    from dyckbook.book import pct
+    from dyckbook.chapters.page import pct
     from dyckbook.dataset import MEMBER
 
     if not isinstance(split_at, int) or split_at < 1:
@@ -480,8 +496,7 @@ def theme_rows(split: Sequence[Mapping[str, Any]], stack: Sequence[Mapping[str, 
     (NoPE-causal membership beside its ``+next_symbols`` and ``+language_model`` versions) or
     ``"references"`` (the LSTM and the stack RNN, :data:`REFERENCES`, beside the Transformer
     configuration of the highest mean stack-set accuracy in that language)."""
-    from dyckbook.book import pct, span
-
+    from dyckbook.chapters.page import pct, span
     if theme not in ("objectives", "references"):
         raise ValueError(f"theme must be 'objectives' or 'references', got {theme!r}")
     hard = {r["configuration"]: r for r in split}
@@ -514,8 +529,7 @@ def theme_rows(split: Sequence[Mapping[str, Any]], stack: Sequence[Mapping[str, 
 def theme_sentence(rows: Sequence[Mapping[str, Any]]) -> str:
     """Per language, the configuration of :func:`theme_rows` with the highest mean stack-set
     accuracy, and the others' means beside it."""
-    from dyckbook.book import pct
-
+    from dyckbook.chapters.page import pct
     parts = []
     for language in dict.fromkeys(r["language"] for r in rows):
         mine = sorted((r for r in rows if r["language"] == language),
@@ -528,3 +542,11 @@ def theme_sentence(rows: Sequence[Mapping[str, Any]]) -> str:
 
 def _finite(x: float) -> float:
     return x if math.isfinite(x) else -1.0
+
+
+def cell_fields(name: str) -> dict[str, str]:
+    """``"causal-none-end"`` -> ``{"mask": "causal", "pos_encoding": "none", "readout": "end"}``."""
+    parts = name.strip().split("-")
+    if len(parts) != 3:
+        raise ValueError(f"a configuration must be mask-encoding-readout, got {name!r}")
+    return dict(zip(("mask", "pos_encoding", "readout"), parts))

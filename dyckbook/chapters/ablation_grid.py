@@ -16,24 +16,33 @@ from itertools import product
 from pathlib import Path
 from typing import Any
 
-from dyckbook import results
-from dyckbook.blocks import POS_ENCODINGS
+import numpy as np
+import seaborn as sns
+from matplotlib.figure import Figure
+
+from dyckbook import blocks, results
+from dyckbook.chapters.page import (
+    accuracy_text,
+    failed_text,
+    pct,
+    strongest_text,
+    summary_rows,
+)
+from dyckbook.chapters.page import summarise as run_summarise
 from dyckbook.config import Config
 from dyckbook.evaluate import wilson
-from dyckbook.model import MASKS, READOUTS, ModelConfig
+from dyckbook.figure_style import HIDDEN, new_figure, style_context
+from dyckbook.model import ModelConfig
 from dyckbook.protocol import DataConfig
-from dyckbook.run import RunConfig, RunRecord, config_digest, run_seeds
-from dyckbook.run import summarise as run_summarise
+from dyckbook.record import RunRecord
+from dyckbook.run import RunConfig, config_digest, run_seeds
 from dyckbook.train import TrainConfig
 
-__all__ = ["CELL_SETS", "GRID_POS_ENCODINGS", "SOLVED", "Cell", "GridSpec", "cell_of",
+__all__ = ["CELL_SETS", "SOLVED", "Cell", "GridSpec", "cell_of",
            "cells_named", "run_cell", "run_grid", "summarise"]
 
 LAYERS = (1, 2, 3)
 KS = (1, 3)
-#: the full grid's encodings (its 1,800 published models); a cell may name any of
-#: blocks.POS_ENCODINGS (rope, alibi, randomized are studied in 07's length runs)
-GRID_POS_ENCODINGS = ("none", "absolute", "absolute_ctx", "sinusoidal", "learned")
 SOLVED = 0.99  # test accuracy at which a seed counts as having learned the language
 
 
@@ -62,24 +71,27 @@ class Cell:
         except (IndexError, ValueError, TypeError):
             raise ValueError(f"cell name must look like 'k3-L2-causal-learned-end', "
                              f"got {name!r}") from None
-        if (cell.mask not in MASKS or cell.pos_encoding not in POS_ENCODINGS
-                or cell.readout not in READOUTS):
+        if (cell.mask not in blocks.MASKS or cell.pos_encoding not in blocks.POS_ENCODINGS
+                or cell.readout not in blocks.READOUTS):
             raise ValueError(f"cell name {name!r} names an unknown mask, encoding or readout")
         return cell
 
 
 def all_cells() -> list[Cell]:
-    """k x layers x mask x PE x readout: 180 cells, in a fixed order."""
-    return [Cell(*c) for c in product(KS, LAYERS, MASKS, GRID_POS_ENCODINGS, READOUTS)]
+    """k x layers x mask x encoding x readout, every encoding of ``blocks.POS_ENCODINGS``
+    (2 x 3 x 2 x 8 x 3 = 288 cells), in a fixed order."""
+    return [Cell(*c) for c in product(KS, LAYERS, blocks.MASKS, blocks.POS_ENCODINGS,
+                                      blocks.READOUTS)]
 
 
 def _reduced() -> list[Cell]:
     """What the verdicts need at 1 and 2 layers, for both k: the thesis' configurations, every
     causal configuration with a readout that can see the string, and the bidirectional ones
-    with a position encoding that can tell order."""
+    with a position encoding that can tell order; the encodings made for length
+    generalisation (``blocks.LENGTH_ENCODINGS``) are the length study's."""
     keep = []
     for c in all_cells():
-        if c.n_layers == 3 or c.pos_encoding == "absolute_ctx":
+        if c.n_layers == 3 or c.pos_encoding in ("absolute_ctx", *blocks.LENGTH_ENCODINGS):
             continue
         causal_ok = c.mask == "causal" and c.readout != "start"
         bidirectional_ok = c.mask == "bidirectional" and c.readout != "end"
@@ -240,3 +252,127 @@ def summarise(records: Iterable[RunRecord], test: str = "stack") -> list[dict[st
         row.update(asdict(cell), cell=cell.name, solved_interval=wilson(row["solved"], seeds),
                    solved_share=row["solved"] / seeds if seeds else math.nan)
     return rows
+
+
+def grid_scope(rows: Sequence[Mapping[str, Any]], spec: Any) -> str:
+    """What this grid ran: cells, seeds, models, budget."""
+    seeds = max((r["seeds"] for r in rows), default=0)
+    return (f"This page shows {len(rows)} cells x {seeds} seeds = "
+            f"{sum(r['seeds'] for r in rows)} trained models: d_model {spec.d_model}, "
+            f"{spec.n_heads} heads, at most {spec.max_steps} steps of {spec.batch_size} strings "
+            f"({'of similar length' if spec.bucket else 'drawn at random'}) "
+            f"from {spec.n_train} training strings of length {spec.min_length} to "
+            f"{spec.max_length} (Dyck-1: {spec.max_length_k1}), matrix products in "
+            f"{spec.matmul}, stopped early once the mean of a model's last three validation "
+            f"accuracies (hard and stack negatives) reaches {pct(spec.target_accuracy)}; test "
+            f"sets: "
+            f"{', '.join(spec.test_sets)}.")
+
+
+def grid_rows(rows: Sequence[Mapping[str, Any]], top: int = 12) -> list[dict[str, Any]]:
+    """The ``top`` cells by seeds solved, then mean accuracy, as display rows."""
+    ranked = sorted(rows, key=lambda r: (-r["solved"], -(r["accuracy"] if math.isfinite(
+        r["accuracy"]) else -1)))[:top]
+    return summary_rows(ranked, name="cell")  # a cell's label is its name
+
+
+def stack_beside_hard(stack: Sequence[Mapping[str, Any]], hard: Sequence[Mapping[str, Any]],
+                      k: int, top: int = 10) -> list[dict[str, Any]]:
+    """The ``top`` cells of one k by stack accuracy, each with its stack accuracy beside its hard
+    (local) accuracy, the hard set's bins and the strongest shortcut on each set."""
+    from dyckbook.hardness import BINS
+
+    by_cell = {r["cell"]: r for r in hard}
+    ranked = sorted((r for r in stack if r["k"] == k and math.isfinite(r["accuracy"])),
+                    key=lambda r: -r["accuracy"])[:top]
+    bins = [b for b in BINS if any(b in by_cell.get(r["cell"], {}).get("per_bin", {})
+                                   for r in ranked)]
+    out = []
+    for r in ranked:
+        h = by_cell.get(r["cell"], {})
+        out.append({"cell": r["cell"], "stack": accuracy_text(r),
+                    "stack: strongest shortcut": strongest_text(r),
+                    "hard": accuracy_text(h) if h else "n/a",
+                    **{f"hard, bin {b}": pct(h.get("per_bin", {}).get(b, math.nan))
+                       for b in bins},
+                    "hard: strongest shortcut": strongest_text(h)})
+    return out
+
+
+def grid_sentences(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Per k and depth: how many cells at least half their seeds solve, the best cell; and
+    what the cells that cannot see order score."""
+    out = []
+    for k in sorted({r["k"] for r in rows}):
+        for layers in sorted({r["n_layers"] for r in rows if r["k"] == k}):
+            group = [r for r in rows if r["k"] == k and r["n_layers"] == layers]
+            solved = [r for r in group if r["seeds"] and r["solved"] >= r["seeds"] / 2]
+            best = max(group, key=lambda r: (r["solved"], r["accuracy"]))
+            out.append(f"- Dyck-{k}, {layers} layer{'s' * (layers > 1)}: {len(solved)} of "
+                       f"{len(group)} cells solved by at least half their seeds; best "
+                       f"{best['cell']} ({best['solved']} of {best['seeds']} seeds"
+                       f"{failed_text(best)}, {pct(best['accuracy'])}).")
+    blind = [r for r in rows if r["mask"] == "bidirectional" and r["pos_encoding"] == "none"]
+    if blind:
+        top = max(blind, key=lambda r: r["accuracy"] if math.isfinite(r["accuracy"]) else 0)
+        out.append(f"- No positions and a bidirectional mask (order-blind): the best such cell "
+                   f"scores {pct(top['accuracy'])}.")
+    constant = [r for r in rows if "constant" in r["failures"]]
+    if constant:
+        out.append(f"- {len(constant)} cells have seeds whose output is the same for every "
+                   f"input (all causal cells read at [start] are among them).")
+    return "\n".join(out)
+
+
+def plot_grid(rows: Sequence[Mapping[str, Any]], value: str = "solved_share",
+              title: str | None = None) -> Figure:
+    """The ablation grid as annotated heatmaps: a panel per (k, layers), rows = mask and
+    positional encoding, columns = readout; empty cells were not run.
+
+    Args:
+        rows: one dict per cell (``grid.summarise``): ``k``, ``n_layers``, ``mask``,
+            ``pos_encoding``, ``readout``, ``value``, ``seeds`` and ``failed`` and, for
+            ``solved_share``, ``solved`` (annotated as solved / all seeds).
+        value: ``solved_share`` (share of seeds that solved the language) or ``accuracy``
+            (mean test accuracy over all seeds, failed ones included).
+
+    Returns:
+        A Figure with k x layers panels and a colour bar.
+    """
+    if value not in ("solved_share", "accuracy"):
+        raise ValueError(f"value must be 'solved_share' or 'accuracy', got {value!r}")
+    ks = sorted({r["k"] for r in rows})
+    layers = sorted({r["n_layers"] for r in rows})
+    lines = sorted({(r["mask"], r["pos_encoding"]) for r in rows},
+                   key=lambda m_pe: (blocks.MASKS.index(m_pe[0]),
+                                     blocks.POS_ENCODINGS.index(m_pe[1])))
+    readouts = sorted({r["readout"] for r in rows}, key=blocks.READOUTS.index)
+    vmin = 0.0 if value == "solved_share" else 0.5
+    with style_context():
+        fig, axes = new_figure(len(ks), len(layers), (2.2 * len(layers) * max(1, len(readouts)) / 3
+                                                   + 2.6, 0.32 * len(lines) * len(ks) + 1.2),
+                            sharex=True, sharey=True, title=title)
+        for (i, k), (j, n_layers) in ((a, b) for a in enumerate(ks) for b in enumerate(layers)):
+            grid = np.full((len(lines), len(readouts)), np.nan)
+            text = np.full(grid.shape, "", dtype=object)
+            for r in rows:
+                if (r["k"], r["n_layers"]) == (k, n_layers):
+                    cell = lines.index((r["mask"], r["pos_encoding"])), readouts.index(r["readout"])
+                    grid[cell] = r[value]
+                    text[cell] = ("all failed" if r["seeds"] == r["failed"] else
+                                  f"{r['solved']}/{r['seeds']}"
+                                  if value == "solved_share" else f"{r[value]:.2f}")
+            ax = axes[i, j]
+            ax.set_facecolor(HIDDEN)
+            sns.heatmap(grid, ax=ax, vmin=vmin, vmax=1.0, cmap="viridis", annot=text, fmt="",
+                        annot_kws={"fontsize": 7}, cbar=False, linewidths=0.5,
+                        linecolor="white", xticklabels=readouts,
+                        yticklabels=[f"{m}, {pe}" for m, pe in lines])
+            for r, c in zip(*np.nonzero(text == "all failed")):  # NaN: seaborn leaves it blank
+                ax.text(c + 0.5, r + 0.5, "all failed", ha="center", va="center", fontsize=7)
+            ax.set_title(f"Dyck-{k}, {n_layers} layer{'s' * (n_layers > 1)}")
+            ax.tick_params(length=0)
+            ax.set(xlabel="readout" if i == len(ks) - 1 else "", ylabel="")
+        fig.colorbar(axes[0, 0].collections[0], ax=axes.ravel().tolist(), shrink=0.8,
+                     label=value.replace("_", " "))
+    return fig

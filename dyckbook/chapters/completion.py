@@ -15,7 +15,11 @@ from collections.abc import Mapping, Sequence
 from itertools import permutations
 from typing import Any
 
-from dyckbook.book import _accuracy, _failed_text, _mean_interval, pct
+import numpy as np
+import torch
+from torch import nn
+
+from dyckbook.chapters.page import accuracy_text, failed_text, mean_interval, pct
 from dyckbook.completion import close_by_counts, order_blind_best, order_blind_expected
 from dyckbook.train import first_reach
 
@@ -134,11 +138,12 @@ def completion_rows(rows: Mapping[str, Sequence[Mapping[str, Any]]],
         row = {"configuration": ind["label"]}
         if norms is not None:
             row["LayerNorm"] = f"{norms[ind['label']]}-LN"
-        row |= {"seeds": f"{ind['seeds']}{_failed_text(ind)}",
-                "exact match, training lengths": _accuracy(ind),
+        row |= {"seeds": f"{ind['seeds']}{failed_text(ind)}",
+                "exact match, training lengths": accuracy_text(ind),
                 "seeds >= 99%": f"{ind['solved']}/{ind['seeds']}",
-                "exact match, longer prefixes": (f"{UNTRAINED} ({_accuracy(ood)})"
-                                                 if _untrained(ind["label"]) else _accuracy(ood))}
+                "exact match, longer prefixes": (
+                    f"{UNTRAINED} ({accuracy_text(ood)})" if _untrained(ind["label"])
+                    else accuracy_text(ood))}
         if steps is not None:
             row["steps to 99% validation (median)"] = steps.get(ind["label"], "")
         out.append(row)
@@ -152,9 +157,9 @@ def completion_sentence(rows: Sequence[Mapping[str, Any]]) -> str:
         group = [r for r in rows if r["label"].startswith(f"{k},")]
         seed = next((r for r in group if r["label"].endswith("encoder-decoder, none")), None)
         best = max(group, key=lambda r: r["accuracy"] if math.isfinite(r["accuracy"]) else -1)
-        text = f"{k}: best {best['label'].split(', ', 1)[1]}, {_accuracy(best)} exact match"
+        text = f"{k}: best {best['label'].split(', ', 1)[1]}, {accuracy_text(best)} exact match"
         if seed is not None:
-            text += f"; the seed's model without positions {_accuracy(seed)}"
+            text += f"; the seed's model without positions {accuracy_text(seed)}"
         out.append(f"- {text}.")
     return "\n".join(out)
 
@@ -205,7 +210,7 @@ def bbh_rows(scores: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
         accuracy = [s.accuracy for s in seeds]
         missed = [set(s.missed) for s in seeds]
         out.append({"model": label, "seeds": len(seeds),
-                    "exact match (mean, 95% interval over seeds)": _mean_interval(accuracy),
+                    "exact match (mean, 95% interval over seeds)": mean_interval(accuracy),
                     "each seed": ", ".join(f"{s.score.correct}/{s.score.n}" for s in seeds),
                     "items missed by every seed": len(set.intersection(*missed)) if missed else 0,
                     "by some seed": len(set.union(*missed)) if missed else 0})
@@ -244,3 +249,42 @@ def missed_rows(scores: Mapping[str, Sequence[Any]], items: Sequence[tuple[str, 
              "wrong answers": "; ".join(f"{label.rsplit(', ', 2)[-2]}: {', '.join(answers)}"
                                         for label, answers in wrong[i].items())}
             for i in order]
+
+
+def permutation_agreement(model: nn.Module, data: Any, seed: int = 0) -> float:
+    """Share of completion prefixes whose greedy completion is unchanged when the prefix's
+    symbols are shuffled (a model blind to order keeps every one)."""
+    from dyckbook.seq2seq import greedy_decode, source_tokens
+
+    rng = np.random.default_rng(seed)
+    shuffled = data.codes.copy()
+    for i, n in enumerate(data.lengths):
+        shuffled[i, :n] = rng.permutation(shuffled[i, :n])
+    width = int(data.lengths.max())
+    a, b = (greedy_decode(model, source_tokens(c, data.lengths, width), width + 1)
+            for c in (data.codes, shuffled))
+    steps = max(a.shape[1], b.shape[1])
+    a, b = (torch.nn.functional.pad(x, (0, steps - x.shape[1])) for x in (a, b))
+    return float((a == b).all(-1).float().mean())
+
+
+def cross_attention_example(model: nn.Module, data: Any, row: int
+                            ) -> tuple[np.ndarray, str, str, list[int]]:
+    """``(patterns (layer, head, step, source), prefix, output, partners)`` of one completion
+    prefix: the cross-attention of the teacher-forced completion, the prefix, the target with
+    ``$`` for ``<eos>``, and the prefix position of the opener each output closes (-1: none)."""
+    from dyckbook.completion import open_positions
+    from dyckbook.seq2seq import CompletionTask
+
+    one = data.subset([row])
+    task = CompletionTask()
+    batch = task.batch(task.tensors(one, int(one.lengths[0])), torch.arange(1)[None])
+    with torch.inference_mode():
+        _, cache = model.run_with_cache(batch["source"][0], batch["target"][0],
+                                        lambda name: "cross_attn.hook_pattern" in name)
+    patterns = np.stack([cache[f"blocks.{i}.cross_attn.hook_pattern"][0].numpy()
+                         for i in range(len(cache))])
+    codes, lengths = one.targets()
+    target = one.language.alphabet.decode(codes, lengths)[0]
+    partners = open_positions(one.language, one.codes, one.lengths)[0, :len(target)].tolist()
+    return patterns, one.strings()[0], target + "$", partners + [-1]

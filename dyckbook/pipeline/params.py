@@ -1,6 +1,6 @@
 """A notebook's parameters, checked before anything trains: one call after the parameters cell.
 
-    from dyckbook import params
+    from dyckbook.pipeline import params
     params.check(globals(), n_seeds=params.positive_int, lr=params.positive,
                  min_length=params.integer(3), max_length=params.integer(above="min_length"),
                  pos_encodings=params.comma_list("none", "learned", "sinusoidal"))

@@ -25,9 +25,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from dyckbook import data_cache, pages, run_cache
+from dyckbook import cache
 from dyckbook import results as R
-from dyckbook.executors import (
+from dyckbook.pipeline import pages
+from dyckbook.pipeline.executors import (
     TEMP_PREFIX,
     Progress,
     check_scheduler,
@@ -36,7 +37,16 @@ from dyckbook.executors import (
     remove_orphaned_folders,
     sigterm_interrupts,
 )
-from dyckbook.manifest import (
+from dyckbook.pipeline.layout import (
+    PAGES_DIR,
+    RESULTS_DIR,
+    RUN_RECORD,
+    migrate_legacy_tree,
+    profile_index,
+    run_notebook_path,
+    run_results_dir,
+)
+from dyckbook.pipeline.manifest import (
     CHAPTERS_GROUP,
     INJECTED,
     Manifest,
@@ -56,7 +66,7 @@ __all__ = ["INJECTED", "Manifest", "Notebook", "Run", "Task", "assemble_pages", 
 log = logging.getLogger(__name__)
 
 UNHASHED = frozenset({"num_threads"})  # injected values that cannot change results
-RECORD = R.RUN_RECORD
+RECORD = RUN_RECORD
 FAILED_NOTEBOOK = "failed.ipynb"
 ATTEMPT = "attempt"  # run.json key: the last attempt, when it failed after a good publication
 
@@ -135,7 +145,7 @@ def _named(run: Run) -> dict[str, set[str]]:
 
 
 def _relative_folder(run: Run) -> str:
-    return (R.RESULTS_DIR / run.profile / run.notebook.group / run.name).as_posix()
+    return (RESULTS_DIR / run.profile / run.notebook.group / run.name).as_posix()
 
 
 def run_inputs(run: Run, every: Sequence[Run], root: Path) -> dict[str, str]:
@@ -149,7 +159,7 @@ def run_inputs(run: Run, every: Sequence[Run], root: Path) -> dict[str, str]:
         for rel in paths:
             path = source / rel
             if (not Path(rel).is_absolute() and ".." not in Path(rel).parts
-                    and not rel.startswith(R.RESULTS_DIR.as_posix()) and path.is_file()):
+                    and not rel.startswith(RESULTS_DIR.as_posix()) and path.is_file()):
                 out[f"file:{rel}"] = hashlib.sha256(path.read_bytes()).hexdigest()
     return dict(sorted(out.items()))
 
@@ -205,7 +215,7 @@ def _profile_runs(profile: str, manifest: str | os.PathLike[str] | Manifest | No
     """The runs of a profile, those and the ones it takes from other profiles, and the root."""
     root = Path(out_root or R.repo_root()).resolve()
     man = manifest if isinstance(manifest, Manifest) else load_manifest(manifest)
-    R.migrate_legacy_tree(root)
+    migrate_legacy_tree(root)
     runs = resolve_profile(man, profile)
     return runs, runs + external_runs(man, profile, root), root
 
@@ -255,7 +265,7 @@ def published(run: Run, root: Path) -> bool:
 
 
 def _folder(run: Run, root: Path) -> Path:
-    return R.run_results_dir(run.profile, run.notebook.group, run.name, root)
+    return run_results_dir(run.profile, run.notebook.group, run.name, root)
 
 
 def _attempt_folder(run: Run, root: Path) -> Path:
@@ -264,7 +274,7 @@ def _attempt_folder(run: Run, root: Path) -> Path:
 
 
 def _page(run: Run, root: Path) -> Path:
-    return R.run_notebook_path(run.profile, run.notebook.group, run.name, root)
+    return run_notebook_path(run.profile, run.notebook.group, run.name, root)
 
 
 def _digest(obj: Any) -> str:
@@ -334,11 +344,11 @@ def execute(task: Task) -> dict[str, Any]:
 
 
 def cache_folders() -> dict[str, str]:
-    """The cache variables set here (``data_cache.ENV``, ``run_cache.ENV``), each made absolute:
+    """The cache variables set here (``cache.DATA_ENV``, ``cache.RUN_ENV``), each made absolute:
     the kernel works in a temporary folder, where a relative path would name a cache that
     vanishes with it."""
     return {name: str(Path(os.environ[name].strip()).resolve())
-            for name in (data_cache.ENV, run_cache.ENV) if os.environ.get(name, "").strip()}
+            for name in (cache.DATA_ENV, cache.RUN_ENV) if os.environ.get(name, "").strip()}
 
 
 MAX_SOCKET_PATH = 100  # bytes of a Unix socket path the kernel's IPC transport may use
@@ -389,7 +399,7 @@ def run(profile: str = "cpu", only: Sequence[str] | None = None, *, force: bool 
     runs = resolve_profile(man, profile)
     chosen = select_runs(runs, only, profile)
     check_scheduler(scheduler)
-    R.migrate_legacy_tree(root)
+    migrate_legacy_tree(root)
     remove_orphaned_folders()
     every = runs + external_runs(man, profile, root)
     several = {key for key in man.notebooks if sum(k == key for k, _ in man.runs.values()) > 1}
@@ -533,7 +543,7 @@ def _input_files(root: Path, profile: str, man: Manifest,
         if _record(r, root).get("status") == "ok":
             paths += [p for p in _folder(r, root).rglob("*")
                       if p.is_file() and p.name != FAILED_NOTEBOOK]
-    index = R.profile_index(profile, root).relative_to(root).as_posix()
+    index = profile_index(profile, root).relative_to(root).as_posix()
     return {index: json.dumps(_index(profile, man, every), indent=1, sort_keys=True).encode(),
             **{p.relative_to(root).as_posix(): p.read_bytes() for p in paths}}
 
@@ -594,7 +604,7 @@ def _publish(run: Run, result: Mapping[str, Any] | None, record: Mapping[str, An
             params=run.params, profile=run.profile, chapter=run.notebook.group == CHAPTERS_GROUP,
             several=several, hidden=UNHASHED))
         # the index the landing page names: rewritten only when a run of the profile publishes
-        R.write_json(R.profile_index(run.profile, root), _index(run.profile, man, every))
+        R.write_json(profile_index(run.profile, root), _index(run.profile, man, every))
         log.debug("published %s: %d file(s) in %s, page %s", run.name, len(files), rdir, page)
 
 
@@ -613,7 +623,7 @@ def assemble_pages(profile: str, manifest: str | os.PathLike[str] | None = None,
     listed = statuses(profile, man, root)
     listed += [(r, "ok", _record(r, root)) for r in external_runs(man, profile, root)]
     why = stale_reasons(profile, man, root) if any(s == "stale" for _, s, _ in listed) else {}
-    dest, states = root / R.PAGES_DIR, {}
+    dest, states = root / PAGES_DIR, {}
     shutil.rmtree(dest, ignore_errors=True)
     for run, status, record in listed:
         page = _page(run, root)
@@ -633,7 +643,7 @@ def assemble_pages(profile: str, manifest: str | os.PathLike[str] | None = None,
                                                    warning))
         states[run.name] = status if has_page else f"not published ({status})"
         log.debug("page %s: %s", run.name, states[run.name])
-    index = R.profile_index(profile, root)
+    index = profile_index(profile, root)
     built = R.read_json(index) if index.is_file() else {"profile": profile, "runs": {}}
     R.write_json(dest / "index.json", {**built, "description": _description(man, profile),
                                        "states": states})

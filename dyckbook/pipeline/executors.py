@@ -37,7 +37,8 @@ def cores() -> int:
 
 
 def make_executor(scheduler: str | None, workers: int) -> cf.Executor:
-    """An executor for :func:`dyckbook.runner.run` and :func:`dyckbook.grid.run_grid`.
+    """An executor for :func:`dyckbook.pipeline.runner.run` and
+    :func:`dyckbook.chapters.ablation_grid.run_grid`.
 
     Args:
         scheduler: None or ``"processes"``: a local process pool (spawned workers, one torch

@@ -694,3 +694,5 @@ def last_sentence(tasks: Mapping[str, Sequence[Mapping[str, Any]]],
         return "No model was patched at its last layer."
     return ("Patching the last layer at the core's symbols, by the rule stated beforehand: "
             + "; ".join(parts) + ".")
+
+

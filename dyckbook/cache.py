@@ -1,0 +1,236 @@
+"""Two caches of pure computations, keyed by the code that computes them: data and trained runs.
+
+Making a (data config, seed)'s splits, and training and scoring a (run config, seed), are pure:
+the same configuration, seed and code give the same result. Where an environment variable names
+a folder, the result is read from there, or computed and written there:
+
+``DYCKBOOK_DATA_CACHE``  the splits of a (data config, seed) (:func:`load_or_make`): processes
+                         and machines that share the folder make a run's data once (07's eight
+                         configurations of one k; data made here and carried to a GPU machine).
+``DYCKBOOK_RUN_CACHE``   a trained (run config, seed): its record and its weights
+                         (:func:`read_run`, :func:`write_run`; ``run.run_seeds`` reads and
+                         writes it), so a stopped run resumes where it stopped.
+
+A key digests the configuration, the seed and the code of every package module the result is
+made by (:func:`module_closure`: the modules its roots import, transitively, wherever they lie
+in the package; docstrings, comments and layout aside, :func:`code_text`). An edit to that code
+makes new entries, never a stale read; one to the book, the plots or the analysis keeps them.
+``tests/test_cache.py`` checks that every module a run imports is in the run key.
+
+A data entry is a gzip-compressed pickle (written and read by this package only); its key also
+holds numpy's version and, for the thesis' own data, torch's (its ``randperm`` deals the
+thesis' split). A run entry is ``<key>.pt`` (``checkpoint.save_model``) then ``<key>.json``
+(the record), written in that order: the record marks it complete. The device is not in a run
+key: a GPU's model differs from the CPU's in the last bits only, and its record names the
+device. An entry that cannot be read is made again and replaced.
+"""
+
+from __future__ import annotations
+
+import ast
+import gzip
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import pickle
+import zlib
+from collections.abc import Callable, Iterable
+from dataclasses import asdict
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from dyckbook.results import read_json, write_bytes, write_json
+
+log = logging.getLogger(__name__)
+
+DATA_ENV = "DYCKBOOK_DATA_CACHE"
+RUN_ENV = "DYCKBOOK_RUN_CACHE"
+#: where the data are made: these modules and every package module they import (anywhere in
+#: them, function bodies included), then the files of this module (``make_splits``) and of the
+#: one function it takes from the model floor (``thesis_model.thesis_permutation``), whose own
+#: imports are not data's
+DATA_ROOTS = ("dyckbook.protocol", "dyckbook.completion")
+DATA_FILES = ("dyckbook.cache", "dyckbook.thesis_model")
+#: where a run is made: this module and every package module it imports, and the C kernels
+RUN_ROOTS = ("dyckbook.run",)
+PACKAGE = "dyckbook"
+T = TypeVar("T")
+
+
+def folder(variable: str = DATA_ENV) -> Path | None:
+    """The cache folder the environment ``variable`` names (``DATA_ENV`` or ``RUN_ENV``), or
+    None (no cache)."""
+    text = os.environ.get(variable, "").strip()
+    if not text:
+        return None
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{variable} must name a folder, got {text!r} (a file)")
+    return path
+
+
+# ------------------------------------------------------------------------------ code keys
+def module_file(name: str) -> Path:
+    """The source file of the package module ``name`` (dotted: ``dyckbook.chapters.page``),
+    found without importing it."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
+        raise ValueError(f"{name} is not a module of the {PACKAGE} package")
+    return Path(spec.origin)
+
+
+def _imported(name: str, tree: ast.AST, is_package: bool) -> Iterable[str]:
+    """The dotted names an ``import`` anywhere in module ``name``'s tree may refer to (a name
+    imported from a package may be a submodule: both are yielded; non-modules drop later)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from the module's own package upward
+                parts = name.split(".")[: len(name.split(".")) - node.level + is_package]
+                base = ".".join(parts + ([base] if base else []))
+            yield base
+            yield from (f"{base}.{a.name}" for a in node.names)
+
+
+def module_closure(roots: Iterable[str]) -> list[str]:
+    """The package modules ``roots`` import, transitively, read from their source: dotted
+    names, each module's parent packages included (their ``__init__`` runs first)."""
+    seen: set[str] = set()
+    todo = list(roots)
+    while todo:
+        name = todo.pop()
+        if name in seen or name.split(".")[0] != PACKAGE:
+            continue
+        try:
+            path = module_file(name)
+        except (ValueError, ModuleNotFoundError):
+            continue  # a name imported from a module, not a module
+        seen.add(name)
+        parts = name.split(".")
+        todo += [".".join(parts[:i]) for i in range(1, len(parts))]
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        todo += list(_imported(name, tree, path.name == "__init__.py"))
+    return sorted(seen)
+
+
+def code_text(source: str) -> str:
+    """What of a module's source can change a result: its syntax tree without docstrings (the
+    comments and the layout are not in the tree)."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        first = node.body[0] if node.body else None
+        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+                and isinstance(first.value.value, str):
+            node.body = node.body[1:] or [ast.Pass()]
+    return ast.dump(tree)
+
+
+@lru_cache(maxsize=8)
+def code_digest(roots: tuple[str, ...], files: tuple[str, ...] = ()) -> str:
+    """A digest of the :func:`code_text` of every module in ``module_closure(roots)`` and in
+    ``files`` (modules whose own imports are not followed), and of the C kernels' source where
+    ``dyckbook.kernels`` is among them."""
+    digest = hashlib.sha256()
+    modules = sorted(set(module_closure(roots)) | set(files))
+    for name in modules:
+        digest.update(f"{name}\0{code_text(module_file(name).read_text('utf-8'))}\0".encode())
+    if f"{PACKAGE}.kernels" in modules:
+        digest.update(b"kernels.c\0" + (module_file(f"{PACKAGE}.kernels").parent
+                                        / "kernels.c").read_bytes())
+    return digest.hexdigest()
+
+
+# ------------------------------------------------------------------------------ data
+def make_splits(data: Any, seed: int) -> Any:
+    """The splits of a data config (``DataConfig`` or ``CompletionDataConfig``) and seed."""
+    from dyckbook.completion import CompletionDataConfig, make_completion_splits
+    from dyckbook.protocol import make_splits as make_classifier_splits
+    from dyckbook.thesis_model import thesis_permutation
+
+    if isinstance(data, CompletionDataConfig):
+        return make_completion_splits(data, seed)
+    permutation = thesis_permutation(data.n_train) if data.source == "thesis" else None
+    return make_classifier_splits(data, seed, permutation)
+
+
+def data_key(data: Any, seed: int) -> str:
+    """A data entry's name: the data config (a dataclass), the seed, the code that makes data
+    (``DATA_ROOTS``, ``DATA_FILES``), numpy's version and, for the thesis' own data only,
+    torch's."""
+    import torch
+
+    thesis = getattr(data, "source", None) == "thesis"
+    text = json.dumps({"type": type(data).__name__, "data": asdict(data), "seed": int(seed),
+                       "code": code_digest(DATA_ROOTS, DATA_FILES), "numpy": np.__version__,
+                       "torch": torch.__version__ if thesis else None},
+                      sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def load_or_make(data: Any, seed: int, make: Callable[[Any, int], T] | None = None) -> T:
+    """``make(data, seed)`` (default :func:`make_splits`), read from the data cache folder when
+    it holds the entry and written to it when not; ``make`` itself when no folder is set."""
+    make = make or make_splits
+    root = folder(DATA_ENV)
+    if root is None:
+        return make(data, seed)
+    path = root / f"{data_key(data, seed)}.pkl.gz"
+    if path.is_file():
+        try:
+            return pickle.loads(gzip.decompress(path.read_bytes()))
+        except (OSError, EOFError, zlib.error, pickle.UnpicklingError, AttributeError,
+                ValueError) as error:
+            log.warning("data cache entry %s unreadable (%s): made again", path, error)
+    made = make(data, seed)
+    # compressed: the padded code matrices shrink about fivefold (07's thesis data: ~16 MB)
+    write_bytes(path, gzip.compress(pickle.dumps(made, protocol=pickle.HIGHEST_PROTOCOL), 6))
+    log.debug("data cache: wrote %s (seed %d)", path, seed)
+    return made
+
+
+# ------------------------------------------------------------------------------ runs
+def run_key(config: Any, seed: int) -> str:
+    """A run entry's name: the ``RunConfig`` with ``seed`` and the code of ``RUN_ROOTS``."""
+    text = json.dumps({"config": config.with_seed(int(seed)).digest(),
+                       "code": code_digest(RUN_ROOTS)}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def read_run(root: Path, config: Any, seed: int) -> tuple[dict[str, Any], Any] | None:
+    """The cached ``(record as a dict, model)`` of ``config`` at ``seed`` in ``root``, or None
+    (absent, unreadable, or another configuration's)."""
+    from dyckbook.checkpoint import load_model  # torch: only once a run is read
+
+    name = run_key(config, seed)
+    record_path, model_path = root / f"{name}.json", root / f"{name}.pt"
+    if not record_path.is_file():
+        return None
+    try:
+        record, model = read_json(record_path), load_model(model_path)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        log.warning("run cache entry %s unreadable (%s): trained again", name, error)
+        return None
+    wanted = config.with_seed(int(seed)).to_dict()
+    if not isinstance(record, dict) or record.get("config") != json.loads(json.dumps(wanted)) \
+            or list(model.seeds) != [int(seed)]:
+        log.warning("run cache entry %s holds another configuration: trained again", name)
+        return None
+    return record, model
+
+
+def write_run(root: Path, config: Any, seed: int, record: dict[str, Any], model: Any) -> None:
+    """Write a trained seed's model, then its record (which marks the entry complete)."""
+    from dyckbook.checkpoint import save_model
+
+    name = run_key(config, seed)
+    save_model(root / f"{name}.pt", model)
+    write_json(root / f"{name}.json", record)

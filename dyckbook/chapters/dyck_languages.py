@@ -1,0 +1,118 @@
+"""The page on Dyck languages (book/dyck_languages): how many words there are, their depth
+profiles, and the adversary's table on the long-range sets."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.patches import Arc
+
+from dyckbook.dataset import Dataset
+from dyckbook.figure_style import PALETTE, new_panel, style_context
+from dyckbook.languages import Dyck
+from dyckbook.probes import prefix_targets
+
+
+def plot_oracle(tables: Mapping[str, Mapping[str, Mapping[str, float]]], bar: float,
+                title: str | None = None) -> Figure:
+    """The oracle (``baselines.attack``): every stack-free rule's balanced accuracy on a fresh
+    sample of each test set, a bar per set rising from one half, the bar the long-range sets
+    must stay under dotted.
+
+    Args:
+        tables: ``{set: {rule: {"all": balanced accuracy, ...}}}``; a rule a set lacks (a
+            recogniser of that language) leaves a gap.
+        bar: the long-range sets' bar (``baselines.ORACLE_BAR``).
+
+    Returns:
+        A Figure with one panel, the rules along the x axis.
+    """
+    rules = list(dict.fromkeys(rule for table in tables.values() for rule in table))
+    colours = [PALETTE[i] for i in (3, 1, 5, 0, 2, 4, 7)]
+    with style_context():
+        fig, ax = new_panel((10.0, 3.8), title)
+        x, width = np.arange(len(rules)), 0.8 / max(len(tables), 1)
+        for i, (label, table) in enumerate(tables.items()):
+            acc = np.array([table[r]["all"] if r in table else np.nan for r in rules])
+            ax.bar(x + (i - (len(tables) - 1) / 2) * width, acc - 0.5, width, bottom=0.5,
+                   label=label, color=colours[i % len(colours)])
+        ax.axhline(0.5, color="0.2", lw=1)
+        ax.axhline(bar, color="0.4", lw=1, ls=":",
+                   label=f"bar of the long-range sets ({100 * bar:.0f}%)")
+        ax.set_xticks(x, rules, rotation=35, ha="right")
+        ax.set(ylabel="balanced accuracy (fresh sample)", ylim=(0.4, 1.02))
+        ax.legend(ncols=3, fontsize=8, loc="upper left")
+    return fig
+
+
+def plot_word_counts(counts_by_k: Mapping[int, Mapping[int, int]],
+                     title: str | None = None) -> Figure:
+    """Number of Dyck-k words of every length, log scale (integers of any size).
+
+    Args:
+        counts_by_k: ``{k: {length: count}}``, e.g. from ``Dyck(k).count``.
+
+    Returns:
+        A Figure with one panel.
+    """
+    if not counts_by_k:
+        raise ValueError("counts_by_k must hold at least one k, got none")
+    # log10 of Python ints: exact for counts far beyond float range
+    logs = {k: sorted((n, math.log10(c)) for n, c in d.items() if c > 0)
+            for k, d in counts_by_k.items()}
+    exponent = max(v for d in logs.values() for _, v in d) > 300  # beyond float64
+    with style_context():
+        fig, ax = new_panel((6.5, 3.8), title)
+        for k in sorted(logs):
+            n, v = np.array(logs[k]).T
+            ax.plot(n, v if exponent else 10.0 ** v, marker="o" if n.size <= 40 else None,
+                    ms=3, label=f"Dyck-{k}")
+        ax.set(xlabel="string length", ylabel="log10(number of words)" if exponent
+               else "number of words (log scale)", yscale="linear" if exponent else "log")
+        ax.grid(True)
+        ax.legend()
+    return fig
+
+
+def plot_depth_profile(string: str, language: Dyck, title: str | None = None) -> Figure:
+    """A string's height after every symbol as a mountain, each matched pair as an arc below
+    (coloured by type); in a non-member, a red cross marks the first symbol after which no
+    completion is a member.
+
+    Returns:
+        A Figure with one panel.
+    """
+    one = Dataset.from_strings(language, [string])
+    n = len(string)
+    height = np.r_[0, language.heights(one.codes, one.lengths)[0]].astype(int)
+    partner = language.matching(one.codes, one.lengths)[0]
+    _, balanced = prefix_targets(one)
+    top, bottom = max(int(height.max()), 1), min(int(height.min()), 0)
+    arc = 0.45 * top if (partner >= 0).any() else 0.0
+    with style_context():
+        fig, ax = new_panel((float(np.clip(0.3 * n + 1.5, 6, 16)), 3.0 + 0.1 * top),
+                         title or (f"A {n}-symbol member of {language.name}" if one.labels[0]
+                                   else f"A non-member of {language.name}"))
+        ax.plot(np.arange(n + 1), height, color="0.2", marker="o", ms=3, zorder=3)
+        ax.fill_between(np.arange(n + 1), height, 0, color=PALETTE[5], alpha=0.15, lw=0)
+        ax.axhline(0, color="0.4", lw=0.8)
+        widest = max(int((partner - np.arange(n)).max(initial=1)), 1)
+        for i in np.flatnonzero(partner > np.arange(n)):
+            width = float(partner[i] - i)
+            ax.add_patch(Arc(((i + partner[i]) / 2 + 0.5, 0), width,
+                             2 * arc * (0.25 + 0.75 * width / widest), theta1=180, theta2=360,
+                             color=PALETTE[(one.codes[0, i] >> 1) % len(PALETTE)], lw=1.3))
+        if not balanced.all():
+            i = int(np.argmin(balanced[0]))
+            ax.plot(i + 0.5, (height[i] + height[i + 1]) / 2, marker="x", color="red", ms=9,
+                    mew=2.2, zorder=4)
+        ax.set_xticks(np.arange(n) + 0.5, list(string), fontfamily="DejaVu Sans Mono",
+                      fontsize=float(np.clip(260 / max(n, 1), 7, 12)))
+        ax.tick_params(axis="x", length=0)
+        ax.set(xlim=(-0.3, n + 0.3), ylim=(min(bottom, -arc) - 0.2, top + 0.4), ylabel="height",
+               yticks=np.arange(bottom, top + 1, max(1, (top - bottom) // 6)))
+        ax.spines["bottom"].set_visible(False)
+    return fig

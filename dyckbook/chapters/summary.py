@@ -1,0 +1,77 @@
+"""The summary page (notebook 90): the thesis' Table 5.2 beside its pipeline rerun and the
+sound reruns, one row per experiment."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from dyckbook.chapters.page import pct
+
+
+def _seeds_text(records: Sequence[Any], test: str = "hard") -> str:
+    """Mean accuracy over every seed, and how many failed and why."""
+    if not records:
+        return "not run"
+    acc = [r.accuracy(test) for r in records]
+    failed = sorted({r.failure for r in records if r.status != "ok"})
+    text = f"{pct(sum(acc) / len(acc))}, {len(records)} seeds"
+    if failed:
+        n = sum(r.status != "ok" for r in records)
+        text += f" ({n} failed: {', '.join(failed)})"
+    return text
+
+
+def recipe_departure(experiment: int, record: Any) -> str:
+    """How a rerun of the thesis' pipeline departs from Table 5.1 and the notebook's data
+    (epochs, learning rate, strings), or ``"Table 5.1"`` when it does not."""
+    from dyckbook.presets import thesis_experiment
+
+    e = thesis_experiment(experiment)
+    train = record.config["train"]
+    parts = []
+    if train["epochs"] != e.epochs:
+        parts.append(f"{train['epochs']} of {e.epochs} epochs")
+    if not math.isclose(train["lr"], e.lr):
+        parts.append(f"lr {train['lr']:g} (Table 5.1: {e.lr:g})")
+    strings = int(record.config["data"]["n_train"])
+    if strings < e.data.n:
+        parts.append(f"{strings:,} of {e.data.n:,} strings")
+    return "; ".join(parts) or "Table 5.1"
+
+
+def table52_rows(literal: Sequence[Any], sound: Sequence[Any]) -> list[dict[str, Any]]:
+    """Table 5.2 beside the rerun of its pipeline (with how its recipe departs from Table
+    5.1) and the sound reruns, one row per experiment."""
+    from dyckbook.presets import THESIS_RESULTS
+
+    rows = []
+    for n, reported in THESIS_RESULTS.items():
+        lit = [r for r in literal if r.label == f"experiment {n}"]
+        rows.append({
+            "exp.": n, "Table 5.2": pct(reported.test_acc / 100, 2),
+            "its pipeline: thesis split": pct(lit[0].accuracy("thesis"), 2) if lit
+            else "not run",
+            "its pipeline: hard": pct(lit[0].accuracy("hard")) if lit else "not run",
+            "recipe vs Table 5.1": recipe_departure(n, lit[0]) if lit else "not run",
+            "sound: thesis' model": _seeds_text([r for r in sound
+                                                  if r.label.startswith(f"exp. {n}:")]),
+            "sound: read at [end]": _seeds_text([r for r in sound
+                                                 if r.label.startswith(f"exp. {n} read")]),
+            "strongest shortcut, same strings": _strongest_text(
+                [r for r in sound if r.label.startswith((f"exp. {n}:", f"exp. {n} read"))]),
+        })
+    return rows
+
+
+def _strongest_text(records: Sequence[Any], test: str = "hard") -> str:
+    """The stack-free shortcut with the best mean accuracy over the records' test sets."""
+    means: dict[str, list[float]] = {}
+    for r in records:
+        for name, s in r.baselines.get(test, {}).items():
+            means.setdefault(name, []).append(s.accuracy)
+    if not means:
+        return "not run"
+    name, values = max(means.items(), key=lambda kv: sum(kv[1]) / len(kv[1]))
+    return f"{name} {pct(sum(values) / len(values))}"

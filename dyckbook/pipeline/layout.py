@@ -1,0 +1,87 @@
+"""Where a profile's runs live, relative to the output root (the repository, or
+``$DYCKBOOK_ROOT``)::
+
+    book/runs/<profile>/<group>/<run>.ipynb   executed notebook, published only after success
+    book/results/<profile>/<group>/<run>/     what the run wrote (records.jsonl, fig_*.png, ...)
+        run.json                              the runner's record (hashes, status, last attempt)
+    book/results/<profile>/index.json         the profile's runs, rewritten when a run publishes
+    book/pages/                               the pages of the profile a book build shows
+    scratch/<notebook>/                       where a notebook run by hand writes (never published)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from dyckbook.results import read_json, resolve
+
+__all__ = ["PAGES_DIR", "RESULTS_DIR", "RUNS_DIR", "RUN_RECORD", "migrate_legacy_tree",
+           "profile_index", "run_notebook_path", "run_results_dir"]
+
+
+RUNS_DIR = Path("book") / "runs"
+
+
+RESULTS_DIR = Path("book") / "results"
+
+
+PAGES_DIR = Path("book") / "pages"
+
+
+RUN_RECORD = "run.json"  # the runner's record of a run, in its results folder
+
+
+def _check_name(what: str, name: str) -> None:
+    if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
+        raise ValueError(f"{what} must be a plain file name, got {name!r}")
+
+
+def run_notebook_path(profile: str, group: str, run: str,
+                      root: str | os.PathLike[str] | None = None) -> Path:
+    """``book/runs/<profile>/<group>/<run>.ipynb`` under the output root: a run's published page."""
+    for what, name in (("profile", profile), ("group", group), ("run", run)):
+        _check_name(what, name)
+    return resolve(RUNS_DIR / profile / group / f"{run}.ipynb", root)
+
+
+def run_results_dir(profile: str, group: str, run: str,
+                    root: str | os.PathLike[str] | None = None) -> Path:
+    """``book/results/<profile>/<group>/<run>/`` under the output root: a run's published files."""
+    for what, name in (("profile", profile), ("group", group), ("run", run)):
+        _check_name(what, name)
+    return resolve(RESULTS_DIR / profile / group / run, root)
+
+
+def profile_index(profile: str, root: str | os.PathLike[str] | None = None) -> Path:
+    """``book/results/<profile>/index.json``: the runs a profile has published (for the book)."""
+    _check_name("profile", profile)
+    return resolve(RESULTS_DIR / profile / "index.json", root)
+
+
+def migrate_legacy_tree(root: str | os.PathLike[str]) -> str | None:
+    """Move a tree of the layout before profiles (``book/results/<group>``, one profile for all)
+    under the profile its ``index.json`` names; returns that profile, or None if nothing moved.
+    Its runs then show as stale (their results folders moved) until rerun; none is deleted."""
+    root = Path(root)
+    legacy = root / RESULTS_DIR / "index.json"
+    if not legacy.is_file():
+        return None
+    try:
+        profile = str(read_json(legacy)["profile"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    for base in (root / RESULTS_DIR, root / RUNS_DIR):
+        dest = base / profile
+        dest.mkdir(parents=True, exist_ok=True)
+        for child in list(base.iterdir()):
+            if child.is_dir() and not (child / RUN_RECORD).exists() and any(
+                    (g / RUN_RECORD).is_file() or g.suffix == ".ipynb" for g in child.iterdir()):
+                if not (dest / child.name).exists():
+                    os.replace(child, dest / child.name)
+    os.replace(legacy, profile_index(profile, root))
+    logging.getLogger(__name__).warning(
+        "moved the results of profile %s into %s and %s (results are kept per profile now)",
+        profile, RESULTS_DIR / profile, RUNS_DIR / profile)
+    return profile

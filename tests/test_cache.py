@@ -1,0 +1,417 @@
+"""Tests for dyckbook.cache: a run's data made once and its trained seeds kept, read back equal,
+keyed by every configuration field and every line of code they depend on."""
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from dyckbook import cache, results, run
+from dyckbook.chapters import page
+from dyckbook.completion import CompletionDataConfig
+from dyckbook.model import ModelConfig
+from dyckbook.protocol import DataConfig, make_splits
+from dyckbook.run import RunConfig
+from dyckbook.train import TrainConfig
+
+DATA = DataConfig(k=2, min_length=4, max_length=10, n_train=200, n_val=40, n_test=80,
+                  test_max_length=32, test_sets=("hard", "stack"))
+
+
+@pytest.fixture
+def data_cache(tmp_path: Path, monkeypatch) -> Path:
+    monkeypatch.setenv(cache.DATA_ENV, str(tmp_path / "data"))
+    run.data_splits.cache_clear()  # the in-process cache would hide the folder's
+    yield tmp_path / "data"
+    run.data_splits.cache_clear()
+
+
+def counting(made: list):
+    def make(data, seed):
+        made.append((data, seed))
+        return make_splits(data, seed)
+    return make
+
+
+def assert_same_splits(a, b) -> None:
+    sets_a, sets_b = {"train": a.train, "val": a.val, **a.tests}, {"train": b.train, "val": b.val,
+                                                                   **b.tests}
+    assert sets_a.keys() == sets_b.keys()
+    for name, x in sets_a.items():
+        y = sets_b[name]
+        assert x.language == y.language, name
+        for field in ("codes", "lengths", "labels", "kinds"):
+            assert np.array_equal(getattr(x, field), getattr(y, field)), (name, field)
+
+
+def test_made_once_then_read_back_equal(data_cache: Path) -> None:
+    made: list = []
+    first = cache.load_or_make(DATA, 3, counting(made))
+    second = cache.load_or_make(DATA, 3, counting(made))
+    assert len(made) == 1 and len(list(data_cache.glob("*.pkl.gz"))) == 1
+    assert_same_splits(second, first)
+    assert_same_splits(second, make_splits(DATA, 3))
+
+
+def test_without_the_variable_nothing_is_written(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv(cache.DATA_ENV, raising=False)
+    made: list = []
+    cache.load_or_make(DATA, 0, counting(made))
+    cache.load_or_make(DATA, 0, counting(made))
+    assert len(made) == 2 and cache.folder(cache.DATA_ENV) is None
+
+
+def test_the_key_tells_apart_what_the_data_depend_on(monkeypatch) -> None:
+    base = cache.data_key(DATA, 0)
+    assert cache.data_key(DATA, 0) == base
+    assert cache.data_key(DATA, 1) != base
+    assert cache.data_key(replace(DATA, n_test=81), 0) != base
+    assert cache.data_key(CompletionDataConfig(k=2), 0) != cache.data_key(
+        CompletionDataConfig(k=3), 0)
+    import torch
+
+    thesis = DataConfig(k=1, max_length=16, source="thesis", n_train=100)
+    with_torch = cache.data_key(thesis, 0)
+    monkeypatch.setattr(torch, "__version__", "9.9.9+cu999")
+    assert cache.data_key(DATA, 0) == base  # a CUDA build reads the CPU's entries
+    assert cache.data_key(thesis, 0) != with_torch  # but not the thesis' torch-drawn split
+    monkeypatch.setattr(cache, "code_digest", lambda *_: "another package source")
+    assert cache.data_key(DATA, 0) != base
+
+
+def package_copy(tmp_path: Path, monkeypatch) -> Path:
+    """A copy of the package that ``cache`` reads its modules' code from."""
+    import shutil
+
+    copy = tmp_path / "dyckbook"
+    shutil.copytree(Path(cache.__file__).parent, copy,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+
+    def module_file(name: str) -> Path:
+        parts = name.split(".")
+        if parts[0] != "dyckbook":
+            raise ValueError(name)
+        base = copy.joinpath(*parts[1:])
+        for path in (base.with_suffix(".py"), base / "__init__.py"):
+            if path.is_file():
+                return path
+        raise ValueError(f"{name} is not a module")
+
+    monkeypatch.setattr(cache, "module_file", module_file)
+    return copy
+
+
+def test_the_data_digest_follows_the_modules_the_data_are_made_by(tmp_path: Path,
+                                                                   monkeypatch) -> None:
+    """A copy of the package with a data module's code edited digests apart; one with the model
+    or a chapter edited, or a data module's comments, does not. The modules are read from the
+    imports: one the data floor starts importing joins them, wherever it lies."""
+    copy = package_copy(tmp_path, monkeypatch)
+
+    def digest_after(edit: str, text: str = "\nEDITED = 1\n") -> str:
+        (copy / edit).write_text((copy / edit).read_text() + text)
+        cache.code_digest.cache_clear()
+        return cache.code_digest(cache.DATA_ROOTS, cache.DATA_FILES)
+
+    def closure() -> set[str]:
+        return set(cache.module_closure(cache.DATA_ROOTS))
+
+    try:
+        cache.code_digest.cache_clear()
+        first = cache.code_digest(cache.DATA_ROOTS, cache.DATA_FILES)
+        assert {f"dyckbook.{m}" for m in ("protocol", "negatives", "languages",
+                                          "completion")} <= closure()
+        assert not {f"dyckbook.{m}" for m in ("model", "train", "run")} & closure()
+        assert digest_after("model.py") == digest_after("chapters/page.py") == first
+        assert digest_after("negatives.py", "\n# a comment\n") == first  # code only counts
+        edited = [digest_after(name) for name in ("negatives.py", "thesis_model.py", "cache.py")]
+        assert len({first, *edited}) == 4  # each of them changes it
+        assert "dyckbook.chapters.page" not in closure()
+        digest_after("hardness.py", "\nfrom dyckbook.chapters import page  # noqa\n")
+        assert {"dyckbook.chapters", "dyckbook.chapters.page"} <= closure()
+    finally:
+        cache.code_digest.cache_clear()
+
+
+def test_an_unreadable_entry_is_made_again(data_cache: Path) -> None:
+    made: list = []
+    cache.load_or_make(DATA, 0, counting(made))
+    entry = next(data_cache.glob("*.pkl.gz"))
+    entry.write_bytes(b"not a pickle")
+    again = cache.load_or_make(DATA, 0, counting(made))
+    assert len(made) == 2
+    assert_same_splits(again, make_splits(DATA, 0))
+    assert_same_splits(cache.load_or_make(DATA, 0, counting(made)), again)
+    assert len(made) == 2  # the replaced entry reads
+
+
+def test_a_file_where_the_folder_should_be_is_named(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "f").write_text("")
+    monkeypatch.setenv(cache.DATA_ENV, str(tmp_path / "f"))
+    with pytest.raises(ValueError, match="DYCKBOOK_DATA_CACHE must name a folder"):
+        cache.load_or_make(DATA, 0, make_splits)
+
+
+def test_run_reads_its_splits_from_the_cache(data_cache: Path) -> None:
+    first = run.data_splits(DATA, 5)
+    run.data_splits.cache_clear()
+    assert len(list(data_cache.glob("*.pkl.gz"))) == 1
+    assert_same_splits(run.data_splits(DATA, 5), first)
+
+
+def test_train_lengths_makes_the_data_then_trains_from_it(tmp_path: Path, monkeypatch,
+                                                           capsys) -> None:
+    """The GPU procedure (ARCHITECTURE.md): the data made here into a folder, then training that
+    reads them gives the records training without the folder gives."""
+    from dyckbook.pipeline import runner
+    from dyckbook.pipeline.cli import main
+
+    monkeypatch.setenv(cache.DATA_ENV, "")  # restored after: the command sets it
+    expected = next(r for r in runner.resolve_profile(runner.load_manifest(), "smoke")
+                    if r.name == "generalisation").params
+    params = tmp_path / "params.json"
+    params.write_text(json.dumps({**expected, "ks": "1", "configs": "causal-none-end,lstm",
+                                  "depth_configs": "lstm", "n_seeds": 2, "n_train": 120,
+                                  "n_test": 40, "max_steps": 4, "test_max_length": 32}))
+    folder = tmp_path / "data"
+    assert main(["-q", "train-lengths", "--params", str(params), "--data-cache", str(folder),
+                 "--data-only"]) == 0
+    assert "4 (data config, seed) splits" in capsys.readouterr().out  # 2 studies x 2 seeds
+    assert len(list(folder.glob("*.pkl.gz"))) == 4
+
+    def records(out: Path, *extra: str) -> list[dict]:
+        run.data_splits.cache_clear()
+        assert main(["-q", "train-lengths", "--params", str(params), "--out", str(out),
+                     *extra]) == 0
+        rows = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+        return sorted(({k: r[k] for k in ("label", "steps", "scores", "train_accuracy", "data")}
+                       for r in rows), key=lambda r: (r["label"], r["scores"]["hard"]["accuracy"]))
+
+    monkeypatch.setattr(cache, "make_splits", lambda *a: pytest.fail("made, not read"))
+    cached = records(tmp_path / "cached", "--data-cache", str(folder))
+    monkeypatch.undo()
+    monkeypatch.setenv(cache.DATA_ENV, "")
+    assert cached == records(tmp_path / "plain")
+    assert len(cached) == 6
+
+
+def test_data_only_needs_the_folder(capsys) -> None:
+    from dyckbook.pipeline.cli import main
+
+    assert main(["train-lengths", "--profile", "smoke", "--data-only"]) == 2
+    assert "--data-only needs --data-cache DIR" in capsys.readouterr().err
+
+
+CONFIG = RunConfig(DataConfig(k=2, min_length=4, max_length=10, n_train=128, n_val=32, n_test=64),
+                   ModelConfig(k=2, n_ctx=10, d_model=8, d_mlp=16, n_layers=1),
+                   TrainConfig(max_steps=4), baselines=("counts",))
+
+
+@pytest.fixture
+def run_cache(tmp_path: Path, monkeypatch) -> Path:
+    monkeypatch.setenv(cache.RUN_ENV, str(tmp_path / "runs"))
+    return tmp_path / "runs"
+
+
+@pytest.fixture
+def trained(monkeypatch) -> list:
+    """The seeds ``run.run_seeds`` trains (does not read back), call by call."""
+    calls: list = []
+    real = run._train_seeds
+
+    def spy(config, seeds, *args, **kw):
+        calls.append(list(seeds))
+        return real(config, seeds, *args, **kw)
+
+    monkeypatch.setattr(run, "_train_seeds", spy)
+    return calls
+
+
+def plain(record) -> dict:
+    """A record as its JSON file holds it (NaN as null), the wall-clock times aside."""
+    data = json.loads(json.dumps(results._plain(record.to_dict()), sort_keys=True))
+    data.pop("seconds")
+    for entry in data["history"]:
+        entry.pop("seconds")
+    return data
+
+
+def assert_same_run(a, b) -> None:
+    assert plain(a.record) == plain(b.record)
+    assert a.model.config == b.model.config and list(a.model.seeds) == list(b.model.seeds)
+    state_a, state_b = a.model.state_dict(), b.model.state_dict()
+    assert state_a.keys() == state_b.keys()
+    assert all(torch.equal(state_a[k], state_b[k]) for k in state_a)
+    assert a.splits.summary() == b.splits.summary()
+
+
+def test_trained_once_then_read_back_equal(run_cache: Path, trained: list) -> None:
+    first = run.run_seeds(CONFIG, [0, 1])
+    assert trained == [[0, 1]] and len(list(run_cache.glob("*.pt"))) == 2
+    second = run.run_seeds(CONFIG, [1, 0])
+    assert trained == [[0, 1]]  # nothing trained again
+    assert [r.record.seed for r in second] == [1, 0]
+    assert_same_run(second[0], first[1])
+    assert_same_run(second[1], first[0])
+    assert not second[0].model.training  # read back ready to use, as trained
+
+
+def test_a_stopped_run_trains_only_the_seeds_it_lacks(run_cache: Path, trained: list) -> None:
+    with pytest.MonkeyPatch.context() as uncached:
+        uncached.delenv(cache.RUN_ENV)
+        whole = run.run_seeds(CONFIG, [0, 1, 2])  # the spy counts this call too
+    run.run_seeds(CONFIG, [1])
+    resumed = run.run_seeds(CONFIG, [0, 1, 2])
+    assert trained == [[0, 1, 2], [1], [0, 2]]
+    for a, b in zip(resumed, whole):  # as a run from scratch: batching changes nothing
+        assert_same_run(a, b)
+
+
+def test_another_configuration_or_code_is_not_read(run_cache: Path, trained: list,
+                                                   monkeypatch) -> None:
+    run.run_seeds(CONFIG, [0])
+    other = CONFIG.override(max_steps=5)
+    assert run.run_seeds(other, [0])[0].record.steps == 5
+    monkeypatch.setattr(cache, "code_digest", lambda *_: "code after an edit")
+    run.run_seeds(CONFIG, [0])
+    assert trained == [[0], [0], [0]]
+
+
+def test_an_unreadable_entry_is_trained_again_and_replaced(run_cache: Path, trained: list,
+                                                           caplog) -> None:
+    first = run.run_seeds(CONFIG, [0])[0]
+    (model_file,) = run_cache.glob("*.pt")
+    model_file.write_bytes(b"not a model")
+    again = run.run_seeds(CONFIG, [0])[0]
+    assert trained == [[0], [0]] and "unreadable" in caplog.text
+    assert_same_run(again, first)
+    assert_same_run(run.run_seeds(CONFIG, [0])[0], first)  # the entry was rewritten
+    assert trained == [[0], [0]]
+
+
+def test_without_the_variable_nothing_is_kept(tmp_path: Path, trained: list,
+                                              monkeypatch) -> None:
+    monkeypatch.delenv(cache.RUN_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+    run.run_seeds(CONFIG, [0])
+    run.run_seeds(CONFIG, [0])
+    assert trained == [[0], [0]] and cache.folder(cache.RUN_ENV) is None
+    assert not list(tmp_path.iterdir())
+
+
+def test_run_all_resumes_and_still_writes_every_record(run_cache: Path, trained: list,
+                                                       tmp_path: Path) -> None:
+    configs = {"a": CONFIG, "b": CONFIG.override(max_steps=3)}
+    page.run_all(configs, [0, 1], tmp_path / "first")
+    runs = page.run_all(configs, [0, 1], tmp_path / "second")
+    assert trained == [[0, 1], [0, 1]]
+    records = results.read_records(tmp_path / "second" / "records.jsonl")
+    assert [(r.label, r.seed) for r in records] == [("a", 0), ("a", 1), ("b", 0), ("b", 1)]
+    assert [r.record.label for r in runs["b"]] == ["b", "b"]
+
+
+def test_bad_arguments_and_folders_are_named(run_cache: Path, tmp_path: Path, monkeypatch) -> None:
+    with pytest.raises(ValueError, match=r"run_seeds: seeds must be a non-empty sequence"):
+        run.run_seeds(CONFIG, 3)
+    with pytest.raises(ValueError, match=r"run_seeds: config must be a RunConfig"):
+        run.run_seeds(CONFIG.to_dict(), [0])
+    (tmp_path / "a file").write_text("")
+    monkeypatch.setenv(cache.RUN_ENV, str(tmp_path / "a file"))
+    with pytest.raises(ValueError, match="DYCKBOOK_RUN_CACHE must name a folder"):
+        run.run_seeds(CONFIG, [0])
+
+
+def test_the_code_digest_ignores_documentation_but_not_code() -> None:
+    source = 'def f(x):\n    """Twice x."""\n    return 2 * x  # doubled\n'
+    documented = 'def f(x):\n    """Twice x, documented\n    at length."""\n\n    return 2 * x\n'
+    assert cache.code_text(source) == cache.code_text(documented)
+    assert cache.code_text(source) != cache.code_text(source.replace("2 *", "3 *"))
+
+
+def test_the_code_digest_covers_training_and_scoring() -> None:
+    modules = set(cache.module_closure(cache.RUN_ROOTS))
+    assert {f"dyckbook.{m}" for m in ("run", "train", "model", "blocks", "kernels", "evaluate",
+                                      "baselines", "protocol", "negatives", "cache",
+                                      "checkpoint", "record")} <= modules
+    assert not {m for m in modules if m.startswith(("dyckbook.chapters", "dyckbook.pipeline"))}
+    assert not modules & {"dyckbook.plotting", "dyckbook.patching", "dyckbook.explain"}
+
+
+def left_out(imported: set[str], key: set[str]) -> set[str]:
+    """The package modules a process imported that a key does not cover."""
+    return {m for m in imported if m == "dyckbook" or m.startswith("dyckbook.")} - key
+
+
+def test_every_module_a_run_imports_is_in_the_run_key(tmp_path: Path) -> None:
+    """Train and score a tiny run in a fresh process (so that every import, function-local ones
+    included, has run), then compare what it imported with ``module_closure(RUN_ROOTS)``: a
+    module left out of the key (a move into a subpackage the walk missed, an import the walk
+    does not read) would let an edit to it leave stale runs in the cache."""
+    import subprocess
+    import sys
+
+    code = ("import json, sys\n"
+            "from dyckbook import run\n"
+            "from dyckbook.model import ModelConfig\n"
+            "from dyckbook.protocol import DataConfig\n"
+            "from dyckbook.train import TrainConfig\n"
+            "c = run.RunConfig(DataConfig(k=2, min_length=4, max_length=10, n_train=64,\n"
+            "    n_val=16, n_test=32), ModelConfig(k=2, n_ctx=10, d_model=8, d_mlp=16,\n"
+            "    n_layers=1), TrainConfig(max_steps=2))\n"
+            "run.run_seeds(c, [0])\n"
+            "print(json.dumps(sorted(sys.modules)))\n")
+    env = {**__import__("os").environ, cache.RUN_ENV: str(tmp_path / "runs"),
+           cache.DATA_ENV: str(tmp_path / "data")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env=env, cwd=Path(cache.__file__).parent.parent)
+    imported = set(json.loads(out.stdout.splitlines()[-1]))
+    key = set(cache.module_closure(cache.RUN_ROOTS))
+    assert {"dyckbook.run", "dyckbook.cache", "dyckbook.train"} <= imported
+    assert left_out(imported, key) == set()
+    # the check can fail: a key without one of them reports it
+    assert left_out(imported, key - {"dyckbook.checkpoint"}) == {"dyckbook.checkpoint"}
+
+
+def test_the_runner_hands_the_kernel_absolute_cache_folders(tmp_path: Path,
+                                                            monkeypatch) -> None:
+    from dyckbook.pipeline import runner
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(cache.RUN_ENV, "cache/runs")
+    monkeypatch.setenv(cache.DATA_ENV, " ")
+    assert runner.cache_folders() == {cache.RUN_ENV: str(tmp_path / "cache" / "runs")}
+
+
+def test_the_length_study_resumes_from_it_too(run_cache: Path, trained: list,
+                                              tmp_path: Path) -> None:
+    """07's records live in its (temporary) results folder while the runner runs it; with the
+    cache, a study stopped there trains again only what the cache lacks."""
+    from dyckbook.chapters import generalisation
+
+    configs = {"a": CONFIG, "b": CONFIG.override(max_steps=3)}
+    first = generalisation.run_records(configs, [0, 1], tmp_path / "killed")
+    again = generalisation.run_records(configs, [0, 1], tmp_path / "fresh folder")
+    assert trained == [[0, 1], [0, 1]]
+    assert {k: [plain(r) for r in v] for k, v in again.items()} == {
+        k: [plain(r) for r in v] for k, v in first.items()}
+
+
+def test_a_caller_of_records_only_does_not_make_the_data_again(run_cache: Path,
+                                                               monkeypatch) -> None:
+    first = run.run_seeds(CONFIG, [0])[0]
+
+    def refuse(*_):
+        raise AssertionError("the data were made again")
+
+    monkeypatch.setattr(run, "data_splits", refuse)
+    again = run.run_seeds(CONFIG, [0], splits=False)[0]
+    assert again.splits is None and plain(again.record) == plain(first.record)
+
+
+def test_a_device_is_checked_even_when_every_seed_is_cached(run_cache: Path) -> None:
+    run.run_seeds(CONFIG, [0])
+    with pytest.raises(ValueError, match="device"):
+        run.run_seeds(CONFIG, [0], device="tpu")
