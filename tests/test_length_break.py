@@ -284,8 +284,10 @@ def test_the_readout_over_every_real_token_is_the_models_own(norm):
     _, tokens = _before(16)
     padded = tokens["negatives before"][0]
     real = padded != tokenizer.PAD
+    # the readout's run records activations (torch's ops), the model's own may take the C
+    # kernels: test_kernels.py's tolerance for the two paths (logits here reach 16)
     assert torch.allclose(length_break.readout_logits(model, padded, real), model(padded),
-                          atol=1e-5)
+                          rtol=1e-4, atol=2e-5)
     fewer = real.clone()
     fewer[:, 0] = False  # the start token left out: the average moves
     assert (length_break.readout_logits(model, padded, fewer) - model(padded)).abs().max() > 1e-3
