@@ -16,8 +16,9 @@ from dyckbook.dataset import string_hash
 from dyckbook.languages import Dyck
 from dyckbook.vocab import PAD_CODE, check_codes
 
-__all__ = ["BBH_DYCK_FILE", "BIGBENCH_SENTENCE", "REGIMES", "CompletionDataConfig",
-           "CompletionSet", "CompletionSplits", "check_items", "close_by_counts", "closing_codes",
+__all__ = ["BBH_DYCK_FILE", "BIGBENCH_DYCK_FILE", "BIGBENCH_SENTENCE", "REGIMES",
+           "CompletionDataConfig", "CompletionSet", "CompletionSplits", "check_items",
+           "close_by_counts", "closing_codes",
            "completion_target", "make_completion_splits", "open_positions", "order_blind_best",
            "order_blind_expected", "parse_bigbench", "to_bigbench_json", "to_items"]
 
@@ -282,13 +283,45 @@ def to_bigbench_json(completions: CompletionSet) -> str:
                       ensure_ascii=False) + "\n"
 
 
-def parse_bigbench(text: str, source: str, k: int = 4) -> CompletionSet:
-    """Read the text of a BIG-bench / BBH ``dyck_languages`` file (:func:`to_bigbench_json`).
+def _answers(example: dict, where: str) -> dict[str, list[str]]:
+    """What an example says its answer is, by where it says it, each a list of answers: its
+    ``target`` (a string, or a list of strings any of which is right) and the single best key
+    of its ``target_scores`` (the original BIG-bench task scores its answer there)."""
+    target, scores = example.get("target"), example.get("target_scores")
+    ok = (isinstance(example.get("input"), str) and (target is not None or scores is not None)
+          and (target is None or isinstance(target, str)
+               or (isinstance(target, list) and target
+                   and all(isinstance(t, str) for t in target)))
+          and (scores is None or (isinstance(scores, dict) and scores and all(
+              isinstance(v, (int, float)) and not isinstance(v, bool)
+              for v in scores.values()))))
+    if not ok:
+        raise ValueError(f"{where}: needs the string fields 'input' and 'target' (or a list "
+                         f"of strings as 'target', or 'target_scores' mapping answers to "
+                         f"numbers), got {str(example)[:80]}")
+    out = {} if target is None else {"target": [target] if isinstance(target, str) else target}
+    if scores is not None:
+        best = max(scores.values())
+        top = [answer for answer, score in scores.items() if score == best]
+        if len(top) != 1:
+            raise ValueError(f"{where}: target_scores has {len(top)} answers with the best "
+                             f"score {best!r} ({', '.join(map(repr, top[:4]))}), not one")
+        out["the best of target_scores"] = top
+    return out
 
-    An input may carry :data:`BIGBENCH_SENTENCE` or be bare tokens over k pairs; each target
-    must be its input's shortest completion. Every error names ``source`` (a path) and the
-    example: not JSON, no ``examples`` list, a non-string field, an unknown token, an input
-    that is not a prefix, a wrong target.
+
+def parse_bigbench(text: str, source: str, k: int = 4) -> CompletionSet:
+    """Read the text of a BIG-bench or BIG-Bench Hard ``dyck_languages`` task.
+
+    Both formats hold ``{"examples": [...]}`` with space-separated tokens. BIG-Bench Hard's
+    (:func:`to_bigbench_json`): each ``input`` led by :data:`BIGBENCH_SENTENCE`, a string
+    ``target``. The original BIG-bench task (google/BIG-bench, ``task.json``): bare tokens
+    as ``input``, the instruction in the task's ``task_prefix`` and ``example_input_prefix``
+    (removed from an input that carries it), the answer scored by ``target_scores`` (its one
+    best key) and/or ``target`` (a string, or a list of right answers). Each answer must be
+    the input's shortest completion. Every error names ``source`` (a path) and the example:
+    not JSON, no ``examples`` list, a prefix that is not a string, a missing or malformed
+    answer, an unknown token, an input that is not a prefix, a wrong answer.
     """
     try:
         data = json.loads(text)
@@ -297,23 +330,31 @@ def parse_bigbench(text: str, source: str, k: int = 4) -> CompletionSet:
     examples = data.get("examples") if isinstance(data, dict) else None
     if not isinstance(examples, list) or not examples:
         raise ValueError(f"{source}: expected an object with a non-empty 'examples' list")
+    for field in ("task_prefix", "example_input_prefix"):
+        if not isinstance(data.get(field, ""), str):
+            raise ValueError(f"{source}: {field} must be a string, got {data[field]!r}")
+    lead = data.get("example_input_prefix", "").strip()
     prefixes = []
     for i, example in enumerate(examples):
         where = f"{source}, example {i}"
-        if not (isinstance(example, dict) and isinstance(example.get("input"), str)
-                and isinstance(example.get("target"), str)):
+        if not isinstance(example, dict):
             raise ValueError(f"{where}: needs the string fields 'input' and 'target', "
                              f"got {str(example)[:80]}")
-        tokens = example["input"].rpartition("Input:")[2].split()
+        answers = _answers(example, where)
+        line = example["input"].strip()
+        line = line[len(lead):] if lead and line.startswith(lead) else line
+        tokens = line.rpartition("Input:")[2].split()
         try:
             if any(len(t) != 1 for t in tokens):
                 raise ValueError(f"the input token {max(tokens, key=len)!r} is not one symbol")
             expected = completion_target("".join(tokens), k)
         except ValueError as error:
             raise ValueError(f"{where}: {error}") from None
-        if example["target"].split() != list(expected):
-            raise ValueError(f"{where}: target {example['target']!r} is not the shortest "
-                             f"completion of {' '.join(tokens)!r}, which is {' '.join(expected)!r}")
+        for name, given in answers.items():
+            if list(expected) not in [a.split() for a in given]:
+                said = repr(given[0]) if len(given) == 1 else f"none of {given!r}"
+                raise ValueError(f"{where}: {name} {said} is not the shortest completion of "
+                                 f"{' '.join(tokens)!r}, which is {' '.join(expected)!r}")
         prefixes.append("".join(tokens))
     return CompletionSet(Dyck(k), *Dyck(k).alphabet.encode(prefixes), "bigbench")
 
@@ -323,6 +364,9 @@ def parse_bigbench(text: str, source: str, k: int = 4) -> CompletionSet:
 #: worker without a checkout has them); read them with ``results.read_bigbench`` and
 #: :func:`to_items`.
 BBH_DYCK_FILE = Path(__file__).resolve().parent / "external" / "bbh" / "dyck_languages.json"
+#: The original BIG-bench ``dyck_languages`` task (1,000 items, Apache-2.0; BBH's 250 are among
+#: them), in BIG-bench's JSON task format; shipped with the package like :data:`BBH_DYCK_FILE`.
+BIGBENCH_DYCK_FILE = Path(__file__).resolve().parent / "external" / "bigbench" / "task.json"
 
 
 def to_items(completions: CompletionSet) -> list[tuple[str, str]]:

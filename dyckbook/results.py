@@ -217,8 +217,9 @@ def read_dataset(path: str | os.PathLike[str]) -> Dataset:
 
 
 def read_bigbench(path: str | os.PathLike[str], k: int = 4) -> Any:
-    """Read a BIG-bench / BBH ``dyck_languages`` file into a ``CompletionSet``; errors name the
-    path and the example."""
+    """Read a ``dyck_languages`` file into a ``CompletionSet``: BIG-Bench Hard's, or the
+    original BIG-bench task's (``target_scores``, ``task_prefix``; see
+    ``completion.parse_bigbench``); errors name the path and the example."""
     from dyckbook.completion import parse_bigbench
 
     path = Path(path)
