@@ -86,8 +86,8 @@ runs: venv
 # with their state, the build; `make book` still fails if a run failed, after building the book.
 # The build writes _build/html/.nojekyll (sphinx.ext.githubpages): a branch deploy keeps _static.
 book: venv mathjax
-	@status=0; $(PY) -m dyckbook run --profile $(PROFILE) --jobs $(JOBS) \
-		$(if $(SCHEDULER),--scheduler $(SCHEDULER)) || status=$$?; \
+	@status=0; DYCKBOOK_RUN_CACHE=$(RUN_CACHE) $(PY) -m dyckbook run --profile $(PROFILE) \
+		--jobs $(JOBS) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) || status=$$?; \
 	$(PY) -m dyckbook pages --profile $(PROFILE) && \
 	$(BIN)jupyter-book build . -W -n --keep-going && echo "open _build/html/index.html" && \
 	exit $$status
@@ -152,8 +152,18 @@ clean:
 	rm -rf _build $(MATHJAX_DIR) book/pages test-artifacts .pytest_cache .hypothesis build
 	find . -name __pycache__ -not -path './$(VENV)/*' -prune -exec rm -rf {} +
 
-# One profile's experiment results (hours of compute): only on request, never part of `clean`.
+# One profile's experiment results (hours of compute): only on request, never part of `clean`,
+# and only for one profile the manifest names (checked before anything is deleted: an empty,
+# misspelt or two-word PROFILE is one line and exit status 2).
+ifeq ($(filter clean-results,$(MAKECMDGOALS)),clean-results)
+PROFILES := $(shell sed -n '/^profiles:/,$$p' notebooks/experiments.yml 2>/dev/null | \
+	sed -n 's/^  \([A-Za-z0-9_-]*\):.*/\1/p')
+CLEAN_PROBLEM := $(if $(filter command line,$(origin PROFILE)),,name the profile whose results \
+	to delete: make clean-results PROFILE=cpu)
+CLEAN_PROBLEM := $(or $(CLEAN_PROBLEM),$(if $(and $(filter 1,$(words $(PROFILE))),$(filter \
+	$(PROFILES),$(PROFILE))),,PROFILE='$(PROFILE)' is not a profile of notebooks/experiments.yml \
+	($(PROFILES)): nothing deleted))
+endif
 clean-results:
-	@test -n "$(filter command line,$(origin PROFILE))" || { echo "make clean-results: name \
-	the profile whose results to delete: make clean-results PROFILE=cpu"; exit 2; }
+	$(if $(CLEAN_PROBLEM),$(error make clean-results: $(CLEAN_PROBLEM)))
 	rm -rf book/runs/$(PROFILE) book/results/$(PROFILE) book/pages

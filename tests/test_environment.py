@@ -3,6 +3,7 @@
 import re
 from pathlib import Path
 
+import pytest
 import tomllib
 import yaml
 
@@ -84,7 +85,52 @@ def test_make_clean_keeps_every_result():
     assert "book/results/cpu" not in results
     unnamed = subprocess.run(["make", "clean-results"], cwd=root, capture_output=True, text=True,
                              check=False)
-    assert unnamed.returncode != 0 and "name the profile" in unnamed.stdout
+    assert unnamed.returncode == 2 and "name the profile" in unnamed.stderr
+
+
+@pytest.mark.parametrize("profile", ["", "smoek", "smoke ../..", "../..", "cpu smoke"])
+def test_make_clean_results_deletes_nothing_but_a_named_profile(tmp_path, profile):
+    """Issue 54: `PROFILE=` deleted every profile's results, a typo exited 0, and
+    `PROFILE='smoke ../..'` planned `rm -rf ../..`. Run for real, in a copy."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    here = tmp_path / "repo"
+    (here / "notebooks").mkdir(parents=True)
+    (here / "Makefile").write_bytes((root / "Makefile").read_bytes())
+    (here / "notebooks" / "experiments.yml").write_bytes(
+        (root / "notebooks" / "experiments.yml").read_bytes())
+    kept = [here / "book" / base / p / "x.json" for base in ("results", "runs")
+            for p in ("smoke", "cpu")] + [tmp_path / "outside.txt"]
+    for path in kept:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("hours of compute")
+    out = subprocess.run(["make", "clean-results", f"PROFILE={profile}"], cwd=here,
+                         capture_output=True, text=True, check=False)
+    assert out.returncode == 2 and not out.stdout
+    assert len(out.stderr.strip().splitlines()) == 1 and "nothing deleted" in out.stderr
+    assert all(path.is_file() for path in kept)
+    done = subprocess.run(["make", "clean-results", "PROFILE=smoke"], cwd=here,
+                          capture_output=True, text=True, check=True)
+    assert done.returncode == 0
+    assert [p.is_file() for p in kept] == [False, True, False, True, True]
+
+
+def test_make_book_resumes_from_the_run_cache():
+    """Issue 54: `make book` ran the experiments without DYCKBOOK_RUN_CACHE, so a stopped build
+    retrained its runs (tests/test_runner.py stops a run and sees its seeds reused)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+
+    def plan(*args):
+        return subprocess.run(["make", "-n", "book", "PROFILE=smoke", *args], cwd=root,
+                              capture_output=True, text=True, check=True).stdout
+
+    run = [line for line in plan().splitlines() if "-m dyckbook run" in line]
+    assert run and all("DYCKBOOK_RUN_CACHE=.cache/runs " in line for line in run)
+    off = [line for line in plan("RUN_CACHE=").splitlines() if "-m dyckbook run" in line]
+    assert off and all("DYCKBOOK_RUN_CACHE= " in line for line in off)
 
 
 def test_make_publish_checks_first_in_one_line(tmp_path):

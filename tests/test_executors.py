@@ -55,8 +55,8 @@ def _tree(root: Path) -> dict[str, object]:
 @pytest.mark.notebook
 def test_a_dask_run_publishes_what_a_process_pool_run_publishes(tmp_path: Path, dask,
                                                                 pool) -> None:
-    m = manifest(tmp_path, lambda raw: raw["profiles"]["smoke"].update(
-        exclude=["chapter", "beta", "boom", "killed"]))  # a run and a summary that reads it
+    m = manifest(tmp_path, lambda raw: raw["profiles"]["smoke"].update(  # a run and a summary
+        exclude=["chapter", "beta", "boom", "killed", "resumed"]))  # that reads it
     for name, executor in (("dask", dask), ("pool", pool)):
         assert runner.run("smoke", manifest=m, out_root=tmp_path / name, executor=executor) == 0
     assert _tree(tmp_path / "dask") == _tree(tmp_path / "pool")

@@ -401,7 +401,7 @@ def _sha(path: Path) -> str:
 def test_publish_skip_then_rerun_what_changed(tmp_path: Path, pool, caplog) -> None:
     caplog.set_level(logging.INFO, logger="dyckbook")
     root, m = tmp_path / "out", manifest(tmp_path, lambda raw: raw["profiles"].update(
-        extra={"include": ["beta"]}, smoke={"exclude": ["beta", "boom", "killed"]}))
+        extra={"include": ["beta"]}, smoke={"exclude": ["beta", "boom", "killed", "resumed"]}))
     assert runner.run("smoke", manifest=m, out_root=root, executor=pool) == 0
     assert ran(caplog) == {"chapter", "alpha", "summary"}
     rdir = results(root, "fixture_ok", "alpha")
@@ -587,6 +587,29 @@ def test_a_killed_pool_worker_fails_its_run_and_publishes_nothing(tmp_path: Path
             if not _alive(int(f.name.split("-")[2]))]  # alive: only a dead worker's count
     assert not left
     assert len(marker.read_text().splitlines()) == 1  # the process pool does not retry
+
+
+@pytest.mark.notebook
+def test_a_run_stopped_while_it_trains_reuses_its_trained_seeds(tmp_path: Path, monkeypatch
+                                                                ) -> None:
+    """What `make book` does (issue 54): the run cache named by a relative path, a run stopped
+    after it trained seed 0 (its worker killed), the same command again."""
+    marker = tmp_path / "attempts"
+    m = manifest(tmp_path, lambda raw: raw["profiles"]["resuming"].update(
+        runs={"resumed": {"marker": str(marker)}}))
+    root = tmp_path / "out"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DYCKBOOK_RUN_CACHE", ".cache/runs")  # the Makefile's RUN_CACHE
+    assert runner.run("resuming", manifest=m, out_root=root) == 1  # stopped
+    assert not page(root, "fixture_resume", "resumed", "resuming").exists()
+    cached = sorted(p.name for p in (tmp_path / ".cache" / "runs").rglob("*") if p.is_file())
+    assert cached  # seed 0, written as soon as it trained
+    assert runner.run("resuming", manifest=m, out_root=root) == 0
+    text = page(root, "fixture_resume", "resumed", "resuming").read_text()
+    assert "resumed 1 of 1 seed(s)" in text and "resumed 1 of 2 seed(s)" in text
+    metrics = results(root, "fixture_resume", "resumed", "resuming") / "metrics.json"
+    assert json.loads(metrics.read_text()) == {"seeds": [0, 1]}
+    assert len(marker.read_text().splitlines()) == 2
 
 
 @pytest.mark.notebook
