@@ -191,6 +191,39 @@ def test_bbh_references_are_computed_on_the_items():
     assert rows["code-davinci-002, chain of thought"] == "56.8%"
 
 
+def test_the_item_sets_are_bbh_the_original_its_rest_and_a_users_file(tmp_path):
+    bbh = [("([", "])"), ("{", "}")]
+    original = [("<", ">"), ("([", "])"), ("{", "}"), ("[[", "]]")]
+    mine = tmp_path / "mine.json"  # the original BIG-bench format, as a user would give it
+    mine.write_text('{"examples": [{"input": "( <", "target_scores": {"> )": 1, ") >": 0}}]}')
+    sets = completion.item_sets(bbh, original, f" {mine} ,")
+    assert sets == {"BIG-Bench Hard": bbh, "BIG-bench, every item": original,
+                    "BIG-bench, the items BBH left out": [("<", ">"), ("[[", "]]")],
+                    str(mine): [("(<", ">)")]}
+    with pytest.raises(ValueError, match="'.*nowhere.json' is not a file"):
+        completion.item_sets(bbh, original, str(tmp_path / "nowhere.json"))
+    assert completion.bigbench_paths("") == [] and completion.bigbench_paths(f"{mine}") == [mine]
+    (tmp_path / "bad.json").write_text('{"examples": [{"input": "( <", "target": ") >"}]}')
+    with pytest.raises(ValueError, match="bad.json, example 0: target '\\) >' is not"):
+        completion.item_sets(bbh, original, str(tmp_path / "bad.json"))
+
+
+def test_bigbench_rows_name_each_set_with_its_size():
+    from dyckbook.seq2seq import score_items
+
+    def scores(items, wrong=0):
+        return score_items(lambda p: ["" if i < wrong else t for i, (_, t) in enumerate(items)],
+                           items)
+
+    every, rest = [("(", ")"), ("[", "]"), ("<", ">")], [("[", "]")]
+    rows = completion.bigbench_rows({"every": {"m": [scores(every, 1)]},
+                                     "rest": {"m": [scores(rest)]}, "none": {}})
+    assert [(r["items"], r["model"], r["each seed"]) for r in rows] == [
+        ("every (3)", "m", "2/3"), ("rest (1)", "m", "1/1")]
+    published = completion.bbh_reference_rows(every, published=False)
+    assert not any("published" in r["source"] for r in published) and len(published) == 3
+
+
 def test_group_by_label_and_evidence_rows():
     from dyckbook.chapters.re_examining_thesis import evidence_rows
     from dyckbook.verdicts import RULES, Evidence, verdicts

@@ -4,7 +4,8 @@ Three families of runs, one :class:`~dyckbook.run.RunConfig` each per label: ``m
 seed's encoder–decoder with each source encoding and the decoder-only model, on Dyck-k suffix
 completion), ``lengths`` (the decoder-only model with positions that can generalise, tested on
 longer prefixes) and ``bbh`` (both architectures trained on BIG-Bench Hard's regime and lengths,
-scored on its 250 real items).
+scored on its 250 real items, on the original BIG-bench task's 1,000, and on any BIG-bench Dyck
+file a user names).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from itertools import permutations
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,8 +26,9 @@ from dyckbook.completion import close_by_counts, order_blind_best, order_blind_e
 from dyckbook.train import first_reach
 
 __all__ = ["BBH_PUBLISHED", "agreement_sentence", "bbh_reference_rows", "bbh_rows",
-           "chapter_configs", "completion_rows", "completion_sentence", "merged_lengths",
-           "missed_rows", "partner_rows", "steps_to_target"]
+           "bigbench_paths", "bigbench_rows", "chapter_configs", "completion_rows",
+           "completion_sentence", "item_sets", "merged_lengths", "missed_rows", "partner_rows",
+           "steps_to_target"]
 
 #: code-davinci-002 on BBH ``dyck_languages`` (Suzgun et al. 2022, Table 2): answer-only, CoT
 BBH_PUBLISHED = {"code-davinci-002, answer only (published)": 0.468,
@@ -217,13 +220,60 @@ def bbh_rows(scores: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def bbh_reference_rows(items: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
-    """The published LLM scores and the order-blind references, computed on ``items``."""
+def bigbench_paths(files: str) -> list[Path]:
+    """The files of ``files``, comma-separated paths (relative ones to the repository; empty:
+    none); a ValueError names one that is not a file."""
+    from dyckbook.results import resolve, source_root
+
+    if not isinstance(files, str):
+        raise ValueError(f"files must be a str of comma-separated paths, got {files!r}")
+    out = []
+    for text in (p.strip() for p in files.split(",")):
+        path = resolve(text, source_root()) if text else None
+        if path is not None and not path.is_file():
+            raise ValueError(f"{text!r} is not a file ({path})")
+        out += [path] if path is not None else []
+    return out
+
+
+def item_sets(bbh: Sequence[tuple[str, str]], original: Sequence[tuple[str, str]],
+              files: str = "") -> dict[str, list[tuple[str, str]]]:
+    """The BIG-bench Dyck items the chapter scores, by name: BIG-Bench Hard's, the original
+    BIG-bench task's, the original items BBH left out, and each file of ``files``
+    (:func:`bigbench_paths`: BIG-bench or BBH ``dyck_languages`` files, each named by the
+    path given; errors name the path)."""
+    from dyckbook.completion import to_items
+    from dyckbook.results import read_bigbench
+
+    taken = set(bbh)
+    out = {"BIG-Bench Hard": list(bbh), "BIG-bench, every item": list(original),
+           "BIG-bench, the items BBH left out": [i for i in original if i not in taken]}
+    names = [p.strip() for p in files.split(",") if p.strip()] if isinstance(files, str) else []
+    for name, path in zip(names, bigbench_paths(files)):
+        out[name] = to_items(read_bigbench(path))
+    return out
+
+
+def bigbench_rows(scores: Mapping[str, Mapping[str, Sequence[Any]]]) -> list[dict[str, Any]]:
+    """:func:`bbh_rows` for each set of items, led by the set's name and size.
+
+    Args:
+        scores: ``{set name: {label: [seq2seq.ItemScores per seed]}}``.
+    """
+    return [{"items": f"{name} ({next(iter(by_label.values()))[0].score.n:,})", **row}
+            for name, by_label in scores.items() if by_label for row in bbh_rows(by_label)]
+
+
+def bbh_reference_rows(items: Sequence[tuple[str, str]],
+                       published: bool = True) -> list[dict[str, Any]]:
+    """The published LLM scores on BBH (unless ``published`` is False: other items) and the
+    order-blind references, computed on ``items``."""
     closers = ")]}>"
     fixed = {order: sum(close_by_counts(p, "".join(order)) == t for p, t in items) / len(items)
              for order in permutations(closers)}
     best_order = max(fixed, key=fixed.get)
-    rows = [(label, pct(value), "published") for label, value in BBH_PUBLISHED.items()]
+    rows = [(label, pct(value), "published") for label, value in BBH_PUBLISHED.items()
+            if published]
     rows += [("order-blind: the unmatched closers in a random order (expected)",
               pct(order_blind_expected(items)), "computed on these items"),
              (f"order-blind: the unmatched closers in the best fixed order ({''.join(best_order)})",
