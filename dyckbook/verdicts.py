@@ -79,7 +79,8 @@ class Evidence:
         if not self.chosen:
             return ""
         name, times = Counter(self.chosen).most_common(1)[0]
-        return f"{name} ({times} of {len(self.chosen)} seeds)"
+        n = len(self.chosen)
+        return f"{name} ({times} of {n} seed{'s' * (n != 1)})"
 
 
 @dataclass(frozen=True)

@@ -295,10 +295,29 @@ def test_table52_rows_put_the_strongest_shortcut_beside_the_sound_reruns():
     records = [sound("exp. 1: bidirectional, [start]", 0.6, {"ngrams": 0.7, "window8": 0.9}),
                sound("exp. 2 read at [end]", 0.8, {"ngrams": 0.8, "window8": 0.96})]
     rows = {r["exp."]: r for r in summary.table52_rows([], records)}
-    assert rows[1]["sound: thesis' model"] == "60.0%, 1 seeds"
+    assert rows[1]["sound: thesis' model"] == "60.0%, 1 seed"
     assert rows[1]["strongest shortcut, same strings"] == "window8 90.0%"
     assert rows[2]["strongest shortcut, same strings"] == "window8 96.0%"
     assert rows[3]["strongest shortcut, same strings"] == "not run"
+
+
+def test_table52_rows_read_experiment_7_and_every_label_of_the_sound_reruns():
+    """Issue 54: 04_long_context's records ('exp. 7 width, causal, [end]') showed as not run."""
+    def sound(label, accuracy):
+        record = _record(None, _score(50, 50, 50, round(100 * accuracy) - 50))
+        record.label, record.scores, record.baselines = label, {"hard": record.scores["thesis"]}, {}
+        return record
+
+    records = [sound("exp. 7 width, causal, [end]", 0.7), sound("exp. 7 width, causal, [end]", 0.9),
+               sound("exp. 1: bidirectional, [start]", 0.6), sound("exp. 17: other", 0.1)]
+    rows = {r["exp."]: r for r in summary.table52_rows([], records)}
+    assert rows[7]["sound: read at [end]"] == "80.0%, 2 seeds"
+    assert rows[7]["sound: thesis' model"] == "not run"
+    assert rows[1]["sound: thesis' model"] == "60.0%, 1 seed"
+    assert rows[1]["sound: read at [end]"] == "not run"
+    assert [summary.sound_column(x) for x in ("exp. 2 read at [end]", "exp. 12: x", "exp. x",
+                                              "experiment 7")] == [(2, "end"), (12, "start"),
+                                                                   None, None]
 
 
 def test_recipe_departure_names_what_differs_from_table_5_1():

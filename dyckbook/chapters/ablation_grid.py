@@ -25,6 +25,7 @@ from dyckbook.chapters.page import (
     accuracy_text,
     failed_text,
     pct,
+    plural,
     strongest_text,
     summary_rows,
 )
@@ -257,7 +258,7 @@ def summarise(records: Iterable[RunRecord], test: str = "stack") -> list[dict[st
 def grid_scope(rows: Sequence[Mapping[str, Any]], spec: Any) -> str:
     """What this grid ran: cells, seeds, models, budget."""
     seeds = max((r["seeds"] for r in rows), default=0)
-    return (f"This page shows {len(rows)} cells x {seeds} seeds = "
+    return (f"This page shows {len(rows)} cells x {plural(seeds, 'seed')} = "
             f"{sum(r['seeds'] for r in rows)} trained models: d_model {spec.d_model}, "
             f"{spec.n_heads} heads, at most {spec.max_steps} steps of {spec.batch_size} strings "
             f"({'of similar length' if spec.bucket else 'drawn at random'}) "
@@ -310,7 +311,7 @@ def grid_sentences(rows: Sequence[Mapping[str, Any]]) -> str:
             best = max(group, key=lambda r: (r["solved"], r["accuracy"]))
             out.append(f"- Dyck-{k}, {layers} layer{'s' * (layers > 1)}: {len(solved)} of "
                        f"{len(group)} cells solved by at least half their seeds; best "
-                       f"{best['cell']} ({best['solved']} of {best['seeds']} seeds"
+                       f"{best['cell']} ({best['solved']} of {plural(best['seeds'], 'seed')}"
                        f"{failed_text(best)}, {pct(best['accuracy'])}).")
     blind = [r for r in rows if r["mask"] == "bidirectional" and r["pos_encoding"] == "none"]
     if blind:

@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dyckbook.chapters.page import pct, summary_rows
+from dyckbook.chapters.page import pct, plural, summary_rows
 
 
 def budget_label(budget: str) -> str:
@@ -50,7 +50,7 @@ def budget_sentence(rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
         mean = sum(acc) / len(acc) if acc else math.nan
         solved = sum(r["solved"] for r in group)
         seeds = sum(r["seeds"] for r in group)
-        parts.append(f"{label}: {pct(mean)} on average, {solved} of {seeds} seeds solved")
+        parts.append(f"{label}: {pct(mean)} on average, {solved} of {plural(seeds, 'seed')} solved")
         errors.append(1 - mean)
     ratio = (f" The error falls by a factor of {errors[0] / errors[-1]:.1f} from the first "
              "budget to the last." if len(errors) > 1 and errors[-1] > 0 else "")

@@ -478,7 +478,8 @@ def recipe_sentence(base: Any, n_seeds: int) -> str:
     clip = f"gradients clipped at {t.grad_clip}" if t.grad_clip else "no gradient clipping"
     stop = (f"stopped early once the validation accuracy reaches {t.target_accuracy:.1%}"
             if t.target_accuracy else "no early stop")
-    return (f"The recipe, the same for every configuration: {n_seeds} seeds, {d.n_train:,} "
+    return (f"The recipe, the same for every configuration: {n_seeds} seed{'s' * (n_seeds != 1)}, "
+            f"{d.n_train:,} "
             f"training strings of length {low} to {high} (N = {high}), at most "
             f"{t.max_steps:,} steps of {t.batch_size} strings, Adam at {t.lr:g} with "
             f"{t.warmup_steps} warm-up steps and {t.schedule} decay, {clip}, {stop}; "

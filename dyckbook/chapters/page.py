@@ -18,8 +18,8 @@ from dyckbook.hardness import BINS
 from dyckbook.intervals import interval
 from dyckbook.record import RunRecord
 
-__all__ = ["glue", "glue_figure", "glue_md", "glue_table", "markdown_table", "pct", "setup",
-           "span"]
+__all__ = ["glue", "glue_figure", "glue_md", "glue_table", "markdown_table", "pct", "plural",
+           "setup", "span"]
 
 
 def setup(results_dir: str | os.PathLike[str], num_threads: int = 0) -> Path:
@@ -74,6 +74,11 @@ def glue_figure(name: str, fig: Any, results_dir: str | os.PathLike[str]) -> Non
     path = results.resolve(results_dir) / f"fig_{name}.png"
     fig.savefig(path, dpi=120, bbox_inches="tight")
     glue(f"fig_{name}", Image(filename=str(path)))
+
+
+def plural(n: int, noun: str) -> str:
+    """``"1 seed"``, ``"3 seeds"``, ``"1,200 seeds"``."""
+    return f"{n:,} {noun}{'s' * (n != 1)}"
 
 
 def pct(x: float, digits: int = 1) -> str:

@@ -4,10 +4,11 @@ sound reruns, one row per experiment."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
-from dyckbook.chapters.page import pct
+from dyckbook.chapters.page import pct, plural
 
 
 def _seeds_text(records: Sequence[Any], test: str = "hard") -> str:
@@ -16,7 +17,7 @@ def _seeds_text(records: Sequence[Any], test: str = "hard") -> str:
         return "not run"
     acc = [r.accuracy(test) for r in records]
     failed = sorted({r.failure for r in records if r.status != "ok"})
-    text = f"{pct(sum(acc) / len(acc))}, {len(records)} seeds"
+    text = f"{pct(sum(acc) / len(acc))}, {plural(len(records), 'seed')}"
     if failed:
         n = sum(r.status != "ok" for r in records)
         text += f" ({n} failed: {', '.join(failed)})"
@@ -41,6 +42,17 @@ def recipe_departure(experiment: int, record: Any) -> str:
     return "; ".join(parts) or "Table 5.1"
 
 
+def sound_column(label: str) -> tuple[int, str] | None:
+    """Which experiment a sound rerun's label answers and how it reads the string: ``(n,
+    "start")`` for the thesis' model (``exp. 1: bidirectional, [start]``), ``(n, "end")`` for a
+    model read at ``[end]`` (``exp. 2 read at [end]``, ``exp. 7 width, causal, [end]``); None
+    for a label of no experiment."""
+    found = re.match(r"exp\. (\d+)(?=[:\s])", label)
+    if found is None:
+        return None
+    return int(found.group(1)), "end" if "[end]" in label else "start"
+
+
 def table52_rows(literal: Sequence[Any], sound: Sequence[Any]) -> list[dict[str, Any]]:
     """Table 5.2 beside the rerun of its pipeline (with how its recipe departs from Table
     5.1) and the sound reruns, one row per experiment."""
@@ -56,11 +68,11 @@ def table52_rows(literal: Sequence[Any], sound: Sequence[Any]) -> list[dict[str,
             "its pipeline: hard": pct(lit[0].accuracy("hard")) if lit else "not run",
             "recipe vs Table 5.1": recipe_departure(n, lit[0]) if lit else "not run",
             "sound: thesis' model": _seeds_text([r for r in sound
-                                                  if r.label.startswith(f"exp. {n}:")]),
+                                                  if sound_column(r.label) == (n, "start")]),
             "sound: read at [end]": _seeds_text([r for r in sound
-                                                 if r.label.startswith(f"exp. {n} read")]),
+                                                 if sound_column(r.label) == (n, "end")]),
             "strongest shortcut, same strings": _strongest_text(
-                [r for r in sound if r.label.startswith((f"exp. {n}:", f"exp. {n} read"))]),
+                [r for r in sound if (sound_column(r.label) or (0,))[0] == n]),
         })
     return rows
 
