@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dyckbook import dropout, kernels
+from dyckbook import dropout, kernels, tokenizer
 from dyckbook.dropout import Streams
 
 __all__ = ["ACTIVATIONS", "ATTENTION_WEIGHTS", "LENGTH_ENCODINGS", "MASKS", "MATMUL", "NORMS",
@@ -325,22 +325,24 @@ def random_positions(n_tokens: torch.Tensor, n_pos: int, n_positions: int,
     Returns:
         int64 (S, batch, n_pos).
     """
-    n, batch = n_tokens.shape
-    lengths = n_tokens.cpu()
-    if lengths.numel() and int(lengths.max()) > n_positions:
+    (n, batch), on = n_tokens.shape, n_tokens.device
+    # training on a device stays there (no sync): the counts are not read back (tokens that
+    # passed check_tokens never exceed n_positions) and the keys go over asynchronously
+    lengths = n_tokens if streams is not None and on.type != "cpu" else n_tokens.cpu()
+    if lengths.device.type == "cpu" and lengths.numel() and int(lengths.max()) > n_positions:
         raise ValueError(f"a row has {int(lengths.max())} tokens, more than the "
                          f"{n_positions} positions randomized positions draw from")
     if streams is not None:
-        keys = torch.stack([torch.rand(batch, n_positions, generator=g) for g in streams])
+        keys = tokenizer.to_device(torch.stack([torch.rand(batch, n_positions, generator=g)
+                                                for g in streams]), lengths.device)
     else:  # evaluation: a row's positions depend on its length alone
         keys = torch.empty(n, batch, n_positions)
         for length in lengths.unique().tolist():
             g = torch.Generator().manual_seed(int(length))
             keys[lengths == length] = torch.rand(n_positions, generator=g)
     chosen = keys.argsort(-1).argsort(-1) < lengths[..., None]  # the n_tokens smallest keys
-    every = torch.arange(n_positions)
-    picked = torch.where(chosen, every, n_positions - 1).sort(-1).values[..., :n_pos]
-    return picked.to(n_tokens.device)
+    every = torch.arange(n_positions, device=lengths.device)
+    return torch.where(chosen, every, n_positions - 1).sort(-1).values[..., :n_pos].to(on)
 
 
 def rotate(x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 
 import torch
 
+from dyckbook.tokenizer import to_device
+
 __all__ = ["Streams", "apply", "keep"]
 
 Streams = Sequence[torch.Generator]  # one dropout generator per model
@@ -76,7 +78,8 @@ def keep(shape: torch.Size | tuple[int, ...], p: float, streams: Streams,
         raise ValueError(f"dropout's full shape must cover the activations' {tuple(shape[1:])}, "
                          f"got {dims}")
     keys = torch.stack([torch.randint(-2**31, 2**31, (), dtype=torch.int32, generator=g)
-                        for g in streams]).to(device)
+                        for g in streams])
+    keys = to_device(keys, device)
     index = _index(tuple(shape[1:]), dims, device)
     z = torch.empty((len(streams), *shape[1:]), dtype=torch.int32, device=device)
     z.copy_(index.expand_as(z)).mul_(_GOLDEN).add_(keys.view(-1, *[1] * index.dim()))

@@ -194,20 +194,38 @@ def evaluating(model: nn.Module) -> Iterator[None]:
         model.train(was)
 
 
-def margins(model: nn.Module, dataset: Dataset, batch_size: int = 1024) -> np.ndarray:
-    """``logit[member] - logit[non-member]`` of every string (eval mode, a single model).
+def margins(model: nn.Module, dataset: Dataset | Sequence[Dataset],
+            batch_size: int = 1024) -> np.ndarray | list[np.ndarray]:
+    """``logit[member] - logit[non-member]`` of every string (eval mode), on the model's device.
+
+    ``dataset``: one dataset for a single model; or a sequence of one per model of a network
+    of S models (``Classifier``, ``RecurrentClassifier``), scored at once: each batch holds
+    ``batch_size`` rows of every model's own set (a shorter set repeats its last row). The
+    margins stay on the device until the end (one read-back); ids are checked on the host.
 
     Returns:
-        float64 (batch,). Its spread across inputs is 0 when the output ignores the input.
+        float64 (batch,), or a list of them (one per model). Its spread across inputs is 0
+        when the output ignores the input.
     """
-    out = []
+    single = isinstance(dataset, Dataset)
+    sets = [dataset] if single else list(dataset)
     device = next(model.parameters()).device  # a model on a GPU is scored there
+    vocab = getattr(getattr(model, "config", None), "d_vocab", None)
+    longest = max((len(ds) for ds in sets), default=0)
+    out = []
     with evaluating(model):
-        for start in range(0, len(dataset), batch_size):
-            part = dataset.subset(np.arange(start, min(start + batch_size, len(dataset))))
-            logits = model(tokenizer.encode(part.codes, part.lengths).to(device)).double()
-            out.append((logits[..., 1] - logits[..., 0]).reshape(-1).cpu().numpy())
-    return np.concatenate(out) if out else np.zeros(0)
+        for start in range(0, longest, batch_size):
+            parts = [ds.subset(np.minimum(np.arange(start, min(start + batch_size, longest)),
+                                          max(len(ds) - 1, 0))) for ds in sets]
+            width = max(int(part.lengths.max(initial=0)) for part in parts)
+            tokens = torch.stack([tokenizer.encode(part.codes, part.lengths, None if single
+                                                   else width) for part in parts])
+            if vocab is not None and device.type != "cpu":  # the host side of the boundary
+                tokenizer.check_ids(tokens, vocab)
+            logits = model(tokenizer.to_device(tokens[0] if single else tokens, device)).double()
+            out.append(logits[..., 1] - logits[..., 0])  # (batch,) or (S, batch)
+    every = torch.cat(out, -1).cpu().numpy() if out else np.zeros((len(sets), 0))
+    return every.reshape(-1) if single else [m[:len(ds)] for m, ds in zip(every, sets)]
 
 
 def predict(model: nn.Module, dataset: Dataset) -> np.ndarray:

@@ -133,8 +133,8 @@ class Classifier(blocks.Stacked):
         x = dropout.apply(x, c.dropout, self.streams, self.training,
                            (x.shape[1], c.n_positions, c.d_model))
         causal = c.mask == "causal"  # right padding: a causal query never sees a pad
-        mask = None
-        if not causal and not bool(real.all()):
+        mask = None  # on a device always given: asking whether a row has pads would sync
+        if not causal and (tokens.device.type != "cpu" or not bool(real.all())):
             mask = real.flatten(0, 1)[:, None, None, :]  # (S * batch, 1, 1, key)
         # The last block is needed at the readout position only (start / end readouts, and no
         # dropout mask to keep in step): computing it there alone gives the same logits.

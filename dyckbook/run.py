@@ -238,11 +238,14 @@ RUN_SEEDS_ARGS: dict[str, Check] = {"config": instance(RunConfig), "seeds": _SEE
 
 
 def training_device(device: str | torch.device) -> torch.device:
-    """``device`` as a ``torch.device`` this process can train on; a ValueError naming it
-    otherwise (a name torch does not parse, or CUDA asked for where there is none)."""
+    """``device`` as a ``torch.device`` this process can train on (``"auto"``: CUDA where there
+    is one, else the CPU); a ValueError naming it otherwise (a name torch does not parse, or
+    CUDA asked for where there is none)."""
     if not isinstance(device, (str, torch.device)):
         raise ValueError(f"device must be a torch.device or its name ('cpu', 'cuda', "
-                         f"'cuda:1'), got {device!r} ({type(device).__name__})")
+                         f"'cuda:1', 'auto'), got {device!r} ({type(device).__name__})")
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
     try:
         out = torch.device(device)
     except RuntimeError:
@@ -353,12 +356,16 @@ def _fitted(data: DataConfig, seed: int, test_kinds: tuple[str, ...],
                            train.labels[rows], data.window, names)
 
 
-def _evaluate(config: RunConfig, model: nn.Module, splits: Splits) -> dict[str, Any]:
-    """A classifier's measurements: the fields of its RunRecord that only it fills."""
+def _evaluate(config: RunConfig, model: nn.Module, splits: Splits,
+              scored: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A classifier's measurements: the fields of its RunRecord that only it fills (``scored``:
+    its margins on the training sample and the tests, when ``_scored`` made them already)."""
     language = splits.train.language
     sample = splits.train.subset(np.arange(min(len(splits.train), _TRAIN_SAMPLE)))
-    train_accuracy = float(((margins(model, sample) > 0) == sample.labels).mean())
-    test_margins = {name: margins(model, ds) for name, ds in splits.tests.items()}
+    scored = scored or {"train": margins(model, sample),
+                        "tests": {name: margins(model, ds) for name, ds in splits.tests.items()}}
+    train_accuracy = float(((scored["train"] > 0) == sample.labels).mean())
+    test_margins = scored["tests"]
     spread = np.concatenate(list(test_margins.values()) or [np.zeros(1)]).std()
     scores = {name: score((m > 0).astype(np.int8), splits.tests[name])
               for name, m in test_margins.items()}
@@ -397,11 +404,33 @@ def _evaluate_completion(config: RunConfig, model: nn.Module,
             "baseline_train": {}}
 
 
+def _sample(splits: Splits) -> Any:
+    """The training strings a classifier's training accuracy is measured on."""
+    return splits.train.subset(np.arange(min(len(splits.train), _TRAIN_SAMPLE)))
+
+
+def _scored(network: nn.Module, splits: Sequence[Splits | CompletionSplits],
+            on: torch.device) -> list[dict[str, Any] | None]:
+    """On a device, the margins of every classifier of a trained network on its own training
+    sample and tests, all models at once (a batch holds every model's rows): per model
+    ``{"train", "tests"}`` for ``_evaluate``. On the CPU (each model scored alone, as it always
+    was: the records keep their last bits) or for completion runs, None per model."""
+    if on.type == "cpu" or not isinstance(network, (Classifier, RecurrentClassifier)) or \
+            isinstance(splits[0], CompletionSplits):
+        return [None] * len(splits)
+    train = margins(network, [_sample(sp) for sp in splits])
+    tests = {name: margins(network, [sp.tests[name] for sp in splits]) for name in splits[0].tests}
+    return [{"train": train[s], "tests": {name: m[s] for name, m in tests.items()}}
+            for s in range(len(splits))]
+
+
 def _record(config: RunConfig, model: nn.Module, splits: Splits | CompletionSplits,
-            result: TrainResult, s: int, device: torch.device) -> RunRecord:
+            result: TrainResult, s: int, device: torch.device,
+            scored: dict[str, Any] | None = None) -> RunRecord:
     """The record of seed ``s`` of a trained group: its measurements and its training."""
-    measured = (_evaluate_completion if isinstance(splits, CompletionSplits) else _evaluate)(
-        config, model, splits)
+    measured = (_evaluate_completion(config, model, splits)
+                if isinstance(splits, CompletionSplits) else _evaluate(config, model, splits,
+                                                                       scored))
     return RunRecord(
         config=config.to_dict(), status="failed" if measured["failure"] else "ok",
         data=splits.summary(), steps=result.stopped_at[s] or result.steps,
@@ -422,9 +451,10 @@ def run_seeds(config: RunConfig, seeds: Sequence[int], batched: bool = True,
     Batching changes nothing but the speed (``dyckbook.train``): with ``batched`` the seeds'
     models train as one computation; the thesis' ported model has no model dimension and
     always trains one seed at a time. Each seed's data come from that seed (``config.seed`` is
-    replaced by it). The models train and are scored on ``device`` (an encoder–decoder's
-    completions are scored on the CPU); the data stay in host memory, and the returned models
-    are on the CPU. A record says the device in ``versions``:
+    replaced by it). The models train and are scored on ``device`` (on a GPU a group's
+    classifiers are scored together, as they trained); the data stay in host memory, and the
+    returned models are on the CPU. A record says the device in ``versions``, never the
+    configuration (a recipe's digest is the same on every device):
     a GPU's floating-point sums differ from the CPU's in the last bits, so its numbers are the
     CPU's to within rounding, not bit for bit.
 
@@ -439,7 +469,8 @@ def run_seeds(config: RunConfig, seeds: Sequence[int], batched: bool = True,
         seeds: A non-empty sequence of ints >= 0 (a list, a tuple, a range...).
         batched: True (default) or False: train the seeds' models together or one by one.
         progress: True or False (default): show a bar over the training steps.
-        device: "cpu" (default), "cuda", "cuda:1" or a ``torch.device``.
+        device: "cpu" (default), "cuda", "cuda:1", "auto" (CUDA where there is one) or a
+            ``torch.device``.
         splits: True (default) or False: a seed read back from the run cache has its data
             made again, or (False, for callers that read the records only) ``splits`` None.
 
@@ -514,10 +545,9 @@ def _train_seeds(config: RunConfig, seeds: list[int], batched: bool, progress: b
                        progress=progress)
         networks = (Classifier, RecurrentClassifier, seq2seq.EncoderDecoder, seq2seq.DecoderOnly)
         singles = model.split() if isinstance(model, networks) else [model]
+        scored = _scored(model, [splits[i] for i in group], on)  # a device: together
         for s, (i, single) in enumerate(zip(group, singles)):
-            if completion:  # greedy decoding reads host tensors: scored on the CPU
-                single = single.cpu()
-            done = RunResult(_record(configs[i], single, splits[i], result, s, on),
+            done = RunResult(_record(configs[i], single, splits[i], result, s, on, scored[s]),
                              single.cpu(), splits[i])
             if root is not None:
                 cache.write_run(root, config, seeds[i], done.record.to_dict(), done.model)
@@ -525,8 +555,9 @@ def _train_seeds(config: RunConfig, seeds: list[int], batched: bool, progress: b
     return results
 
 
-def run(config: RunConfig) -> RunResult:
-    """One run of one seed, ``config.seed``: ``run_seeds(config, [config.seed])[0]``.
+def run(config: RunConfig, device: str | torch.device = "cpu") -> RunResult:
+    """One run of one seed, ``config.seed``, on ``device``: ``run_seeds(config, [config.seed],
+    device=device)[0]``.
 
     Args:
         config: A :class:`RunConfig` (build one with ``RunConfig(...)``,
@@ -560,6 +591,6 @@ def run(config: RunConfig) -> RunResult:
         ValueError: run: config must be a RunConfig, got {...} (dict)
     """
     check_fields("run: ", {"config": config}, {"config": RUN_SEEDS_ARGS["config"]})
-    return run_seeds(config, [config.seed])[0]
+    return run_seeds(config, [config.seed], device=device)[0]
 
 

@@ -271,7 +271,8 @@ class EncoderDecoder(_Model):
         """The memory (S, batch, src_pos, d_model) and the source pad mask (None: no pads)."""
         real = source != SEQ_PAD
         x = self._embed(self.embed_source, self.pos_source, source, record, "encoder.")
-        mask = None if bool(real.all()) else real.flatten(0, 1)[:, None, None, :]
+        mask = (None if source.device.type == "cpu" and bool(real.all())  # a device: no sync
+                else real.flatten(0, 1)[:, None, None, :])
         for layer, block in enumerate(self.encoder):
             x = block(x, mask, record=record, prefix=f"encoder.{layer}")
         return (x if self.ln_memory is None else self.ln_memory(x)), mask
@@ -386,8 +387,8 @@ def greedy_decode(model: _Model, source: torch.Tensor, max_new_tokens: int,
                          f"{model.config.n_ctx + 1}, got {max_new_tokens!r}")
     with evaluating(model):
         state = model._begin(source, use_cache)
-        target = torch.full((*source.shape[:2], 1), BOS, dtype=torch.long)
-        done = torch.zeros(source.shape[:2], dtype=torch.bool)
+        target = torch.full((*source.shape[:2], 1), BOS, dtype=torch.long, device=source.device)
+        done = torch.zeros(source.shape[:2], dtype=torch.bool, device=source.device)
         for _ in range(max_new_tokens):
             token = model._next(state, target).argmax(-1).masked_fill(done, SEQ_PAD)  # (S, batch)
             target = torch.cat([target, token[..., None]], -1)
@@ -458,6 +459,7 @@ def evaluate_completions(model: _Model, data: CompletionSet, batch_size: int = 5
         raise ValueError(f"evaluate_completions needs a single model, got {model.n_models}; "
                          f"use split()")
     task, width = CompletionTask(), int(data.lengths.max(initial=0))
+    device = next(model.parameters()).device  # decoded there; ids checked here first
     exact, hits = np.zeros(len(data), bool), np.zeros((2, width + 2), np.int64)
     shares, depth, distance, outputs = [], [], [], set()
     opened = open_positions(data.language, data.codes, data.lengths)
@@ -465,14 +467,18 @@ def evaluate_completions(model: _Model, data: CompletionSet, batch_size: int = 5
         rows = np.arange(start, min(start + batch_size, len(data)))
         part = task.tensors(data.subset(rows), width)
         batch = task.batch(part, torch.arange(rows.size)[None])
+        tokenizer.check_ids(batch["source"], model.config.d_vocab, "source")
         labels = batch["labels"][0]  # (batch, pos)
-        out = greedy_decode(model, batch["source"][0], labels.shape[1])
+        out = greedy_decode(model, tokenizer.to_device(batch["source"][0], device),
+                            labels.shape[1]).cpu()
         out = F.pad(out, (0, labels.shape[1] - out.shape[1]), value=SEQ_PAD)
         exact[rows] = (out == labels).all(-1).numpy()
         outputs.update(tuple(row[row != SEQ_PAD].tolist()) for row in out)
         with torch.inference_mode():
-            logits, cache = model.run_with_cache(batch["source"][0], batch["target"][0],
-                                                 lambda name: "cross_attn.hook_pattern" in name)
+            logits, cache = model.run_with_cache(
+                *(tokenizer.to_device(batch[key][0], device) for key in ("source", "target")),
+                lambda name: "cross_attn.hook_pattern" in name)
+            logits, cache = logits.cpu(), {name: t.cpu() for name, t in cache.items()}
         real = (labels != SEQ_PAD).numpy()
         hits[0, :real.shape[1]] += real.sum(0)
         hits[1, :real.shape[1]] += ((logits.argmax(-1) == labels).numpy() & real).sum(0)

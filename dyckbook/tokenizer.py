@@ -7,7 +7,7 @@ import torch
 
 from dyckbook.vocab import END, N_SPECIAL, PAD, PAD_CODE, START
 
-__all__ = ["TokenShape", "check_ids", "check_tokens", "decode", "encode"]
+__all__ = ["TokenShape", "check_ids", "check_tokens", "decode", "encode", "to_device"]
 
 
 class TokenShape:
@@ -68,7 +68,13 @@ def decode(tokens: torch.Tensor | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def check_ids(tokens: torch.Tensor, d_vocab: int, name: str = "tokens") -> None:
-    """A ValueError naming ``name`` and the first id outside [0, d_vocab), if there is one."""
+    """A ValueError naming ``name`` and the first id outside [0, d_vocab), if there is one.
+
+    Only host tensors are read: reading a device's ids back would stop the host at every
+    forward pass until the device caught up. Ids bound for a device are checked on the host
+    where they cross over (``train`` checks its datasets, ``evaluate.margins`` each chunk)."""
+    if tokens.device.type != "cpu":
+        return
     low, high = (int(v) for v in torch.aminmax(tokens))
     if low < 0 or high >= d_vocab:
         raise ValueError(f"{name} holds id {low if low < 0 else high}, outside [0, {d_vocab})")
@@ -91,3 +97,13 @@ def check_tokens(tokens: torch.Tensor, n_models: int, n_positions: int,
                          f"{n_positions}")
     check_ids(tokens, d_vocab)
     return tokens
+
+
+def to_device(tensor: torch.Tensor, device: torch.device | str | None) -> torch.Tensor:
+    """``tensor`` (on the host) copied to ``device`` without stopping the host: a CUDA copy
+    goes from pinned memory, asynchronously; on the CPU (or ``None``) the tensor itself."""
+    if device is None or torch.device(device).type == "cpu":
+        return tensor
+    if torch.device(device).type == "cuda":
+        tensor = tensor.pin_memory()
+    return tensor.to(device, non_blocking=True)

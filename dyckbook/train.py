@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
-from dyckbook import blocks
+from dyckbook import blocks, tokenizer
 from dyckbook.config import Config
 from dyckbook.dataset import Dataset
 from dyckbook.model import seed_for
@@ -202,11 +202,19 @@ def _concat(parts: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]
 
 
 def _on(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
-    """A batch moved to the model's device (nothing moves on the CPU). The datasets stay in
-    host memory, where sizing a batch (its longest row) needs no device synchronisation."""
-    if device.type == "cpu":
-        return batch
-    return {key: value.to(device, non_blocking=True) for key, value in batch.items()}
+    """A batch moved to the model's device (nothing moves on the CPU), asynchronously. The
+    datasets stay in host memory, where sizing a batch (its longest row) needs no device
+    synchronisation."""
+    return {key: tokenizer.to_device(value, device) for key, value in batch.items()}
+
+
+def _check_ids(model: nn.Module, data: dict[str, torch.Tensor]) -> None:
+    """Every token id of the data checked once, on the host, against the model's vocabulary:
+    a forward pass on a device does not read its ids back (``tokenizer.check_ids``)."""
+    vocab = getattr(getattr(model, "config", None), "d_vocab", None)
+    for key in ("tokens", "source", "target"):
+        if vocab is not None and key in data:
+            tokenizer.check_ids(data[key], vocab, key)
 
 
 def _accuracy(model: nn.Module, task: Task, data: dict[str, torch.Tensor],
@@ -217,7 +225,7 @@ def _accuracy(model: nn.Module, task: Task, data: dict[str, torch.Tensor],
     first = torch.tensor([0, *sizes]).cumsum(0)[list(models), None]  # (network's models, 1)
     sizes = [sizes[s] for s in models]
     last = first + torch.tensor(sizes)[:, None] - 1
-    hits = torch.zeros(len(sizes))
+    hits = torch.zeros(len(sizes), dtype=torch.long, device=device)  # read back once, at the end
     was = model.training
     model.eval()
     with torch.inference_mode():
@@ -225,9 +233,9 @@ def _accuracy(model: nn.Module, task: Task, data: dict[str, torch.Tensor],
             at = first + torch.arange(start, min(start + chunk, max(sizes)))  # (S, batch)
             ok = task.correct(model, _on(task.batch(data, torch.minimum(at, last)), device))
             # ok: (S, batch); models with fewer rows repeat their last
-            hits += (ok.cpu() & (at <= last)).sum(1)
+            hits += (ok & tokenizer.to_device(at <= last, device)).sum(1)
     model.train(was)
-    return [float(h) / n for h, n in zip(hits, sizes)]
+    return [float(h) / n for h, n in zip(hits.tolist(), sizes)]
 
 
 def progress_bar(total: int) -> Any:
@@ -297,6 +305,8 @@ def train(model: nn.Module, task: Task, train_sets: Sequence[Dataset],
     width = max(int(ds.lengths.max(initial=0)) for ds in sets)
     data = _concat([task.tensors(ds, width) for ds in train_sets])  # model s: rows s n ..
     val = None if val_sets is None else _concat([task.tensors(ds, width) for ds in val_sets])
+    for part in (data, val or {}):  # the data boundary: the steps read no ids back
+        _check_ids(model, part)
     val_rows = None if val_sets is None else [len(ds) for ds in val_sets]
     per_epoch = math.ceil(n / config.batch_size)
     total = config.max_steps or config.epochs * per_epoch
@@ -314,6 +324,7 @@ def train(model: nn.Module, task: Task, train_sets: Sequence[Dataset],
     final: dict[int, dict[str, torch.Tensor]] = {}  # weights of the models that stopped
     history: list[dict[str, Any]] = []
     losses = torch.zeros(n_models, device=device)  # summed on the device: no sync per step
+    at = torch.arange(n_models, device=device)  # where the active models' losses go
     counted = 0
     start = time.perf_counter()
     bar = None
@@ -343,14 +354,15 @@ def train(model: nn.Module, task: Task, train_sets: Sequence[Dataset],
             optimizer.step()
             scheduler.step()
             step += 1
-            losses[active] += loss
+            losses[at] += loss
             counted += 1
             if bar is not None:
                 bar.update(1)
             if step % eval_every and step != total:
                 continue
+            summed = losses.tolist()  # the one read-back of the losses, at a validation
             record = {"step": step, "epoch": step / per_epoch, "lr": scheduler.get_last_lr()[0],
-                      "train_loss": [float(losses[s]) / counted if s in active else None
+                      "train_loss": [summed[s] / counted if s in active else None
                                      for s in range(n_models)]}
             losses.zero_()
             counted = 0
@@ -370,6 +382,7 @@ def train(model: nn.Module, task: Task, train_sets: Sequence[Dataset],
                     keep = [j for j, s in enumerate(active) if s not in done]
                     _keep_models(model, optimizer, keep)
                     orders_now = orders_now[keep]
+                    at = at[keep]
                 active = [s for s in active if s not in done]
             record["seconds"] = time.perf_counter() - start
             history.append(record)

@@ -249,3 +249,133 @@ def test_summarise_synthetic_records():
     assert a["baselines"] == {"counts": 0.5} and a["strongest"] == ("counts", 0.5)
     assert b["failed"] == 2 and b["accuracy"] == pytest.approx(0.525) and b["solved"] == 0
     assert 0.0 <= b["low"] <= 0.5 and 0.55 <= b["high"] <= 1.0  # two seeds: a wide interval
+
+
+# ------------------------------------------------------------------------------- devices
+CUDA = pytest.mark.skipif(not __import__("torch").cuda.is_available(),
+                          reason="needs a CUDA device (the GPU session runs it)")
+
+
+def _numbers(record: RunRecord) -> dict:
+    """A record's fields, wall-clock ones aside."""
+    out = record.to_dict()
+    out.pop("seconds")
+    out["history"] = [{k: v for k, v in h.items() if k != "seconds"} for h in out["history"]]
+    return out
+
+
+def test_the_device_path_on_the_cpu_is_the_default_path(results):
+    import torch
+
+    on_cpu = run_seeds(CONFIG, [0, 1], device="cpu")
+    ways = [on_cpu] + ([] if torch.cuda.is_available() else [run_seeds(CONFIG, [0, 1],
+                                                                       device="auto")])
+    for other in ways:
+        for a, b in zip(results, other):
+            assert _numbers(a.record) == _numbers(b.record)
+            assert all(torch.equal(p, q) for p, q in zip(a.model.parameters(),
+                                                         b.model.parameters()))
+    from dyckbook.chapters.page import run_all
+
+    config = CONFIG.override(max_steps=4)  # the notebooks' path: page.run_all(..., device=)
+    with __import__("tempfile").TemporaryDirectory() as a, \
+            __import__("tempfile").TemporaryDirectory() as b:
+        plain = run_all({"x": config}, [0], a)["x"][0].record
+        given = run_all({"x": config}, [0], b, device="cpu")["x"][0].record
+    assert _numbers(plain) == _numbers(given)
+
+
+def test_a_group_scored_together_is_scored_as_each_alone():
+    """On a device a trained group's classifiers are scored as one network (``_scored``); here
+    that path is taken on the CPU (the guard reads only the device's type) and compared."""
+    import torch
+
+    from dyckbook import run as R
+    from dyckbook.checkpoint import build_model
+    from dyckbook.evaluate import margins
+    from dyckbook.model import ClassificationTask
+    from dyckbook.train import train
+
+    for model_config in (MODEL, replace(MODEL, mask="causal", pos_encoding="randomized",
+                                        readout="end")):
+        configs = [CONFIG.with_seed(s) for s in (0, 1)]
+        splits = [R.data_splits(c.data, c.seed) for c in configs]
+        network = build_model(model_config, [0, 1])
+        train(network, ClassificationTask(), [s.train for s in splits], None, TRAIN)
+        assert R._scored(network, splits, torch.device("cpu")) == [None, None]
+        together = R._scored(network, splits, torch.device("cuda"))
+        for single, sp, got in zip(network.split(), splits, together):
+            alone = {"train": margins(single, R._sample(sp)),
+                     "tests": {n: margins(single, ds) for n, ds in sp.tests.items()}}
+            assert set(got["tests"]) == set(alone["tests"])
+            for want, have in [(alone["train"], got["train"]),
+                               *((alone["tests"][n], got["tests"][n]) for n in alone["tests"])]:
+                assert have.shape == want.shape
+                np.testing.assert_allclose(have, want, rtol=1e-4, atol=1e-5)
+
+
+@CUDA
+def test_a_run_on_cuda_is_the_cpu_run_to_rounding(results):
+    on_gpu = run_seeds(CONFIG, [0, 1], device="cuda")
+    for a, b in zip(results, on_gpu):
+        assert b.record.versions["device"].startswith("cuda (")
+        assert next(b.model.parameters()).device.type == "cpu"  # returned on the CPU
+        assert a.record.steps == b.record.steps and a.record.config == b.record.config
+        for h, g in zip(a.record.history, b.record.history):
+            assert g["train_loss"] == pytest.approx(h["train_loss"], rel=1e-3)
+        for name, s in a.record.scores.items():  # a margin near 0 may flip: a string or two
+            assert abs(b.record.scores[name].correct - s.correct) <= max(2, s.n // 100)
+        diff = sum(float((p - q).double().pow(2).sum())
+                   for p, q in zip(a.model.parameters(), b.model.parameters()))
+        norm = sum(float(p.double().pow(2).sum()) for p in a.model.parameters())
+        assert (diff / norm) ** 0.5 < 1e-2  # bench_gpu's check: about 1e-3 after 20 steps
+    thesis = run_seeds(THESIS, [1], device="cuda")[0]  # the literal port trains there too
+    assert thesis.record.versions["device"].startswith("cuda (")
+    completion = run_seeds(_completion_config(), [0], device="cuda")[0]
+    assert completion.record.versions["device"].startswith("cuda (")
+
+
+def _completion_config() -> RunConfig:
+    from dyckbook.completion import CompletionDataConfig
+    from dyckbook.seq2seq import Seq2SeqConfig
+
+    return RunConfig(CompletionDataConfig(k=2, min_length=4, max_length=10, test_min_length=12,
+                                          test_max_length=14, n_train=128, n_val=16, n_test=16),
+                     Seq2SeqConfig(k=2, n_ctx=14, d_model=16, n_heads=2, d_mlp=32),
+                     TrainConfig(max_steps=4), baselines=())
+
+
+@CUDA
+def test_a_training_step_on_cuda_never_waits_for_the_card():
+    """No host synchronisation inside the step: over 24 steps with dropout, randomized
+    positions and a bidirectional mask (each of which once read the card back), torch's sync
+    debug mode sees only the loss read-back at the end of the epoch."""
+    import warnings
+
+    import torch
+
+    from dyckbook.checkpoint import build_model
+    from dyckbook.model import ClassificationTask
+    from dyckbook.protocol import make_splits
+    from dyckbook.train import train
+
+    for model_config in (replace(MODEL, dropout=0.1, pos_encoding="randomized"),
+                         replace(MODEL, mask="causal", readout="end", dropout=0.1),
+                         THESIS.model):
+        thesis = isinstance(model_config, ThesisModelConfig)
+        data = make_splits(replace(DATA, k=1 if thesis else 2, n_train=768), seed=0).train
+        seeds = [0] if thesis else [0, 1]
+        model = build_model(model_config, seeds).cuda()
+        config = TrainConfig(lr=1e-3, batch_size=32, grad_clip=1.0, epochs=1)  # 24 steps
+        train(model, ClassificationTask(), [data] * len(seeds), None,
+              replace(config, epochs=1))  # warm up: allocators, pinned memory
+        torch.cuda.synchronize()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                train(model, ClassificationTask(), [data] * len(seeds), None, config)
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+        syncs = [w for w in caught if "synchroniz" in str(w.message)]
+        assert len(syncs) <= 3, (type(model).__name__, [str(w.message) for w in syncs])

@@ -224,6 +224,28 @@ def test_train_errors():
               TrainConfig(max_steps=1, freeze=("embed.bias",)))
 
 
+def test_ids_are_checked_at_the_data_boundary_before_any_step():
+    """The steps read no ids back from a device (``tokenizer.check_ids`` reads host tensors
+    only): ``train`` checks every dataset's tokens on the host first, training and validation,
+    so a set the model cannot read fails before its first step, naming the id."""
+    from dyckbook import tokenizer
+
+    dyck2 = Dyck(2)
+    rng = np.random.default_rng(0)
+    wide = Dataset.from_codes(dyck2, *dyck2.sample_codes(rng, np.full(50, 8)))
+    for sets in (([wide], None), ([_data(0)], [wide])):
+        model = Classifier(CONFIG, [0])
+        before = [p.clone() for p in model.parameters()]
+        with pytest.raises(ValueError, match=r"tokens holds id [67], outside \[0, 5\)"):
+            train(model, ClassificationTask(), *sets, TrainConfig(max_steps=1))
+        assert all(torch.equal(p, q) for p, q in zip(before, model.parameters()))
+    tokens = torch.tensor([[0, 9, 2]])
+    assert tokenizer.to_device(tokens, "cpu") is tokens and tokenizer.to_device(tokens, None) \
+        is tokens
+    if not torch.cuda.is_available():
+        assert tokenizer.check_ids(tokens.to("meta"), 5) is None  # a device's: not read back
+
+
 def test_bfloat16_products_round_inputs_and_outputs_and_stay_in_their_thread():
     torch.manual_seed(0)
     bias, x, w = torch.randn(2, 1, 8), torch.randn(2, 5, 16), torch.randn(2, 16, 8)

@@ -181,15 +181,18 @@ def cell_of(record: RunRecord) -> Cell:
     return Cell(d["k"], m["n_layers"], m["mask"], m["pos_encoding"], m["readout"])
 
 
-def run_cell(config: dict[str, Any], seeds: Sequence[int]) -> list[dict[str, Any]]:
-    """Train one cell's seeds together; records as dicts (what executors send back)."""
-    results_ = run_seeds(RunConfig.from_dict(config), list(seeds))
+def run_cell(config: dict[str, Any], seeds: Sequence[int],
+             device: str = "cpu") -> list[dict[str, Any]]:
+    """Train one cell's seeds together on ``device``; records as dicts (what executors send
+    back)."""
+    results_ = run_seeds(RunConfig.from_dict(config), list(seeds), device=device)
     return [r.record.to_dict() for r in results_]
 
 
 def run_grid(cells: Iterable[Cell], spec: GridSpec, seeds: Sequence[int],
              executor: Executor | None = None, records_path: str | Path | None = None,
-             on_cell: Callable[[Cell, list[RunRecord]], None] | None = None) -> list[RunRecord]:
+             on_cell: Callable[[Cell, list[RunRecord]], None] | None = None,
+             device: str = "cpu") -> list[RunRecord]:
     """Run every cell for every seed, resuming from ``records_path``.
 
     Args:
@@ -201,6 +204,8 @@ def run_grid(cells: Iterable[Cell], spec: GridSpec, seeds: Sequence[int],
         records_path: JSONL file that keeps the records: those already there for the same
             configuration and seed are reused, new ones are appended as cells finish.
         on_cell: called with each cell and its records as it finishes (progress reports).
+        device: where each cell trains ("cpu", "cuda", "auto"); on a card the cells run as
+            concurrent workers (``pipeline.devices.executor`` sizes the pool to its memory).
 
     Returns:
         The records of every (cell, seed), in cell then seed order.
@@ -231,9 +236,9 @@ def run_grid(cells: Iterable[Cell], spec: GridSpec, seeds: Sequence[int],
 
     if executor is None:
         for cell, missing in todo:
-            finish(cell, run_cell(spec.config(cell).to_dict(), missing))
+            finish(cell, run_cell(spec.config(cell).to_dict(), missing, device))
     else:
-        futures = {executor.submit(run_cell, spec.config(cell).to_dict(), missing): cell
+        futures = {executor.submit(run_cell, spec.config(cell).to_dict(), missing, device): cell
                    for cell, missing in todo}
         for future in as_completed(futures):
             finish(futures[future], future.result())

@@ -124,8 +124,9 @@ def markdown_table(rows: Sequence[Mapping[str, Any]], floatfmt: str = ".3f") -> 
 
 
 def run_all(configs: Mapping[str, Any], seeds: Sequence[int], out: str | os.PathLike[str],
-            batched: bool = True) -> dict[str, list[Any]]:
-    """Run every labelled ``RunConfig`` for every seed; records go to ``out/records.jsonl``.
+            batched: bool = True, device: str = "cpu") -> dict[str, list[Any]]:
+    """Run every labelled ``RunConfig`` for every seed on ``device`` (a notebook's ``device``
+    parameter: "cpu", "cuda", "auto"...); records go to ``out/records.jsonl``.
     Where ``DYCKBOOK_RUN_CACHE`` names a folder, seeds trained there before are read back
     (``run.run_seeds``): a long run that was stopped resumes.
 
@@ -137,7 +138,7 @@ def run_all(configs: Mapping[str, Any], seeds: Sequence[int], out: str | os.Path
     done = {}
     for label, config in configs.items():
         print(f"{label}: {len(seeds)} seed(s) ...", flush=True)
-        done[label] = run.run_seeds(config, list(seeds), batched,
+        done[label] = run.run_seeds(config, list(seeds), batched, device=device,
                                     progress=not os.environ.get("DYCKBOOK_QUIET"))
         for r in done[label]:
             r.record.label = label
