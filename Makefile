@@ -10,6 +10,8 @@ VENV ?= .venv
 PROFILE ?= cpu
 JOBS ?= 2
 SCHEDULER ?=
+# where every training notebook trains: cpu, cuda, cuda:N, auto (empty: each notebook's cpu)
+DEVICE ?=
 # trained runs kept by (configuration, seed, code): a stopped `make book` resumes (empty: off)
 RUN_CACHE ?= .cache/runs
 PYTEST_WORKERS ?= 2
@@ -33,6 +35,8 @@ ROOT_USER := $(filter 0,$(shell id -u))
 help:
 	@echo "make book [PROFILE=cpu|smoke|thesis] [JOBS=2] [SCHEDULER=local|tcp://HOST:PORT]"
 	@echo "                                run the experiments, build the book (_build/html)"
+	@echo "     [DEVICE=cpu|cuda|auto]     where every run trains (cuda: as many runs at once as"
+	@echo "                                fit in the card's memory; recorded, never hashed)"
 	@echo "make publish PROFILE=cpu        checks (remote, clean tree), make book, push _build/html"
 	@echo "                                to the gh-pages branch of origin"
 	@echo "make book-full                  the full ablation grid (42 min on 2 cores at lengths to 16/20;"
@@ -80,14 +84,16 @@ mathjax: venv
 
 runs: venv
 	DYCKBOOK_RUN_CACHE=$(RUN_CACHE) $(PY) -m dyckbook run --profile $(PROFILE) --jobs $(JOBS) \
-		$(if $(SCHEDULER),--scheduler $(SCHEDULER))
+		$(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(DEVICE),--device $(DEVICE))
 
 # The book of one profile: its runs (a failed one keeps its last good results), its pages marked
 # with their state, the build; `make book` still fails if a run failed, after building the book.
 # The build writes _build/html/.nojekyll (sphinx.ext.githubpages): a branch deploy keeps _static.
 book: venv mathjax
 	@status=0; DYCKBOOK_RUN_CACHE=$(RUN_CACHE) $(PY) -m dyckbook run --profile $(PROFILE) \
-		--jobs $(JOBS) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) || status=$$?; \
+		--jobs $(JOBS) \
+		$(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(DEVICE),--device $(DEVICE)) \
+		|| status=$$?; \
 	$(PY) -m dyckbook pages --profile $(PROFILE) && \
 	$(BIN)jupyter-book build . -W -n --keep-going && echo "open _build/html/index.html" && \
 	exit $$status

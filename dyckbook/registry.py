@@ -33,7 +33,8 @@ __all__ = ["EXECUTION", "Registration", "check", "claims_of", "current", "digest
            "recipe", "register", "registry_path", "verdict_runs"]
 
 #: parameters that say where and how fast a run executes, not what it computes
-EXECUTION = frozenset({"run_name", "results_dir", "num_threads", "workers", "scheduler"})
+EXECUTION = frozenset({"run_name", "results_dir", "num_threads", "workers", "scheduler",
+                       "device"})
 
 
 @dataclass(frozen=True)

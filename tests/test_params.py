@@ -136,7 +136,12 @@ def test_check_reports_every_problem_and_the_runner_names():
     params.check({"num_threads": "any"}, free=("num_threads",))  # free: anything goes
     from dyckbook.pipeline import runner
 
-    assert set(params.RUNNER) == set(runner.INJECTED)
+    # and the device, which the runner hands only to the notebooks that declare it (they train)
+    assert set(params.RUNNER) == set(runner.INJECTED) | {"device"}
+    for good in ("cpu", "cuda", "cuda:1", "auto"):
+        params.check({"device": good})
+    with pytest.raises(ValueError, match=r"device must be cpu\|cuda\|cuda:N\|auto, got 'gpu'"):
+        params.check({"device": "gpu"})
 
 
 def test_check_refuses_a_spec_that_names_no_parameter_or_is_not_a_rule():
@@ -229,7 +234,8 @@ def test_notebook_defaults_pass_and_every_bad_value_is_named(
     parameters, check = _parameters_and_check(path)
     seen = _run(parameters, check, monkeypatch)
     defaults = {n.target.id: ast.literal_eval(n.value) for n in ast.parse(parameters).body}
-    rules = {**{k: r for k, r in params.RUNNER.items() if k not in seen["free"]}, **seen["rules"]}
+    rules = {**{k: r for k, r in params.RUNNER.items() if k not in seen["free"] and k in defaults},
+             **seen["rules"]}  # the device: where the notebook declares it (it trains)
     tried = 0
     for name, rule in rules.items():
         bad = _bad_values(rule, defaults[name], seen["values"])

@@ -36,7 +36,7 @@ def cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def make_executor(scheduler: str | None, workers: int) -> cf.Executor:
+def make_executor(scheduler: str | None, workers: int, gpu: bool = False) -> cf.Executor:
     """An executor for :func:`dyckbook.pipeline.runner.run` and
     :func:`dyckbook.chapters.ablation_grid.run_grid`.
 
@@ -49,6 +49,9 @@ def make_executor(scheduler: str | None, workers: int) -> cf.Executor:
             ``DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES=1`` for the same rule).
         workers: processes of the pool or the LocalCluster; 0 means one per core (ignored for
             an existing cluster, whose workers are its own).
+        gpu: the tasks train on a GPU: under Dask each asks for one ``GPU`` resource (a
+            LocalCluster's workers have one each; a cluster's workers declare theirs with
+            ``--resources GPU=1``: book/cluster.md), so only workers on a card take them.
 
     Returns:
         A ``concurrent.futures.Executor``; ``shutdown(cancel_futures=True)`` cancels what has
@@ -63,7 +66,7 @@ def make_executor(scheduler: str | None, workers: int) -> cf.Executor:
     workers = workers or cores()
     if check_scheduler(scheduler) == "processes":
         return _Pool(workers)
-    return _Dask(scheduler, workers)
+    return _Dask(scheduler, workers, {"GPU": 1} if gpu else None)
 
 
 def check_scheduler(scheduler: str | None) -> str:
@@ -109,7 +112,7 @@ class _Pool(cf.ProcessPoolExecutor):
 class _Dask(cf.Executor):
     """A Dask client's executor that owns its client (and its LocalCluster, if it made one)."""
 
-    def __init__(self, scheduler: str, workers: int) -> None:
+    def __init__(self, scheduler: str, workers: int, resources: dict | None = None) -> None:
         try:
             from distributed import Client, LocalCluster
         except ImportError:
@@ -120,7 +123,7 @@ class _Dask(cf.Executor):
             self._cluster = LocalCluster(
                 n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
                 scheduler_kwargs={"allowed_failures": 1}, env=ONE_THREAD,
-                silence_logs=logging.ERROR)
+                silence_logs=logging.ERROR, resources=resources)
             self._client = Client(self._cluster)
         else:
             try:
@@ -130,7 +133,7 @@ class _Dask(cf.Executor):
                                  f"{error}") from None
             log.info("Dask cluster %s, dashboard %s", scheduler, self._client.dashboard_link)
         # pure=False: two tasks with equal arguments are two runs, never merged into one
-        self._executor = self._client.get_executor(pure=False)
+        self._executor = self._client.get_executor(pure=False, resources=resources)
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> cf.Future:
         return self._executor.submit(fn, *args, **kwargs)

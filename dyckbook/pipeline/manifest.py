@@ -195,6 +195,9 @@ def _params(value: Any, where: str, notebooks: Sequence[Notebook],
     for name, v in params.items():
         if name in INJECTED:
             raise ValueError(f"{where}: {name!r} is injected by the runner, never set here")
+        if name == "device":  # one device for a whole build: dyckbook run --device
+            raise ValueError(f"{where}: 'device' is the build's (dyckbook run --device, make "
+                             "book DEVICE=...), never set here")
         if not any(name in nb.defaults for nb in notebooks):
             raise ValueError(f"{where}: {name!r} is not a parameter of "
                              f"{'any notebook' if any_of else notebooks[0].key} (papermill reads "

@@ -246,8 +246,17 @@ nonneg = number(0)
 fraction = number(0, 1)
 boolean = _Boolean()
 text = _Text()
-#: What the runner injects into every notebook (``runner.INJECTED``), checked wherever defined.
-RUNNER: dict[str, Rule] = {"run_name": text, "results_dir": text, "num_threads": nonneg_int}
+
+
+def _device(value: Any) -> None:
+    if not (isinstance(value, str) and re.fullmatch(r"cpu|cuda|cuda:\d+|auto", value)):
+        raise ValueError("where the run trains; auto: CUDA where there is one")
+
+
+#: What the runner injects into every notebook (``runner.INJECTED``; ``device`` into those that
+#: train), checked wherever defined.
+RUNNER: dict[str, Rule] = {"run_name": text, "results_dir": text, "num_threads": nonneg_int,
+                           "device": satisfies(_device, "cpu|cuda|cuda:N|auto")}
 
 
 def check(values: Mapping[str, Any], /, *, free: tuple[str, ...] = (), **rules: Rule) -> None:

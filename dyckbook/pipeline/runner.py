@@ -20,14 +20,14 @@ import socket
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from dyckbook import cache
 from dyckbook import results as R
-from dyckbook.pipeline import pages
+from dyckbook.pipeline import devices, pages
 from dyckbook.pipeline.executors import (
     TEMP_PREFIX,
     Progress,
@@ -65,7 +65,7 @@ __all__ = ["INJECTED", "Manifest", "Notebook", "Run", "Task", "assemble_pages", 
 
 log = logging.getLogger(__name__)
 
-UNHASHED = frozenset({"num_threads"})  # injected values that cannot change results
+UNHASHED = frozenset({"num_threads", "device"})  # injected values that cannot change results
 RECORD = RUN_RECORD
 FAILED_NOTEBOOK = "failed.ipynb"
 ATTEMPT = "attempt"  # run.json key: the last attempt, when it failed after a good publication
@@ -293,6 +293,7 @@ class Task:
     files: dict[str, bytes]  # kept files of the run's results folder (relative to it)
     inputs: dict[str, bytes]  # files of the runs it reads, and the index (relative to the root)
     kernel: str = "python3"  # the kernel every notebook declares
+    env: dict[str, str] = field(default_factory=dict)  # more of the kernel's environment
 
 
 def execute(task: Task) -> dict[str, Any]:
@@ -315,7 +316,8 @@ def execute(task: Task) -> dict[str, Any]:
                 (base / rel).write_bytes(data)
         out.mkdir(parents=True, exist_ok=True)
         threads = str(task.params["num_threads"])
-        env = {**os.environ, **cache_folders(), R.ROOT_ENV: str(root), "MPLBACKEND": "Agg",
+        env = {**os.environ, **cache_folders(), **task.env, R.ROOT_ENV: str(root),
+               "MPLBACKEND": "Agg",
                "DYCKBOOK_QUIET": "1",
                "PYDEVD_DISABLE_FILE_VALIDATION": "1", "OMP_NUM_THREADS": threads,
                "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads}
@@ -380,7 +382,7 @@ def _kernel_manager(env: dict[str, str], cwd: Path, sockets: Path) -> type:
 def run(profile: str = "cpu", only: Sequence[str] | None = None, *, force: bool = False,
         jobs: int = 1, scheduler: str | None = None, executor: cf.Executor | None = None,
         manifest: str | os.PathLike[str] | None = None,
-        out_root: str | os.PathLike[str] | None = None) -> int:
+        out_root: str | os.PathLike[str] | None = None, device: str | None = None) -> int:
     """Execute the runs of a profile (or those ``only`` names) that are not up to date, stage
     by stage, on ``executor`` or one made by ``make_executor(scheduler, jobs)``; publish each.
 
@@ -392,13 +394,20 @@ def run(profile: str = "cpu", only: Sequence[str] | None = None, *, force: bool 
     every selected run is up to date or succeeded, 1 if one failed or was blocked (logged at
     ERROR level). Bad arguments are ValueErrors; Ctrl-C (or SIGTERM) cancels the outstanding
     runs (none is published), stops the workers and raises KeyboardInterrupt.
+
+    ``device`` (``devices.DEVICES``; None: each notebook's default, the CPU) is handed to every
+    notebook that declares a ``device`` parameter and recorded in its ``run.json``, never hashed;
+    on a card of this machine no more kernels run at once than fit in its memory
+    (``devices.kernels``).
     """
     if type(jobs) is not int or jobs < 0:
         raise ValueError(f"jobs must be an int >= 0, got {jobs!r}")
     root, man = Path(out_root or R.repo_root()).resolve(), load_manifest(manifest)
     runs = resolve_profile(man, profile)
     chosen = select_runs(runs, only, profile)
-    check_scheduler(scheduler)
+    remote = check_scheduler(scheduler) == "remote"
+    on = device and devices.resolve(device, not remote)  # None: each notebook's default
+    slots, env = devices.kernels(on, remote, jobs, [r.params for r in chosen])
     migrate_legacy_tree(root)
     remove_orphaned_folders()
     every = runs + external_runs(man, profile, root)
@@ -437,13 +446,13 @@ def run(profile: str = "cpu", only: Sequence[str] | None = None, *, force: bool 
                 bar.skip(len(blocked))
                 todo = [r for r in todo if r.name not in unrunnable]
                 if todo:
-                    pool = pool or make_executor(scheduler, jobs)
+                    pool = pool or make_executor(scheduler, slots, gpu=bool(on) and on != "cpu")
                 todo = longest_first(todo, root, profile)
-                threads = kernel_threads(scheduler, jobs, len(todo))
+                threads = kernel_threads(scheduler, slots, len(todo))
                 for r in todo:
                     log.info("[queued] %s (%s)", r.name, r.notebook.key)
                     files = _input_files(root, profile, man, every, r)
-                    futures[pool.submit(execute, _task(r, threads, root, files))] = r
+                    futures[pool.submit(execute, _task(r, threads, root, files, on, env))] = r
                 for future in _as_completed(futures, root):
                     r = futures.pop(future)
                     try:
@@ -452,7 +461,8 @@ def run(profile: str = "cpu", only: Sequence[str] | None = None, *, force: bool 
                         result = {"status": "failed",
                                   "error": {"ename": type(exc).__name__, "evalue": str(exc)}}
                     _publish(r, result, {**result, "inputs": inputs[r.name], "hash": run_hash(
-                        r, inputs[r.name])}, root, man, every, r.notebook.key in several)
+                        r, inputs[r.name]), "device": _device(r, on)}, root, man, every,
+                        r.notebook.key in several)
                     if result["status"] == "ok":
                         done["ok"] += 1
                         log.info("[ok] %s %.1f s on %s", r.name, result["duration_s"],
@@ -523,15 +533,25 @@ def kernel_threads(scheduler: str | None, jobs: int, n_runs: int) -> int:
     return max(1, cores() // max(1, min(jobs or cores(), n_runs)))
 
 
-def _task(run: Run, threads: int, root: Path, inputs: dict[str, bytes]) -> Task:
+def _device(run: Run, device: str | None) -> str | None:
+    """The device a run's notebook trains on: ``device`` (None: its default), None if it
+    declares none (it trains nothing)."""
+    return (device or run.params["device"]) if "device" in run.notebook.defaults else None
+
+
+def _task(run: Run, threads: int, root: Path, inputs: dict[str, bytes], device: str | None = None,
+          env: dict[str, str] | None = None) -> Task:
     # resume caches: a failed attempt's, if one waits, else the published run's
     rdir = next((d for d in (_attempt_folder(run, root), _folder(run, root))
                  if any((d / k).is_file() for k in run.notebook.keep)), _folder(run, root))
     kept = {k: (rdir / k).read_bytes() for k in run.notebook.keep if (rdir / k).is_file()}
     log.debug("task %s: %d kept file(s) from %s, %d input file(s)", run.name, len(kept), rdir,
               len(inputs))
-    return Task(run.name, run.notebook.path.read_text(encoding="utf-8"),
-                {**run.params, "num_threads": threads}, run.notebook.outputs, kept, inputs)
+    params = {**run.params, "num_threads": threads}
+    if device and _device(run, device):
+        params["device"] = device
+    return Task(run.name, run.notebook.path.read_text(encoding="utf-8"), params,
+                run.notebook.outputs, kept, inputs, env=env or {})
 
 
 def _input_files(root: Path, profile: str, man: Manifest,
@@ -590,6 +610,7 @@ def _publish(run: Run, result: Mapping[str, Any] | None, record: Mapping[str, An
         "run": run.name, "notebook": run.notebook.key, "profile": run.profile,
         "params": run.params, "dyckbook": __version__, "hash": record.get("hash") if ok else None,
         "inputs": record.get("inputs") if ok else None, "params_hash": _digest(_hashed_params(run)),
+        "device": record.get("device"),
         "notebook_hash": notebook_hash(run.notebook.path),
         "files": file_hashes(new), **attempt, "longest_s": max(seconds) if seconds else None})
     page.unlink(missing_ok=True)  # first: an interruption from here on leaves no page at all

@@ -1,0 +1,170 @@
+"""The device a build trains on, and how many CUDA workers share one card.
+
+One setting reaches every training run: ``make book DEVICE=cuda`` -> ``dyckbook run --device``
+-> the ``device`` parameter of every training notebook -> ``run.run_seeds(..., device=)``.
+The device is provenance (a record's ``versions``, a run's ``run.json``), never part of a
+recipe (``runner.UNHASHED``, ``registry.EXECUTION``).
+
+On a card, independent training groups (the runs of a stage, the grid's cells, 07's
+configurations) run as concurrent CUDA workers; each worker's memory is estimated from its
+configuration (:func:`estimate_bytes`), and no more workers start than fit in the memory the
+card has free, or in the share a kernel was given (:data:`MEMORY_ENV`, which the runner sets
+for each kernel and a test can set to fake a card).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["CONTEXT_BYTES", "DEVICES", "MEMORY_ENV", "check_device", "device_memory",
+           "estimate_bytes", "executor", "fitting", "kernel_estimate", "kernels", "resolve",
+           "workers"]
+
+#: what ``--device`` and a notebook's ``device`` accept
+DEVICES = "cpu | cuda | cuda:N | auto (CUDA where there is one)"
+_NAME = re.compile(r"cpu|cuda|cuda:\d+|auto")
+#: bytes of device memory this process and its workers may use (the runner sets it per kernel)
+MEMORY_ENV = "DYCKBOOK_DEVICE_MEMORY"
+#: what a CUDA process holds before its first tensor: the context, cuBLAS's workspace, the
+#: caching allocator's slack
+CONTEXT_BYTES = 768 * 2**20
+_EVAL_ROWS = 1024  # rows a validation or scoring batch holds per model (train, evaluate)
+
+
+def check_device(device: Any) -> str:
+    """``device`` if it names one (:data:`DEVICES`), else a ValueError naming the value."""
+    if not isinstance(device, str) or not _NAME.fullmatch(device):
+        raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
+    return device
+
+
+def resolve(device: str, here: bool = True) -> str:
+    """The device a run trains on: ``auto`` becomes ``cuda`` where this machine has one, else
+    ``cpu``. ``here`` (the runs execute on this machine): CUDA asked for where there is none
+    is a ValueError naming the value; on a cluster (``here`` False) the workers resolve it."""
+    check_device(device)
+    if device == "cpu" or not here:
+        return device
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if not torch.cuda.is_available():
+        raise ValueError(f"device is {device!r}, but this machine has no CUDA device "
+                         "(DEVICE=cpu, or auto: CUDA where there is one)")
+    return device
+
+
+def device_memory(device: str) -> int:
+    """Bytes of ``device`` this process may fill: :data:`MEMORY_ENV` where it is set (a share
+    the runner gave, or a fake card), else the CUDA device's free memory now."""
+    given = os.environ.get(MEMORY_ENV, "").strip()
+    if given:
+        if not given.isdigit():
+            raise ValueError(f"{MEMORY_ENV} must be a number of bytes, got {given!r}")
+        return int(given)
+    import torch
+
+    return int(torch.cuda.mem_get_info(torch.device(check_device(device)))[0])
+
+
+@functools.lru_cache(maxsize=64)
+def _n_params(model: Any) -> int:
+    from dyckbook.checkpoint import build_model
+
+    return sum(p.numel() for p in build_model(model, [0]).parameters())
+
+
+def estimate_bytes(config: Any, n_models: int = 1) -> int:
+    """Device memory of training ``n_models`` seeds of a ``RunConfig`` as one network, and of
+    scoring them, with the process's own :data:`CONTEXT_BYTES`: an upper estimate, in float32.
+
+    Weights, gradients, Adam's two moments and the early stop's copy (5 per parameter); the
+    activations a step keeps for its backward pass, twice (its transients): per token and
+    layer 12 d_model + 3 d_mlp, per head and layer 4 keys per query (scores, pattern, mask,
+    gradient), a stack RNN's whole stack per step; a scoring batch of 1024 rows per model at
+    the longest test string, one layer at a time.
+    """
+    m, t, d = config.model, config.train, config.data
+    width = getattr(m, "d_model", getattr(m, "d_hidden", 64))
+    d_mlp, heads = getattr(m, "d_mlp", 4 * width), getattr(m, "n_heads", 1)
+    layers = getattr(m, "n_layers", 0) or (getattr(m, "n_encoder_layers", 0)
+                                           + getattr(m, "n_decoder_layers", 0)) or 1
+    train_pos = d.lengths()[1] + 2
+    test_pos = max(d.lengths()[1], d.lengths(test=True)[1]) + 2
+    rows = n_models * t.batch_size
+    attention = 0 if getattr(m, "kind", "") == "recurrent" else 4 * heads * train_pos ** 2
+    stack = train_pos ** 2 * getattr(m, "d_stack", 0) if getattr(m, "cell", "") == "stack" else 0
+    step = rows * layers * (train_pos * (12 * width + 3 * d_mlp) + attention) + rows * stack
+    scoring = n_models * _EVAL_ROWS * test_pos * (4 * width + d_mlp + heads * test_pos)
+    return CONTEXT_BYTES + 4 * (5 * _n_params(m) * n_models + 2 * step + scoring)
+
+
+def fitting(each: Sequence[int], free: int, requested: int) -> int:
+    """How many workers to start, at most ``requested`` (and one per job in ``each``): as many
+    as fit in ``free`` bytes when each may be the largest of ``each``; at least one (a job
+    larger than the card still gets its try, alone)."""
+    if not each:
+        return 1
+    return max(1, min(requested, len(each), free // max(max(each), 1)))
+
+
+def workers(device: str, configs: Sequence[Any], n_models: int, requested: int) -> int:
+    """Worker processes for training ``configs`` (``RunConfig``s, ``n_models`` seeds each): on
+    the CPU ``requested``; on a CUDA device as many as fit in :func:`device_memory` (at most
+    ``requested``), each a process with its own context (:func:`estimate_bytes`)."""
+    device = resolve(device)
+    if device == "cpu":
+        return requested
+    each = [estimate_bytes(c, n_models) for c in configs]
+    return fitting(each, device_memory(device), requested)
+
+
+def executor(scheduler: str | None, requested: int, device: str, configs: Sequence[Any],
+             n_models: int) -> Any:
+    """``executors.make_executor`` for training ``configs`` on ``device``: on a CUDA device
+    with at most :func:`workers` processes, each task asking Dask for one ``GPU`` resource
+    (book/cluster.md)."""
+    from dyckbook.pipeline.executors import make_executor
+
+    if resolve(device) == "cpu":
+        return make_executor(scheduler, requested)
+    return make_executor(scheduler, workers(device, configs, n_models, requested), gpu=True)
+
+
+def kernel_estimate(params: Mapping[str, Any]) -> int:
+    """A run's device memory from its notebook's parameters, for the runner: its training
+    configuration as ``RunConfig.from_flat`` reads the parameters (a classifier's, else an
+    encoder-decoder's), ``n_seeds`` models; a notebook whose parameters name no such
+    configuration counts as the defaults' (a classifier of 16 symbols)."""
+    from dyckbook import run
+
+    fields = run.config_fields(params)
+    for kind in ("classifier", "seq2seq"):
+        try:
+            config = run.RunConfig.from_flat(fields, model=kind)
+        except (ValueError, TypeError):
+            continue
+        return estimate_bytes(config, int(params.get("n_seeds", 1) or 1))
+    return estimate_bytes(run.RunConfig(), 1)
+
+
+def kernels(device: str | None, remote: bool, jobs: int, params: Sequence[Mapping[str, Any]]
+            ) -> tuple[int, dict[str, str]]:
+    """The runner's notebook kernels on ``device`` (resolved; None: as the notebooks say):
+    how many run at once, and the environment each gets. On a CUDA device of this machine at
+    most ``jobs`` (0: one per core) and no more than fit in its free memory, each as large as
+    the largest run (:func:`kernel_estimate` of each run's ``params``); each kernel is told
+    its share (:data:`MEMORY_ENV`), which its own workers keep within. On the CPU, or on a
+    cluster (whose workers each hold their card: book/cluster.md), ``jobs`` and nothing."""
+    from dyckbook.pipeline.executors import cores
+
+    if device in (None, "cpu") or remote:
+        return jobs, {}
+    free = device_memory(device)
+    n = fitting([kernel_estimate(p) for p in params], free, jobs or cores())
+    return n, {MEMORY_ENV: str(free // n)}
