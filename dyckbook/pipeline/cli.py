@@ -82,6 +82,15 @@ def _int(name: str, low: int, high: int | None = None) -> Callable[[str], int]:
     return parse
 
 
+def _device(text: str) -> str:
+    from dyckbook.pipeline.devices import check_device
+
+    try:
+        return check_device(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"--{error}") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every command (``dyckbook <command> --help`` documents each option)."""
     common = argparse.ArgumentParser(add_help=False)  # of every parser: before or after the command
@@ -133,6 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="workers (0: one per core)")
     run.add_argument("--scheduler", default=None,
                      help="processes (default), local (a Dask LocalCluster) or tcp://HOST:PORT")
+    run.add_argument("--device", default=None, type=_device,
+                     help="where every training notebook trains: cpu (its default), cuda, "
+                          "cuda:N, auto (CUDA where there is one); recorded, never hashed")
     lengths = sub.add_parser(
         "train-lengths", parents=[common],
         help="train a profile's length study (07) on a device into a resume cache that "
@@ -369,7 +381,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
               ", ".join(r.name for r in chosen))
     _where(manifest)
     return runner.run(args.profile, args.only, force=args.force, jobs=args.jobs,
-                      scheduler=args.scheduler, manifest=manifest)
+                      scheduler=args.scheduler, manifest=manifest, device=args.device)
 
 
 def _cmd_train_lengths(args: argparse.Namespace) -> int:
