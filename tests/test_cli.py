@@ -268,6 +268,39 @@ def test_train_lengths_writes_07s_parameters_and_resumes_its_records(tmp_path: P
     assert (tmp_path / "r" / "records.jsonl").read_text().splitlines() == lines
 
 
+def test_train_lengths_checks_out_and_params_before_anything_trains(tmp_path: Path, capsys,
+                                                                    monkeypatch) -> None:
+    """Issue 54: --out naming a file failed only once a configuration had trained (and threw
+    the training away); a --params file that is not JSON said only "Expecting value"."""
+    from dyckbook.chapters import generalisation
+
+    def trains(*args, **kwargs):
+        raise AssertionError("trained before the arguments were checked")
+
+    monkeypatch.setattr(generalisation, "run_records", trains)
+    params = tmp_path / "params.json"
+    assert call(["train-lengths", "--profile", "smoke", "--write-params", str(params)],
+                capsys)[0] == 0
+    taken = tmp_path / "taken"
+    taken.write_text("a file")
+    code, _, err = call(["train-lengths", "--params", str(params), "--out", str(taken)], capsys)
+    assert code == 2 and f"--out must name a folder (records.jsonl is written into it), got " \
+        f"'{taken}', which is a file" in err and len(err.strip().splitlines()) == 1
+    code, _, err = call(["train-lengths", "--params", str(params), "--out",
+                         str(taken / "below")], capsys)
+    assert code == 2 and "records.jsonl cannot be written there" in err
+    bad = tmp_path / "bad.json"
+    bad.write_text("not json\n")
+    code, _, err = call(["train-lengths", "--params", str(bad), "--out", str(tmp_path / "r")],
+                        capsys)
+    assert code == 2 and f"--params {bad} is not a JSON file of parameters" in err
+    assert "line 1 column 1" in err and len(err.strip().splitlines()) == 1
+    code, _, err = call(["train-lengths", "--params", str(tmp_path / "none.json"), "--out",
+                         str(tmp_path / "r")], capsys)
+    assert code == 2 and f"--params {tmp_path / 'none.json'}: no such file" in err
+    assert not (tmp_path / "r").exists()
+
+
 @pytest.mark.parametrize("extra, says", [
     (["--run", "ood"], "--run must name a run of 07_generalisation in profile smoke, got 'ood'"),
     ([], "--out must name the folder of records.jsonl"),

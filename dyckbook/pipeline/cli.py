@@ -384,11 +384,32 @@ def _cmd_run(args: argparse.Namespace) -> int:
                       scheduler=args.scheduler, manifest=manifest, device=args.device)
 
 
+def _out_folder(text: str) -> Path:
+    """train-lengths' --out: a folder that records.jsonl can be written into, or one that can
+    be made; anything else is an error before a configuration trains."""
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"--out must name a folder (records.jsonl is written into it), got "
+                         f"{text!r}, which is a file")
+    base = next(p for p in (path, *path.parents) if p.exists())
+    if not base.is_dir() or not os.access(base, os.W_OK) or (path / "records.jsonl").is_dir():
+        raise ValueError(f"--out {text!r}: records.jsonl cannot be written there ({base} is "
+                         f"not a folder this user can write to)")
+    return path
+
+
 def _cmd_train_lengths(args: argparse.Namespace) -> int:
     import json
 
+    out = _out_folder(args.out) if args.out else None  # before anything trains
     if args.params:
-        params = json.loads(Path(args.params).read_text(encoding="utf-8"))
+        try:
+            params = json.loads(Path(args.params).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ValueError(f"--params {args.params}: no such file") from None
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise ValueError(f"--params {args.params} is not a JSON file of parameters "
+                             f"(--write-params writes one): {error}") from None
         if not isinstance(params, dict):
             raise ValueError(f"--params must hold a JSON object, got {args.params}")
     else:
@@ -408,7 +429,7 @@ def _cmd_train_lengths(args: argparse.Namespace) -> int:
         return 0
     if args.data_only and not args.data_cache:
         raise ValueError("--data-only needs --data-cache DIR (the folder the splits go to)")
-    if not args.out and not args.data_only:
+    if out is None and not args.data_only:
         raise ValueError("--out must name the folder of records.jsonl")
     from dyckbook import cache
     from dyckbook.chapters import generalisation
@@ -425,9 +446,9 @@ def _cmd_train_lengths(args: argparse.Namespace) -> int:
         print(f"{made} (data config, seed) splits in {args.data_cache}")
         return 0
     with executors.make_executor(None, args.workers) as executor:
-        records = generalisation.run_records(configs, seeds, args.out,
+        records = generalisation.run_records(configs, seeds, out,
                                            executor if args.workers > 1 else None, args.device)
-    print(f"{sum(map(len, records.values()))} records in {Path(args.out) / 'records.jsonl'}")
+    print(f"{sum(map(len, records.values()))} records in {out / 'records.jsonl'}")
     return 0
 
 
