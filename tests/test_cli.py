@@ -268,6 +268,31 @@ def test_train_lengths_writes_07s_parameters_and_resumes_its_records(tmp_path: P
     assert (tmp_path / "r" / "records.jsonl").read_text().splitlines() == lines
 
 
+def test_profile_has_help_naming_the_manifests_profiles_and_verbose_says_what_it_reads(
+        capsys) -> None:
+    """Issue 54: --profile had no help text (no default, no choices shown); -v promised what is
+    read, written and skipped and `list -v` printed one line."""
+    import yaml
+
+    from dyckbook.pipeline import cli
+
+    root = Path(__file__).resolve().parents[1]
+    manifest = yaml.safe_load((root / "notebooks" / "experiments.yml").read_text())
+    assert cli.PROFILES.split("|") == list(manifest["profiles"])
+    for command, default in (("list", "cpu"), ("run", "cpu"), ("pages", "cpu"),
+                             ("register", "cpu"), ("train-lengths", "thesis")):
+        text = " ".join(cli.build_parser().commands[command].format_help().split())
+        assert f"--profile PROFILE a profile of the manifest ({cli.PROFILES}; default: " \
+            f"{default})" in text, command
+    code, out, err = call(["-v", "list", "--profile", "smoke"], capsys)
+    lines = out.splitlines()
+    rows = lines[next(i for i, line in enumerate(lines) if line.startswith("run ")) + 1:-1]
+    runs = [line.split()[0] for line in rows if not line.startswith(" ")]
+    read = [line for line in err.splitlines() if line.endswith("/run.json")]
+    assert code == 0 and len(read) == len(runs) > 1 and all(
+        f"debug: dyckbook.cli: {name}: " in line for name, line in zip(runs, read))
+
+
 def test_train_lengths_checks_out_and_params_before_anything_trains(tmp_path: Path, capsys,
                                                                     monkeypatch) -> None:
     """Issue 54: --out naming a file failed only once a configuration had trained (and threw

@@ -104,6 +104,40 @@ def test_bounds_may_name_another_parameter():
         params.check({"x": 1}, x=params.integer(low="nope"))
 
 
+def test_a_name_papermill_injected_must_be_a_parameter():
+    """Issue 54: `papermill ... -p n_trian 5` ran on the defaults after a warning. The
+    kernel's history (IPython's In) holds papermill's injected cell."""
+    history = ["", "n_train: int = 100  # strings\nrun_name: str = 'x'",
+               "# Parameters\nn_trian = 5\nrun_name = \"r\"\nzzz = 1\n", "params.check(...)"]
+    values = {"n_train": 100, "n_trian": 5, "zzz": 1, "run_name": "r", "In": history}
+    assert params.injected(values) == ["n_trian", "run_name", "zzz"]
+    with pytest.raises(ValueError) as error:
+        params.check(values, n_train=params.positive_int)
+    lines = str(error.value).splitlines()
+    assert lines == [
+        "n_trian is not a parameter of this notebook (given with papermill -p or the "
+        "manifest), so it would be ignored: did you mean n_train?",
+        "zzz is not a parameter of this notebook (given with papermill -p or the manifest), so "
+        "it would be ignored; its parameters: run_name, n_train"]
+    params.check({**values, "In": history[:2] + history[3:]}, n_train=params.positive_int)
+    params.check({"n_train": 1, "In": "not a history"}, n_train=params.positive_int)
+    assert params.injected({"In": ["# Parameters\nbroken = (\n"]}) == []
+
+
+@pytest.mark.notebook
+def test_papermill_with_a_misspelt_parameter_fails_before_anything_runs(tmp_path: Path) -> None:
+    import papermill
+
+    source = Path(__file__).resolve().parents[1] / "notebooks" / "90_summary.ipynb"
+    with pytest.raises(papermill.PapermillExecutionError) as error:
+        papermill.execute_notebook(str(source), str(tmp_path / "out.ipynb"),
+                                   parameters={"literal_rnu": "x"}, progress_bar=False,
+                                   cwd=str(tmp_path))
+    assert error.value.ename == "ValueError"
+    assert "literal_rnu is not a parameter of this notebook" in error.value.evalue
+    assert "did you mean literal_run?" in error.value.evalue
+
+
 def test_satisfies_reports_the_parser_message():
     def budget(text: str) -> None:
         _steps, _strings = (int(x) for x in text.split(":"))

@@ -23,6 +23,8 @@ MAX_N = 1_000_000  # strings per dataset
 MAX_LENGTH = 10_000  # symbols per string
 MAX_SYMBOLS = 20_000_000  # n x max_length: about 20 s of hard negatives on one core
 MAX_JOBS = 512
+#: the profiles of notebooks/experiments.yml, for --profile's help (tests/test_cli.py keeps it so)
+PROFILES = "smoke|cpu|thesis|grid"
 # protocol.REGIMES and len(vocab.DEFAULT_PAIRS), not imported: bad arguments fail before numpy
 REGIMES = ("hard", "local", "random", "stack")
 MAX_K = 8
@@ -96,7 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)  # of every parser: before or after the command
     talk = common.add_mutually_exclusive_group()  # no default: a command's keeps the top one's
     talk.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
-                      help="debug messages too: what is read, written and skipped")
+                      help="debug messages too: the command line and what a command reads, "
+                           "writes and skips (list: each run's record)")
     talk.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
                       help="warnings and errors only (no progress bars)")
     parser = _Parser(prog="dyckbook", description=__doc__, parents=[common])
@@ -130,7 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
                                  "when stale, failed or never published"),
                        ("register", "register the recipes of a profile's verdict-bearing runs")):
         cmd = sub.add_parser(name, parents=[common], help=text)
-        cmd.add_argument("--profile", default="cpu")
+        cmd.add_argument("--profile", default="cpu",
+                         help=f"a profile of the manifest ({PROFILES}; default: cpu)")
         cmd.add_argument("--manifest", default=None, help="default: notebooks/experiments.yml")
     sub.choices["register"].add_argument("--note", required=True,
                                          help="why (printed in the book's history table)")
@@ -149,7 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
         "train-lengths", parents=[common],
         help="train a profile's length study (07) on a device into a resume cache that "
              "`run` then publishes from (ARCHITECTURE.md: 07 on a GPU)")
-    lengths.add_argument("--profile", default="thesis")
+    lengths.add_argument("--profile", default="thesis",
+                         help=f"a profile of the manifest ({PROFILES}; default: thesis)")
     lengths.add_argument("--manifest", default=None, help="default: notebooks/experiments.yml")
     lengths.add_argument("--run", default="generalisation", help="a run of 07_generalisation")
     lengths.add_argument("--params", default=None,
@@ -303,6 +308,8 @@ def _where(manifest: Path) -> None:
 
 def _cmd_list(args: argparse.Namespace) -> int:
     from dyckbook.pipeline import runner
+    from dyckbook.pipeline.layout import run_results_dir
+    from dyckbook.results import repo_root
 
     manifest = _manifest(args)
     rows = runner.statuses(args.profile, manifest)
@@ -312,6 +319,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
     width = max([len(r.name) for r, _, _ in rows] + [3])
     print(f"{'run':<{width}}  {'status':<7}  {'seconds':>8}  {'finished':<19}  notebook")
     for run, status, record in rows:
+        log.debug("%s: %s, read from %s", run.name, status, run_results_dir(
+            run.profile, run.notebook.group, run.name, repo_root()) / "run.json")
         seconds = record.get("duration_s")
         print(f"{run.name:<{width}}  {status:<7}  "
               f"{'-' if seconds is None else f'{seconds:.1f}':>8}  "

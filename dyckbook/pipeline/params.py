@@ -18,6 +18,8 @@ allows is written in its own call.
 
 from __future__ import annotations
 
+import ast
+import difflib
 import math
 import numbers
 import re
@@ -25,8 +27,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 __all__ = ["RUNNER", "Rule", "boolean", "check", "comma_list", "fraction", "int_list", "integer",
-           "joined", "nonneg", "nonneg_int", "number", "one_of", "positive", "positive_int",
-           "satisfies", "text"]
+           "injected", "joined", "nonneg", "nonneg_int", "number", "one_of", "positive",
+           "positive_int", "satisfies", "text"]
 
 _INT = re.compile(r"[+-]?\d+")
 
@@ -259,13 +261,41 @@ RUNNER: dict[str, Rule] = {"run_name": text, "results_dir": text, "num_threads":
                            "device": satisfies(_device, "cpu|cuda|cuda:N|auto")}
 
 
+def injected(values: Mapping[str, Any]) -> list[str]:
+    """The names papermill injected into a notebook run (``-p NAME VALUE``, the runner's
+    parameters): the assignments of its ``# Parameters`` cell, read from the kernel's history
+    (IPython's ``In`` in ``values``); none outside a kernel."""
+    history = values.get("In")
+    names: list[str] = []
+    for source in history if isinstance(history, list) else []:
+        if isinstance(source, str) and source.startswith("# Parameters\n"):
+            try:
+                body = ast.parse(source).body
+            except SyntaxError:
+                continue
+            names += [t.id for n in body if isinstance(n, ast.Assign) for t in n.targets
+                      if isinstance(t, ast.Name) and t.id not in names]
+    return names
+
+
+def _not_declared(name: str, declared: list[str]) -> str:
+    near = difflib.get_close_matches(name, declared, n=1)
+    return (f"{name} is not a parameter of this notebook (given with papermill -p or the "
+            f"manifest), so it would be ignored"
+            + (f": did you mean {near[0]}?" if near
+               else f"; its parameters: {', '.join(declared)}"))
+
+
 def check(values: Mapping[str, Any], /, *, free: tuple[str, ...] = (), **rules: Rule) -> None:
     """Check the parameters named in ``rules`` (and :data:`RUNNER`'s) in ``values``, a
-    notebook's ``globals()``; ``free`` names parameters that may hold anything.
+    notebook's ``globals()``; ``free`` names parameters that may hold anything. A name that
+    papermill injected (:func:`injected`) must be one of them: a typo is an error, not a run on
+    the defaults.
 
     Raises:
         ValueError: one line per parameter that breaks its rule, naming the parameter, what it
-            must be and the value given; or a rule or ``free`` naming no defined parameter.
+            must be and the value given, and per injected name that is not a parameter; or a
+            rule or ``free`` naming no defined parameter.
         TypeError: a rule that is not a :class:`Rule`.
     """
     free = (free,) if isinstance(free, str) else tuple(free)
@@ -279,7 +309,8 @@ def check(values: Mapping[str, Any], /, *, free: tuple[str, ...] = (), **rules: 
             raise TypeError(f"params.check: the rule of {name} must be a params rule, "
                              f"got {rule!r}")
     todo = {**{n: r for n, r in RUNNER.items() if n in values and n not in free}, **rules}
-    errors = []
+    errors = [_not_declared(name, [*todo, *free]) for name in injected(values)
+              if name not in todo and name not in free]
     for name, rule in todo.items():
         found = rule.problem(values[name], values)
         if found:
