@@ -7,24 +7,32 @@ model needs only its config, its seed and its weights to come back.
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 
-from dyckbook import seq2seq
+from dyckbook import seq2seq, tokenizer
 from dyckbook.model import Classifier, ModelConfig
 from dyckbook.recurrent import RecurrentClassifier, RecurrentConfig
 from dyckbook.results import write_bytes
 from dyckbook.seq2seq import Seq2SeqConfig
 from dyckbook.thesis_model import ThesisClassifier, ThesisModelConfig
 
-__all__ = ["MODEL_CONFIGS", "build_model", "load_model", "save_model"]
+__all__ = ["CONTEXT_BYTES", "MEMORY_ENV", "MODEL_CONFIGS", "build_model", "device_memory",
+           "load_model", "save_model", "training_bytes"]
 
 _MODEL_FORMAT = "dyckbook.model/2"
+#: bytes of device memory this process may fill (the runner gives each kernel its share; a test
+#: fakes a card with it); unset: the card's free memory
+MEMORY_ENV = "DYCKBOOK_DEVICE_MEMORY"
+#: what a CUDA process holds before its first tensor: its context, cuBLAS's workspace, slack
+CONTEXT_BYTES = 768 * 2**20
 
 MODEL_CONFIGS = {"classifier": ModelConfig, "thesis": ThesisModelConfig, "seq2seq": Seq2SeqConfig,
                  "recurrent": RecurrentConfig}
@@ -114,3 +122,47 @@ def load_model(path: str | os.PathLike[str]) -> torch.nn.Module:
     except RuntimeError as error:
         raise ValueError(f"the weights in {path} do not fit its config: {error}") from None
     return model.eval()
+
+
+@functools.lru_cache(maxsize=64)
+def _n_params(model: ModelConfig | ThesisModelConfig | Seq2SeqConfig | RecurrentConfig) -> int:
+    return sum(p.numel() for p in build_model(model, [0]).parameters())
+
+
+def training_bytes(config: Any, n_models: int = 1) -> int:
+    """Device memory of training ``n_models`` seeds of a run's ``config`` (its ``model``,
+    ``train``, ``data``) as one network and scoring them, with a process's
+    :data:`CONTEXT_BYTES`: an upper estimate, float32. Weights, gradients, Adam's moments and
+    the early stop's copy (5 per parameter); the activations a step keeps, twice (per token and
+    layer 12 d_model + 3 d_mlp; per head and layer 4 per key: scores, pattern, mask, gradient;
+    a stack RNN's stack per step); an evaluation batch (``tokenizer.eval_rows``), its scores
+    too where they are materialised (the thesis' port, sigmoid weights)."""
+    m, t, d = config.model, config.train, config.data
+    width = getattr(m, "d_model", getattr(m, "d_hidden", 64))
+    d_mlp, heads = getattr(m, "d_mlp", 4 * width), getattr(m, "n_heads", 1)
+    layers = getattr(m, "n_layers", 0) or (getattr(m, "n_encoder_layers", 0)
+                                           + getattr(m, "n_decoder_layers", 0)) or 1
+    pos = d.lengths()[1] + 2
+    test = max(pos, d.lengths(test=True)[1] + 2)
+    rows = n_models * t.batch_size
+    attention = 0 if isinstance(m, RecurrentConfig) else 4 * heads * pos ** 2
+    stack = pos ** 2 * m.d_stack if isinstance(m, RecurrentConfig) and m.cell == "stack" else 0
+    step = rows * layers * (pos * (12 * width + 3 * d_mlp) + attention) + rows * stack
+    evaluated = tokenizer.eval_rows(n_models, test, width, "cuda")
+    scores = heads * test if isinstance(m, ThesisModelConfig) or \
+        getattr(m, "attention", "softmax") != "softmax" else 0
+    scoring = n_models * evaluated * test * (4 * width + d_mlp + scores)
+    return CONTEXT_BYTES + 4 * (5 * _n_params(m) * n_models + 2 * step + scoring)
+
+
+def device_memory(device: str | torch.device) -> int:
+    """Bytes of ``device`` this process may fill: :data:`MEMORY_ENV` where it is set, else the
+    CUDA device's free memory and what torch's cache here holds unused."""
+    given = os.environ.get(MEMORY_ENV, "").strip()
+    if given:
+        if not given.isdigit():
+            raise ValueError(f"{MEMORY_ENV} must be a number of bytes, got {given!r}")
+        return int(given)
+    device = torch.device(device)
+    cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    return int(torch.cuda.mem_get_info(device)[0] + cached)

@@ -200,8 +200,9 @@ def margins(model: nn.Module, dataset: Dataset | Sequence[Dataset],
 
     ``dataset``: one dataset for a single model; or a sequence of one per model of a network
     of S models (``Classifier``, ``RecurrentClassifier``), scored at once: each batch holds
-    ``batch_size`` rows of every model's own set (a shorter set repeats its last row). The
-    margins stay on the device until the end (one read-back); ids are checked on the host.
+    ``batch_size`` rows of every model's own set (a shorter set repeats its last row; on a
+    device fewer for long strings, ``tokenizer.eval_rows``). The margins stay on the device
+    until the end (one read-back); ids are checked on the host.
 
     Returns:
         float64 (batch,), or a list of them (one per model). Its spread across inputs is 0
@@ -212,6 +213,9 @@ def margins(model: nn.Module, dataset: Dataset | Sequence[Dataset],
     device = next(model.parameters()).device  # a model on a GPU is scored there
     vocab = getattr(getattr(model, "config", None), "d_vocab", None)
     longest = max((len(ds) for ds in sets), default=0)
+    width = getattr(getattr(model, "config", None), "d_model", 256)
+    batch_size = tokenizer.eval_rows(len(sets), max(int(ds.lengths.max(initial=0)) for ds in sets)
+                                     + 2, width, device, batch_size)  # a device: long ones fewer
     out = []
     with evaluating(model):
         for start in range(0, longest, batch_size):

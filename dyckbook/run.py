@@ -30,7 +30,13 @@ from torch import nn
 
 from dyckbook import baselines as B
 from dyckbook import cache, seq2seq
-from dyckbook.checkpoint import MODEL_CONFIGS, build_model
+from dyckbook.checkpoint import (
+    CONTEXT_BYTES,
+    MODEL_CONFIGS,
+    build_model,
+    device_memory,
+    training_bytes,
+)
 from dyckbook.completion import CompletionDataConfig, CompletionSplits
 from dyckbook.config import (
     Check,
@@ -449,14 +455,14 @@ def run_seeds(config: RunConfig, seeds: Sequence[int], batched: bool = True,
     """Run ``config`` once per seed: data, model, training and evaluation, a record per seed.
 
     Batching changes nothing but the speed (``dyckbook.train``): with ``batched`` the seeds'
-    models train as one computation; the thesis' ported model has no model dimension and
-    always trains one seed at a time. Each seed's data come from that seed (``config.seed`` is
-    replaced by it). The models train and are scored on ``device`` (on a GPU a group's
-    classifiers are scored together, as they trained); the data stay in host memory, and the
-    returned models are on the CPU. A record says the device in ``versions``, never the
-    configuration (a recipe's digest is the same on every device):
-    a GPU's floating-point sums differ from the CPU's in the last bits, so its numbers are the
-    CPU's to within rounding, not bit for bit.
+    models train as one computation (on a GPU as many as fit in its memory at a time); the
+    thesis' ported model has no model dimension and always trains one seed at a time. Each
+    seed's data come from that seed (``config.seed`` is replaced by it). The models train and
+    are scored on ``device`` (on a GPU a group's classifiers are scored together, as they
+    trained); the data stay in host memory, and the returned models are on the CPU. A record
+    says the device in ``versions``, never the configuration (a recipe's digest is the same on
+    every device): a GPU's floating-point sums differ from the CPU's in the last bits, so its
+    numbers are the CPU's to within rounding, not bit for bit.
 
     Where ``DYCKBOOK_RUN_CACHE`` names a folder (``cache``), a seed trained there before, by
     the same code, is read back (record and weights) and only the others train; each is written
@@ -523,6 +529,15 @@ def run_seeds(config: RunConfig, seeds: Sequence[int], batched: bool = True,
     return [found[s] for s in seeds]  # type: ignore[misc]
 
 
+def _group_size(config: RunConfig, n: int, on: torch.device) -> int:
+    """Seeds trained as one network: all ``n`` on the CPU; on a CUDA device as many as fit in
+    its memory (``checkpoint.training_bytes``, ``checkpoint.device_memory``), at least one."""
+    if on.type != "cuda":
+        return n
+    each = training_bytes(config, 1) - CONTEXT_BYTES
+    return max(1, min(n, (device_memory(on) - CONTEXT_BYTES) // max(each, 1)))
+
+
 def _train_seeds(config: RunConfig, seeds: list[int], batched: bool, progress: bool,
                  on: torch.device, root: Any) -> list[RunResult]:
     """Train and score ``seeds`` (in groups: all together when ``batched`` and the model has a
@@ -535,8 +550,8 @@ def _train_seeds(config: RunConfig, seeds: list[int], batched: bool, progress: b
             else ClassificationTask(getattr(config.model, "objective", "membership")))
     val = all(len(sp.val) for sp in splits)
     batchable = isinstance(config.model, (ModelConfig, Seq2SeqConfig, RecurrentConfig))
-    groups = ([list(range(len(seeds)))] if batched and batchable
-              else [[i] for i in range(len(seeds))])
+    size = _group_size(config, len(seeds), on) if batched and batchable else 1
+    groups = [list(range(len(seeds)))[i:i + size] for i in range(0, len(seeds), size)]
     results: list[RunResult] = []
     for group in groups:
         model = build_model(config.model, [configs[i].seed for i in group]).to(on)

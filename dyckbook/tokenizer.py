@@ -7,7 +7,10 @@ import torch
 
 from dyckbook.vocab import END, N_SPECIAL, PAD, PAD_CODE, START
 
-__all__ = ["TokenShape", "check_ids", "check_tokens", "decode", "encode", "to_device"]
+__all__ = ["EVAL_ACTIVATIONS", "TokenShape", "check_ids", "check_tokens", "decode", "encode",
+           "eval_rows", "to_device"]
+#: on a device, an evaluation batch holds at most this many activations of the model's width
+EVAL_ACTIVATIONS = 2**27
 
 
 class TokenShape:
@@ -107,3 +110,13 @@ def to_device(tensor: torch.Tensor, device: torch.device | str | None) -> torch.
     if torch.device(device).type == "cuda":
         tensor = tensor.pin_memory()
     return tensor.to(device, non_blocking=True)
+
+
+def eval_rows(n_models: int, positions: int, width: int, device: torch.device | str | None,
+              most: int = 1024) -> int:
+    """Rows of each model an evaluation batch takes: ``most`` on the CPU; on a device as many
+    as keep ``n_models x rows x positions x width`` within :data:`EVAL_ACTIVATIONS` (long
+    strings, many models: fewer rows), at least one."""
+    if device is None or torch.device(device).type == "cpu":
+        return most
+    return max(1, min(most, EVAL_ACTIVATIONS // max(1, n_models * positions * width)))

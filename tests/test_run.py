@@ -314,6 +314,28 @@ def test_a_group_scored_together_is_scored_as_each_alone():
                 np.testing.assert_allclose(have, want, rtol=1e-4, atol=1e-5)
 
 
+def test_a_card_trains_as_many_seeds_together_as_fit(monkeypatch):
+    """On a CUDA device run_seeds trains as many seeds as one network as fit in its memory
+    (a fake card here: checkpoint.MEMORY_ENV), an evaluation batch holds fewer long rows."""
+    import torch
+
+    from dyckbook import checkpoint, tokenizer
+    from dyckbook import run as R
+
+    each = checkpoint.training_bytes(CONFIG, 1) - checkpoint.CONTEXT_BYTES
+    assert checkpoint.training_bytes(CONFIG, 4) == checkpoint.CONTEXT_BYTES + 4 * each
+    card = torch.device("cuda")
+    monkeypatch.setenv(checkpoint.MEMORY_ENV, str(checkpoint.CONTEXT_BYTES + 3 * each + 1))
+    assert [R._group_size(CONFIG, n, card) for n in (10, 3, 2)] == [3, 3, 2]
+    assert R._group_size(CONFIG, 10, torch.device("cpu")) == 10  # the CPU: all together
+    monkeypatch.setenv(checkpoint.MEMORY_ENV, "0")
+    assert R._group_size(CONFIG, 10, card) == 1  # too small a card: one at a time, still
+    assert tokenizer.eval_rows(10, 4098, 384, "cpu") == 1024
+    assert tokenizer.eval_rows(10, 4098, 384, card) == 8  # 2**27 activations at most
+    assert tokenizer.eval_rows(10, 50, 32, card) == 1024
+    assert tokenizer.eval_rows(1000, 4098, 4096, card) == 1
+
+
 @CUDA
 def test_a_run_on_cuda_is_the_cpu_run_to_rounding(results):
     on_gpu = run_seeds(CONFIG, [0, 1], device="cuda")

@@ -14,11 +14,11 @@ for each kernel and a test can set to fake a card).
 
 from __future__ import annotations
 
-import functools
-import os
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from dyckbook.checkpoint import CONTEXT_BYTES, MEMORY_ENV, device_memory, training_bytes
 
 __all__ = ["CONTEXT_BYTES", "DEVICES", "MEMORY_ENV", "check_device", "device_memory",
            "estimate_bytes", "executor", "fitting", "kernel_estimate", "kernels", "resolve",
@@ -27,12 +27,10 @@ __all__ = ["CONTEXT_BYTES", "DEVICES", "MEMORY_ENV", "check_device", "device_mem
 #: what ``--device`` and a notebook's ``device`` accept
 DEVICES = "cpu | cuda | cuda:N | auto (CUDA where there is one)"
 _NAME = re.compile(r"cpu|cuda|cuda:\d+|auto")
-#: bytes of device memory this process and its workers may use (the runner sets it per kernel)
-MEMORY_ENV = "DYCKBOOK_DEVICE_MEMORY"
-#: what a CUDA process holds before its first tensor: the context, cuBLAS's workspace, the
-#: caching allocator's slack
-CONTEXT_BYTES = 768 * 2**20
-_EVAL_ROWS = 1024  # rows a validation or scoring batch holds per model (train, evaluate)
+#: a worker's memory (checkpoint.training_bytes: its configuration's weights, Adam's moments,
+#: activations, scoring and its context); the memory a process may fill (the runner sets
+#: MEMORY_ENV for each kernel, its share of the card; a test fakes a card with it)
+estimate_bytes, device_memory = training_bytes, device_memory
 
 
 def check_device(device: Any) -> str:
@@ -57,51 +55,6 @@ def resolve(device: str, here: bool = True) -> str:
         raise ValueError(f"device is {device!r}, but this machine has no CUDA device "
                          "(DEVICE=cpu, or auto: CUDA where there is one)")
     return device
-
-
-def device_memory(device: str) -> int:
-    """Bytes of ``device`` this process may fill: :data:`MEMORY_ENV` where it is set (a share
-    the runner gave, or a fake card), else the CUDA device's free memory now."""
-    given = os.environ.get(MEMORY_ENV, "").strip()
-    if given:
-        if not given.isdigit():
-            raise ValueError(f"{MEMORY_ENV} must be a number of bytes, got {given!r}")
-        return int(given)
-    import torch
-
-    return int(torch.cuda.mem_get_info(torch.device(check_device(device)))[0])
-
-
-@functools.lru_cache(maxsize=64)
-def _n_params(model: Any) -> int:
-    from dyckbook.checkpoint import build_model
-
-    return sum(p.numel() for p in build_model(model, [0]).parameters())
-
-
-def estimate_bytes(config: Any, n_models: int = 1) -> int:
-    """Device memory of training ``n_models`` seeds of a ``RunConfig`` as one network, and of
-    scoring them, with the process's own :data:`CONTEXT_BYTES`: an upper estimate, in float32.
-
-    Weights, gradients, Adam's two moments and the early stop's copy (5 per parameter); the
-    activations a step keeps for its backward pass, twice (its transients): per token and
-    layer 12 d_model + 3 d_mlp, per head and layer 4 keys per query (scores, pattern, mask,
-    gradient), a stack RNN's whole stack per step; a scoring batch of 1024 rows per model at
-    the longest test string, one layer at a time.
-    """
-    m, t, d = config.model, config.train, config.data
-    width = getattr(m, "d_model", getattr(m, "d_hidden", 64))
-    d_mlp, heads = getattr(m, "d_mlp", 4 * width), getattr(m, "n_heads", 1)
-    layers = getattr(m, "n_layers", 0) or (getattr(m, "n_encoder_layers", 0)
-                                           + getattr(m, "n_decoder_layers", 0)) or 1
-    train_pos = d.lengths()[1] + 2
-    test_pos = max(d.lengths()[1], d.lengths(test=True)[1]) + 2
-    rows = n_models * t.batch_size
-    attention = 0 if getattr(m, "kind", "") == "recurrent" else 4 * heads * train_pos ** 2
-    stack = train_pos ** 2 * getattr(m, "d_stack", 0) if getattr(m, "cell", "") == "stack" else 0
-    step = rows * layers * (train_pos * (12 * width + 3 * d_mlp) + attention) + rows * stack
-    scoring = n_models * _EVAL_ROWS * test_pos * (4 * width + d_mlp + heads * test_pos)
-    return CONTEXT_BYTES + 4 * (5 * _n_params(m) * n_models + 2 * step + scoring)
 
 
 def fitting(each: Sequence[int], free: int, requested: int) -> int:
