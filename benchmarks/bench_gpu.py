@@ -1,8 +1,15 @@
 """Benchmark: training on a GPU through the same ``train()`` (a lent device machine only).
 
-Usage: ``python benchmarks/bench_gpu.py [--parts check,speed,dropout,lengths] [--out PATH]
-[--lengths-params FILE]``; writes
-``benchmarks/results/gpu.json`` (or ``--out``) and prints a table. Needs CUDA; CI never runs it.
+Usage: ``python benchmarks/bench_gpu.py [--parts check,speed,runs] [--out PATH]
+[--budget-s 300] [--plan]``; writes ``benchmarks/results/gpu.json`` (or ``--out``) with the
+card's name and prints a table. Needs CUDA (``--plan`` does not); CI never runs it. On a lent
+machine, from the repository root (the package imported from the tree; torch, numpy,
+matplotlib, seaborn and pyyaml suffice)::
+
+    PYTHONUNBUFFERED=1 python3 benchmarks/bench_gpu.py --out $OUT/gpu.json
+
+then copy ``gpu.json`` into ``benchmarks/results/`` and run ``bench_profile_cost.py``, whose GPU
+column is made from its ``runs`` part (about 6 minutes with the default parts and budget).
 
 - ``check``: the same seeded networks (the grid's classifier, exp. 1's shape, and seed 001's
   encoder-decoder, two models each) trained 20 steps on the CPU and on the GPU with float32
@@ -22,6 +29,20 @@ Usage: ``python benchmarks/bench_gpu.py [--parts check,speed,dropout,lengths] [-
   ``aten::bernoulli_`` on the CPU (the masks drawn from each model's CPU stream, so that a GPU
   run draws a CPU run's masks) took 93% of the CPU time. Since 2026-11-27 the masks are hashed
   on the device (``dropout.keep``; ``bench_dropout.py`` on the CPU); not measured on a GPU since.
+- ``runs`` (the default's third part): every run that trains (:data:`HEAVY`), at the ``cpu``
+  and ``thesis`` profiles' sizes, through the package's own path. Each run's training groups
+  are what its notebook trains: its own code cells run with the manifest's parameters for the
+  profile, up to its training calls (``page.run_all``, ``ablation_grid.run_grid``,
+  ``generalisation.run_records``), which record their configurations instead of training
+  (:func:`plan`). Each distinct group (its model, batch, lengths and seeds as one network, as
+  ``run.run_seeds`` trains it: as many as fit on the card; the thesis' port one seed at a
+  time) trains on the card for a
+  few steps after three warm-up steps, on strings of its training lengths; its seconds are its
+  profile's optimiser steps (``max_steps``: an upper bound, early stops end sooner; else
+  epochs x batches) x the measured time of a step. The groups are timed in turns (the first of
+  every run and profile, then the others) until ``--budget-s`` is spent; a group left untimed
+  takes the mean step time of its run's timed ones (``raw.runs[run][profile].estimated``).
+  ``bench_profile_cost.py`` reads ``raw.runs[run].thesis.training_seconds``.
 - ``lengths``: 07's length-study configurations at the thesis profile's size (10 seeds trained
   together, batch 64, lengths <= 16, Dyck-3): milliseconds a step each, and the seconds its
   10,000 steps would take for all of them, one after another (training only: the data are
@@ -32,6 +53,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import io
 import json
 import os
 import platform
@@ -39,6 +61,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -250,13 +273,248 @@ def part_lengths(params_path: str | None = None) -> tuple[dict[str, Any], list[d
     return raw, rows
 
 
+#: the runs that train, by the manifest's names (bench_profile_cost's runs that train)
+HEAVY = ("thesis-literal", "dyck1", "dyck3", "ood", "long", "explainability", "ablation-grid",
+         "generalisation", "dyck3-budget", "intervention", "completion")
+PROFILES = ("thesis", "cpu")
+_TRAINING_CALLS = ("run_all", "run_grid", "run_records", "run_seeds", "run.run(")
+
+
+def _declared(path: Path, where: str) -> dict[str, Any]:
+    """A notebook's parameters cell read with ``ast`` (``manifest._declared`` without
+    papermill, which a GPU machine may lack): ``name: type = literal`` lines."""
+    import ast
+
+    cells = json.loads(Path(path).read_text(encoding="utf-8"))["cells"]
+    cell = next(c for c in cells if "parameters" in c.get("metadata", {}).get("tags", []))
+    return {n.target.id: ast.literal_eval(n.value)
+            for n in ast.parse("".join(cell["source"])).body if isinstance(n, ast.AnnAssign)}
+
+
+def profile_runs(profile: str) -> dict[str, Any]:
+    """``{run name: manifest.Run}`` of a profile (papermill not needed)."""
+    from dyckbook.pipeline import manifest
+
+    try:
+        import papermill  # noqa: F401 - the manifest's own reader where there is one
+    except ImportError:
+        manifest._declared = _declared
+    return {r.name: r for r in manifest.resolve_profile(manifest.load_manifest(), profile)}
+
+
+def training_groups(run: Any, scratch: Path) -> list[tuple[str, Any, int]]:
+    """``(label, RunConfig, seeds)`` of every group of seeds that ``run``'s notebook trains: its
+    code cells executed with the run's parameters (``results_dir`` in ``scratch``) up to its
+    last training call, the training entry points recording what they are given instead."""
+    import ast
+    import contextlib
+
+    from dyckbook.chapters import ablation_grid, generalisation, page
+    from dyckbook.pipeline import devices, executors
+
+    found: list[tuple[str, Any, int]] = []
+
+    def run_all(configs, seeds, out, batched=True, device="cpu"):
+        found.extend((label, c, len(list(seeds))) for label, c in configs.items())
+        return {label: [] for label in configs}
+
+    def run_grid(cells, spec, seeds, executor=None, records_path=None, on_cell=None,
+                 device="cpu"):
+        tag = f"{Path(records_path).stem}|" if records_path else ""
+        found.extend((tag + c.name, spec.config(c), len(list(seeds))) for c in cells)
+        return []
+
+    def run_records(configs, seeds, out, executor=None, device="cpu"):
+        return run_all(configs, seeds, out)
+
+    def nothing(*args: Any, **kwargs: Any) -> Any:
+        return contextlib.nullcontext(SimpleNamespace(update=lambda *a: None))
+
+    patched = [(page, "run_all", run_all), (ablation_grid, "run_grid", run_grid),
+               (generalisation, "run_records", run_records), (devices, "executor", nothing),
+               (executors, "make_executor", nothing), (executors, "progress", nothing)]
+    saved = [(module, name, getattr(module, name)) for module, name, _ in patched]
+    cells = [c for c in json.loads(run.notebook.path.read_text(encoding="utf-8"))["cells"]
+             if c["cell_type"] == "code"
+             and "parameters" not in c.get("metadata", {}).get("tags", [])]
+    sources = ["".join(c["source"]) for c in cells]
+    last = max((i for i, src in enumerate(sources) if any(t in src for t in _TRAINING_CALLS)),
+               default=-1)
+    namespace = {**run.params, "results_dir": str(scratch / run.name), "num_threads": 0,
+                 "device": "cpu", "__name__": "__main__"}
+    try:
+        for module, name, fake in patched:
+            setattr(module, name, fake)
+        for i, src in enumerate(sources[:last + 1]):
+            body = ast.parse(src).body
+            if i == last:  # up to its last statement that trains
+                body = body[:1 + max(j for j, node in enumerate(body) if any(
+                    t in (ast.get_source_segment(src, node) or "") for t in _TRAINING_CALLS))]
+            for node in body:
+                try:
+                    with contextlib.redirect_stdout(io.StringIO()):
+                        exec(compile(ast.Module([node], []), run.notebook.path.name, "exec"),
+                             namespace)
+                except Exception:  # noqa: BLE001 - past its training calls: the analysis
+                    if not found:
+                        raise
+                    break
+    finally:
+        for module, name, original in saved:
+            setattr(module, name, original)
+    return found
+
+
+def optimiser_steps(config: Any) -> int:
+    """The optimiser steps a group trains for: ``max_steps`` (an upper bound: a model that
+    reaches its target stops sooner), else epochs x batches of its training set."""
+    t = config.train
+    return t.max_steps or t.epochs * -(-config.data.n_train // t.batch_size)
+
+
+def plan(profiles: Any = PROFILES, runs: Any = HEAVY) -> dict[str, dict[str, Any]]:
+    """``{run: {profile: [group, ...]}}``, each group a dict: ``label``, ``config`` (a
+    ``RunConfig``), ``seeds``, ``steps``, ``key`` (what its step time depends on)."""
+    import tempfile
+
+    from dyckbook.thesis_model import ThesisModelConfig
+
+    out: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        for profile in profiles:
+            chosen = profile_runs(profile)
+            for name in runs:
+                if name not in chosen:
+                    continue
+                groups = []
+                for label, config, seeds in training_groups(chosen[name], Path(scratch)):
+                    network = 1 if isinstance(config.model, ThesisModelConfig) else seeds
+                    t = config.train
+                    key = json.dumps([config.model.to_dict(), config.data.lengths(),
+                                      type(config.data).__name__, t.batch_size, t.matmul,
+                                      t.bucket, network], sort_keys=True, default=str)
+                    groups.append({"label": label, "config": config, "seeds": seeds,
+                                   "network": network, "steps": optimiser_steps(config),
+                                   "key": key})
+                out.setdefault(name, {})[profile] = groups
+    return out
+
+
+def _timing_data(config: Any, rows: int) -> Any:
+    """``rows`` training strings of the group's lengths (the content does not change the
+    time of a step): random bracket strings for a classifier, completion pairs for seq2seq."""
+    import numpy as np
+
+    from dyckbook.completion import CompletionDataConfig
+    from dyckbook.dataset import Dataset
+
+    d = config.data
+    if isinstance(d, CompletionDataConfig):
+        from dataclasses import replace
+
+        from dyckbook.completion import make_completion_splits
+
+        return make_completion_splits(replace(d, n_train=rows, n_val=1, n_test=1), seed=0).train
+    rng = np.random.default_rng(0)
+    lo, hi = d.lengths()
+    lengths = rng.integers(max(lo, 1), hi + 1, rows)
+    codes = rng.integers(0, 2 * d.k, (rows, hi)).astype(np.uint8)
+    return Dataset.from_codes(d.language(), codes, lengths)
+
+
+def _time_group(group: dict[str, Any], steps: int = 10) -> tuple[float, int]:
+    """Seconds of one optimiser step of the group's network on the card (after 3 warm-up
+    steps; more steps where 10 take under half a second), and how many models that network
+    holds: as ``run.run_seeds`` groups them, as many as fit in the card's memory."""
+    from dataclasses import replace
+
+    from dyckbook.completion import CompletionDataConfig
+    from dyckbook.run import _group_size
+
+    config = group["config"]
+    task = (CompletionTask() if isinstance(config.data, CompletionDataConfig)
+            else ClassificationTask(getattr(config.model, "objective", "membership")))
+    network = _group_size(config, group["network"], CUDA)
+    model = build_model(config.model, list(range(network))).to(CUDA)
+    base = replace(config.train, eval_every=0, target_accuracy=None)
+    data = _timing_data(config, config.train.batch_size * 64)
+    sets = [data] * network
+    _timed(model, task, sets, replace(base, max_steps=3))
+    seconds = _timed(model, task, sets, replace(base, max_steps=steps))
+    if seconds < 0.5:
+        steps = min(60, max(steps, int(steps * 1.0 / max(seconds, 1e-3))))
+        seconds = _timed(model, task, sets, replace(base, max_steps=steps))
+    del model
+    torch.cuda.empty_cache()
+    return seconds / steps, network
+
+
+def part_runs(budget_s: float = 300.0) -> tuple[dict[str, Any], list[dict]]:
+    """Every heavy run's training groups at the cpu and thesis sizes, timed on the card."""
+    start = time.perf_counter()
+    planned = plan()
+    print(f"planned {sum(len(g) for p in planned.values() for g in p.values())} groups in "
+          f"{time.perf_counter() - start:.0f} s", flush=True)
+    order = []  # the first distinct group of every run and profile, then the rest
+    for turn in (0, 1):
+        for name, profiles in planned.items():
+            for profile, groups in profiles.items():
+                keys = list(dict.fromkeys(g["key"] for g in groups))
+                order += [(name, profile, k) for k in (keys[:1] if turn == 0 else keys[1:])]
+    timed: dict[str, float] = {}
+    networks: dict[str, int] = {}  # models a network held (run_seeds' group on this card)
+    for name, profile, key in order:
+        if key in timed or time.perf_counter() - start > budget_s:
+            continue
+        group = next(g for g in planned[name][profile] if g["key"] == key)
+        try:
+            timed[key], networks[key] = _time_group(group)
+        except Exception as error:  # noqa: BLE001 - one group's failure is reported
+            print(f"{name} ({profile}) {group['label']}: {error!r}", file=sys.stderr)
+            continue
+        print(f"{name} ({profile}) {group['label']}: {1000 * timed[key]:.1f} ms a step of "
+              f"{networks[key]} model(s)", flush=True)
+    raw: dict[str, Any] = {"budget_s": budget_s, "wall_s": time.perf_counter() - start}
+    rows = []
+    for name, profiles in planned.items():
+        for profile, groups in profiles.items():
+            known = [timed[g["key"]] for g in groups if g["key"] in timed]
+            mean = statistics.mean(known) if known else None
+            out = []
+            for g in groups:
+                per_step = timed.get(g["key"], mean)
+                network = networks.get(g["key"], g["network"])
+                runs_of_network = -(-g["seeds"] // network)  # the port: a seed at a time
+                out.append({"label": g["label"], "seeds": g["seeds"], "network": network,
+                            "steps": g["steps"], "timed": g["key"] in timed,
+                            "ms_per_step": None if per_step is None else 1000 * per_step,
+                            "seconds": None if per_step is None
+                            else per_step * g["steps"] * runs_of_network})
+            total = (None if mean is None else sum(o["seconds"] for o in out))
+            raw.setdefault(name, {})[profile] = {
+                "groups": out, "training_seconds": total,
+                "timed": sum(o["timed"] for o in out),
+                "estimated": sum(not o["timed"] for o in out)}
+            if total is not None:
+                rows.append(table.row(f"GPU training, {profile} profile, every group one after "
+                                      "another", f"{name}: hours of training on the card "
+                                      f"({len(out)} groups, {raw[name][profile]['timed']} "
+                                      "timed)", total / 3600, lower_is_better=True))
+    return raw, rows
+
+
 PARTS = {"check": part_check, "speed": part_speed, "dropout": part_dropout,
-         "lengths": part_lengths}
+         "lengths": part_lengths, "runs": part_runs}
+DEFAULT_PARTS = "check,speed,runs"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--parts", default=",".join(PARTS))
+    parser.add_argument("--parts", default=DEFAULT_PARTS, help=f"of {list(PARTS)}")
+    parser.add_argument("--budget-s", type=float, default=300.0,
+                        help="part runs: seconds of timing before the rest are estimated")
+    parser.add_argument("--plan", action="store_true",
+                        help="print every heavy run's training groups and stop (no CUDA)")
     parser.add_argument("--out", default=str(table.RESULTS / "gpu.json"))
     parser.add_argument("--lengths-params", default=None,
                         help="part lengths: 07's parameters (dyckbook train-lengths "
@@ -266,6 +524,13 @@ def main() -> None:
     unknown = [p for p in parts if p not in PARTS]
     if unknown:
         parser.error(f"--parts: {unknown[0]!r} is not one of {list(PARTS)}")
+    if args.plan:
+        for name, profiles in plan().items():
+            for profile, groups in profiles.items():
+                keys = {g["key"] for g in groups}
+                print(f"{name} ({profile}): {len(groups)} groups, {len(keys)} distinct, "
+                      f"{sum(g['steps'] for g in groups):,} steps")
+        return
     if not torch.cuda.is_available():
         sys.exit("bench_gpu: no CUDA device here (this benchmark runs on a lent GPU machine)")
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -279,6 +544,7 @@ def main() -> None:
         start = time.perf_counter()
         try:
             raw[part], part_rows = (PARTS[part](args.lengths_params) if part == "lengths"
+                                    else PARTS[part](args.budget_s) if part == "runs"
                                     else PARTS[part]())
             rows += part_rows
         except Exception as error:  # noqa: BLE001 - a failed part is reported, the others run

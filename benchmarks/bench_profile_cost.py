@@ -22,9 +22,12 @@ base is its groups' training time, one after another):
 
 Where ``bench_dropout.py`` measured experiment 7's training at the long-context run's longest
 string, that run's training alone is costed at that rate too (CPU hours of one core). Where a
-lent GPU measured the shape (``results/gpu.json``, an H200), the long-context run and
-07 are costed on it too. A thesis run already published is shown beside its estimate. Writes
-benchmarks/results/profile_cost.json and prints a table.
+lent GPU timed every run's training groups (``results/gpu.json``'s ``runs`` part,
+``bench_gpu.py``: each group's steps at the thesis size x its measured step, on the card it
+names), every run gets a GPU column: its training there plus its host work as the cpu run
+measured it (data, scoring, the stack-free rules, figures: at the cpu size, a lower bound); a
+run that trains nothing, its cpu time. A thesis run already published is shown beside its
+estimate. Writes benchmarks/results/profile_cost.json and prints a table.
 
     python benchmarks/bench_profile_cost.py [--manifest notebooks/experiments.yml]
 
@@ -39,6 +42,7 @@ import math
 import os
 import sys
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,9 +55,7 @@ import table
 ROOT = Path(__file__).resolve().parent.parent
 EPOCH_RUNS = ("dyck1", "dyck3", "ood", "long")
 STEP_RUNS = ("explainability", "ablation-grid", "generalisation", "intervention")
-# the day dropout masks moved from the CPU (drawn at n_positions^2 a row) to the device
-# (bench_dropout.py): a GPU measure from before it timed the old masks
-MASKS_ON_DEVICE = "2026-11-27"
+TRAINING = (*EPOCH_RUNS, *STEP_RUNS, "thesis-literal", "completion", "dyck3-budget")  # bench_gpu
 
 
 def published(profile: str, m: manifest.Manifest) -> dict[str, dict[str, Any]]:
@@ -162,35 +164,35 @@ def estimate(name: str, cpu: manifest.Run, thesis: manifest.Run, done: dict[str,
                if name == "long" else "training work ratio" if ratio != 1.0
                else "no training at a larger size: its cpu time")
     return {"run": name, "cpu_seconds": round(measured, 1), "thesis_seconds": round(seconds),
-            "how": how, "measured_thesis_seconds": mine and round(float(mine["duration_s"]), 1)}
+            "how": how, "measured_thesis_seconds": mine and round(float(mine["duration_s"]), 1),
+            "host_seconds": round(overhead if name in TRAINING else measured, 1)}
 
 
-def gpu_rows(thesis: dict[str, manifest.Run]) -> list[dict[str, Any]]:
-    """The long-context run and 07 on the GPU that measured their shapes (``gpu.json``)."""
-    path = table.RESULTS / "gpu.json"
-    if not path.exists():
+def gpu_rows(data: dict[str, Any] | None, thesis: Sequence[str],
+             host: Mapping[str, float]) -> list[dict[str, Any]]:
+    """Every run of the thesis profile on the card of ``data`` (``gpu.json``, its ``runs`` part):
+    a run that trains (:data:`TRAINING`), its groups' training seconds there at the thesis size
+    plus ``host[run]`` (its cpu run's time outside training); one that trains nothing,
+    ``host[run]`` (its cpu time); a training run the card did not time, ``gpu_seconds`` None.
+    No ``runs`` part (a ``gpu.json`` from before it): no rows."""
+    measured = ((data or {}).get("raw") or {}).get("runs")
+    if not isinstance(measured, dict):
         return []
-    data = json.loads(path.read_text(encoding="utf-8"))
-    rows, out = data["table"], []
-    when = (f"; measured {data['date'][:10]}, with the old dropout masks: an upper bound"
-            if data["date"] < MASKS_ON_DEVICE else f"; measured {data['date'][:10]}")
-    per_1000 = [r for r in rows if r["benchmark"].startswith("GPU training, exp. 7 shape")
-                and r["measure"].startswith("seconds per 1000 sequences")]
-    if per_1000 and "long" in thesis:
-        p = thesis["long"].params
-        sequences = p["n_seeds"] * p["epochs"] * p["n_train"]
-        out.append({"run": "long", "gpu": data["raw"].get("device", "unnamed"),
-                    "gpu_seconds": round(sequences * per_1000[0]["dyckbook"] / 1000),
-                    "how": f"{sequences:,} training sequences x its seconds per 1000{when}"})
-    steps = [r for r in rows if "07 at the thesis size" in r["benchmark"]
-             and r["measure"].startswith("seconds for 10,000 steps")]
-    if steps and "generalisation" in thesis:
-        ks = len(str(thesis["generalisation"].params["ks"]).split(","))
-        out.append({"run": "generalisation",
-                    "gpu": data["raw"].get("lengths", {}).get("device", "unnamed"),
-                    "gpu_seconds": round(steps[0]["dyckbook"] * ks),
-                    "how": f"Dyck-3's 10,000 steps of every configuration x {ks} k "
-                           "(training only; the depth study left out)"})  # no dropout in 07
+    card, when = data["raw"].get("device", "unnamed"), str(data.get("date", ""))[:10]
+    out = []
+    for name in thesis:
+        entry = (measured.get(name) or {}).get("thesis") or {}
+        seconds = entry.get("training_seconds")
+        if name not in TRAINING:
+            row = {"gpu_seconds": round(host[name]), "how": "trains nothing: its cpu time"}
+        elif seconds is None:
+            row = {"gpu_seconds": None, "how": "not timed on the card"}
+        else:
+            row = {"gpu_seconds": round(seconds + host[name]),
+                   "how": f"{len(entry['groups'])} training groups' steps x their step on the "
+                          f"card ({entry['estimated']} untimed, at their run's mean), plus its "
+                          f"host work at the cpu size; measured {when}"}
+        out.append({"run": name, "gpu": card, **row})
     return out
 
 
@@ -227,7 +229,9 @@ def main() -> None:
         raise SystemExit(f"the cpu profile's runs {unpublished} are not published here: run "
                          "`make book` (or `python -m dyckbook run --profile cpu`) first")
     runs = [estimate(name, cpu[name], thesis[name], done[name], mine.get(name)) for name in thesis]
-    gpu = gpu_rows(thesis)
+    path = table.RESULTS / "gpu.json"
+    gpu = gpu_rows(json.loads(path.read_text(encoding="utf-8")) if path.exists() else None,
+                   list(thesis), {r["run"]: r["host_seconds"] for r in runs})
     long = long_training(thesis)
     total = sum(r["thesis_seconds"] for r in runs)
     bench = "thesis profile on this machine, 2 cores (the cpu profile's wall time, scaled)"
@@ -244,7 +248,11 @@ def main() -> None:
                               long["cpu_seconds"] / 3600))
     rows += [table.row(f"thesis profile on a GPU ({g['gpu']}, results/gpu.json)",
                        f"{g['run']}: GPU hours ({g['how']})", g["gpu_seconds"] / 3600)
-             for g in gpu]
+             for g in gpu if g["gpu_seconds"] is not None]
+    if gpu and all(g["gpu_seconds"] is not None for g in gpu):
+        rows.append(table.row(f"thesis profile on a GPU ({gpu[0]['gpu']}, results/gpu.json)",
+                              "every run: GPU hours, one after another",
+                              sum(g["gpu_seconds"] for g in gpu) / 3600))
     path = table.save("profile_cost", rows, {"runs": runs, "gpu": gpu, "total_seconds": total,
                                              "long_training": long},
                       os.getloadavg(), "full")
@@ -260,7 +268,8 @@ def main() -> None:
         print(f"long, training alone at bench_dropout.py's rate: {long['cpu_seconds'] / 3600:,.0f} "
               "CPU hours (one core)")
     for g in gpu:
-        print(f"GPU ({g['gpu']}): {g['run']} {g['gpu_seconds'] / 3600:,.1f} h ({g['how']})")
+        hours = "-" if g["gpu_seconds"] is None else f"{g['gpu_seconds'] / 3600:,.1f} h"
+        print(f"GPU ({g['gpu']}): {g['run']} {hours} ({g['how']})")
     print(f"wrote {path}")
 
 

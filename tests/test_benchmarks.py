@@ -197,3 +197,52 @@ def test_profile_cost_of_long_context_training_at_the_measured_rate(tmp_path, mo
     assert got["sequences"] == 6000 and got["cpu_seconds"] == pytest.approx(9000.0)
     Run.params = {**Run.params, "max_length": 2048}  # another length: not measured
     assert cost.long_training({"long": Run()}) is None
+
+
+def test_the_gpu_plan_is_what_each_notebook_trains() -> None:
+    """bench_gpu's ``runs`` part times what each heavy run's own notebook trains: its code cells
+    run with the profile's parameters, the training calls recording their configurations."""
+    gpu = load_bench("bench_gpu")
+    from dyckbook.run import RunConfig
+
+    planned = gpu.plan(profiles=("smoke",))
+    assert set(planned) == set(gpu.HEAVY)
+    cost = load_bench("bench_profile_cost")
+    assert set(gpu.HEAVY) == set(cost.TRAINING)  # the GPU column's runs are the timed ones
+    for name, profiles in planned.items():
+        groups = profiles["smoke"]
+        assert groups, name
+        for g in groups:
+            assert isinstance(g["config"], RunConfig) and g["steps"] >= 1 and g["seeds"] >= 1
+    grid = planned["ablation-grid"]["smoke"]  # the smoke cells, one seed each (the manifest)
+    assert [g["label"] for g in grid] == ["records|k1-L1-bidirectional-learned-start",
+                                          "records|k1-L1-causal-none-start",
+                                          "records|k1-L1-causal-learned-mean"]
+    assert {g["seeds"] for g in grid} == {1} and {g["steps"] for g in grid} == {40}
+    literal = planned["thesis-literal"]["smoke"]  # 00 at smoke: experiments 1, 2, 6
+    assert [g["label"] for g in literal] == ["experiment 1", "experiment 2", "experiment 6"]
+    assert {g["network"] for g in literal} == {1}  # the port trains a seed at a time
+
+
+def test_profile_cost_gpu_column_from_the_cards_rates() -> None:
+    """Every run of the thesis profile gets a GPU figure from a ``gpu.json`` with a ``runs``
+    part (a fabricated one here): training on the card plus its host work; none from an older
+    file without it."""
+    cost = load_bench("bench_profile_cost")
+    thesis = ["long", "dyck1", "summary", "ood"]
+    host = {"long": 100.0, "dyck1": 50.0, "summary": 20.0, "ood": 10.0}
+    groups = [{"label": "a", "seconds": 3000.0, "timed": True},
+              {"label": "b", "seconds": 600.0, "timed": False}]
+    data = {"date": "2026-12-01 10:00", "raw": {"device": "NVIDIA H100 80GB HBM3", "runs": {
+        "long": {"thesis": {"training_seconds": 3600.0, "groups": groups, "estimated": 1},
+                 "cpu": {"training_seconds": 36.0, "groups": groups, "estimated": 1}},
+        "dyck1": {"thesis": {"training_seconds": 900.0, "groups": groups[:1],
+                             "estimated": 0}}}}}
+    rows = {r["run"]: r for r in cost.gpu_rows(data, thesis, host)}
+    assert rows["long"]["gpu_seconds"] == 3700 and rows["dyck1"]["gpu_seconds"] == 950
+    assert rows["summary"]["gpu_seconds"] == 20 and "trains nothing" in rows["summary"]["how"]
+    assert rows["ood"]["gpu_seconds"] is None  # trains, but the card did not time it
+    assert {r["gpu"] for r in rows.values()} == {"NVIDIA H100 80GB HBM3"}
+    assert "1 untimed" in rows["long"]["how"] and "2026-12-01" in rows["long"]["how"]
+    old = {"date": "2026-11-26 10:00", "raw": {"device": "NVIDIA H200"}, "table": []}
+    assert cost.gpu_rows(old, thesis, host) == [] and cost.gpu_rows(None, thesis, host) == []
