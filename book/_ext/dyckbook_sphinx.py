@@ -9,6 +9,9 @@ from typing import Any
 from docutils import nodes
 
 INDEX = Path("book") / "pages" / "index.json"  # written by `dyckbook pages` (dyckbook.pages)
+#: the profile whose numbers are the book's (the Makefile's default PROFILE): a build of any
+#: other says so under every page's title
+BOOK_PROFILE = "cpu"
 
 
 def _dedupe_scripts(app: Any, pagename: str, templatename: str, context: dict,
@@ -32,33 +35,68 @@ def _dedupe_scripts(app: Any, pagename: str, templatename: str, context: dict,
     context["script_files"] = unique
 
 
+def _inline(text: str) -> list[nodes.Node]:
+    """``text`` with its `backticked` parts as literals (a manifest's description is Markdown)."""
+    parts = text.split("`")
+    if len(parts) % 2 == 0:  # an unpaired backtick: the text as it is
+        return [nodes.Text(text)]
+    return [nodes.literal(text=p) if i % 2 else nodes.Text(p) for i, p in enumerate(parts) if p]
+
+
+def _under_title(doctree: nodes.document, note: nodes.Element) -> None:
+    section = next(doctree.findall(nodes.section), None)
+    if section is None:
+        doctree.insert(0, note)
+    else:
+        section.insert(section.first_child_matching_class(nodes.title) + 1, note)
+
+
 def _profile_note(app: Any, doctree: nodes.document, docname: str) -> None:
-    """Under the landing page's title: which manifest profile made the numbers of this build."""
+    """Under the landing page's title: which manifest profile made the numbers of this build;
+    under every other page's, when that is not the book's profile (:data:`BOOK_PROFILE`),
+    that its numbers are that profile's."""
     index = Path(app.srcdir) / INDEX
-    if docname != app.config.root_doc or not index.is_file():
+    if not index.is_file():
         return
     built = json.loads(index.read_text(encoding="utf-8"))
     para = nodes.paragraph()
+    if docname != app.config.root_doc:
+        if built["profile"] == BOOK_PROFILE:
+            return
+        para += nodes.Text("The numbers on this page come from the profile ")
+        para += nodes.literal(text=built["profile"])
+        para += nodes.Text(", not the book's (")
+        para += nodes.literal(text=BOOK_PROFILE)
+        summary = str(built.get("description", "")).split(":")[0].split(". ")[0].rstrip(".")
+        para += nodes.Text(")" + (": " if summary else "."))
+        para.extend(_inline(f"{summary}." if summary else ""))
+        _under_title(doctree, nodes.note("", para, classes=["build-profile", "page-profile"]))
+        return
     para += nodes.Text("This build's numbers come from the profile ")
     para += nodes.literal(text=built["profile"])
     para += nodes.Text(f" of notebooks/experiments.yml ({len(built['runs'])} runs)"
-                       + (f": {built['description']}" if built.get("description") else "."))
+                       + (": " if built.get("description") else "."))
+    para.extend(_inline(built.get("description") or ""))
     marked = sorted(name for name, state in built.get("states", {}).items() if state != "ok")
     if marked:
         para += nodes.Text(f" {len(marked)} of its pages {'is' if len(marked) == 1 else 'are'} "
                            f"not up to date, each marked on the page: {', '.join(marked)}.")
-    note = nodes.note("", para, classes=["build-profile"])
-    section = next(doctree.findall(nodes.section))
-    section.insert(section.first_child_matching_class(nodes.title) + 1, note)
+    _under_title(doctree, nodes.note("", para, classes=["build-profile"]))
 
 
-def _always_reread_root(app: Any, env: Any, added: set, changed: set, removed: set) -> list[str]:
-    # the note depends on index.json, which Sphinx does not track
-    return [app.config.root_doc] if (Path(app.srcdir) / INDEX).is_file() else []
+def _always_reread(app: Any, env: Any, added: set, changed: set, removed: set) -> list[str]:
+    # the notes depend on index.json, which Sphinx does not track: the landing page's always,
+    # every page's when the build is not the book's profile
+    index = Path(app.srcdir) / INDEX
+    if not index.is_file():
+        return []
+    if json.loads(index.read_text(encoding="utf-8"))["profile"] == BOOK_PROFILE:
+        return [app.config.root_doc]
+    return sorted(env.found_docs)
 
 
 def setup(app: Any) -> dict[str, Any]:
     app.connect("html-page-context", _dedupe_scripts)
     app.connect("doctree-resolved", _profile_note)
-    app.connect("env-get-outdated", _always_reread_root)
+    app.connect("env-get-outdated", _always_reread)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

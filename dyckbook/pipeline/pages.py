@@ -4,7 +4,8 @@ when it is not up to date.
 The runner stores each profile's pages in ``book/runs/<profile>/`` and never changes a stored
 page after a failed attempt; ``dyckbook pages --profile P`` (``make book`` runs it) copies one
 profile's pages into ``book/pages/`` (what ``_toc.yml`` lists), each marked here with its state,
-and writes a page saying what happened for a run never published, so the book always builds.
+and writes a page saying what happened for a run never published, keeping the labels other
+pages refer to, so the book always builds.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import nbformat
 
-__all__ = ["STATES", "banner", "marked_page", "prepare_for_book"]
+__all__ = ["STATES", "banner", "marked_page", "prepare_for_book", "targets"]
 
 #: what a page in each state says under its title (``{when}``: when its publication finished)
 STATES = {
@@ -111,20 +112,43 @@ def banner(*, name: str, made_by: str, status: str, record: Mapping[str, Any], p
             lines.append(STATES["missing"].format(**fields) + (
                 " Its last attempt{attempt} {status}: {error}.".format(**fields, status=status)
                 if status in ("failed", "blocked") else ""))
-        lines.append(f"`python -m dyckbook run --profile {made_by} --only {name}` reruns it "
-                     "(`python -m dyckbook list` shows every run's state).")
+        lines.append(f"`python -m dyckbook run --profile {made_by} --only {name}` "
+                     f"{'reruns' if has_page else 'runs'} it (`python -m dyckbook list` shows "
+                     "every run's state).")
     if made_by != profile:
         lines.append(f"This page comes from profile `{made_by}`, which this build's profile "
                      f"`{profile}` leaves out.")
     return ":::{warning}\n" + "\n\n".join(lines) + "\n:::\n" if lines else None
 
 
-def marked_page(page: str | None, title: str, warning: str | None) -> str:
+#: a MyST target, ``(label)=``, and the heading it names, if one follows
+_TARGET = re.compile(r"^\(([^)\s]+)\)=[ \t]*$\n?(^#+ .*$)?", re.MULTILINE)
+
+
+def targets(source: bytes) -> list[tuple[str, str]]:
+    """The MyST targets of a notebook's Markdown cells, ``(label)=``, in order, each with the
+    heading line it names (``"## Negatives"``; ``""`` for none)."""
+    nb = nbformat.reads(source.decode("utf-8"), as_version=4)
+    return [(m.group(1), m.group(2) or "") for c in nb.cells if c.cell_type == "markdown"
+            for m in _TARGET.finditer(c.source)]
+
+
+def marked_page(page: str | None, title: str, warning: str | None,
+                source: bytes | None = None) -> str:
     """A stored page (or, with None, a stand-in holding only ``title``) with ``warning``
     inserted under its title, and its tables placed (``{glue:table}``: a page stored by an
-    earlier version of this module gets them too)."""
+    earlier version of this module gets them too). A stand-in keeps every target of its
+    notebook ``source`` (:func:`targets`: the title's on the title, the others on their
+    headings), so the pages that refer to them still build with ``-W``."""
     if page is None:
-        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(f"# {title}")])
+        found = targets(source) if source is not None else []
+        top = [label for label, heading in found if heading.startswith("# ")]
+        cells = [nbformat.v4.new_markdown_cell("".join(f"({label})=\n" for label in top)
+                                               + f"# {title}")]
+        rest = [f"({label})=\n{heading or f'**{label}**'}\n\nNot published."
+                for label, heading in found if label not in top]
+        cells += [nbformat.v4.new_markdown_cell(text) for text in rest]
+        nb = nbformat.v4.new_notebook(cells=cells)
         nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                      "language": "python"}
     else:

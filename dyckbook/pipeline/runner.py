@@ -659,9 +659,9 @@ def assemble_pages(profile: str, manifest: str | os.PathLike[str] | None = None,
         if warning is None and stored is not None and b"{glue:table}" not in stored:
             R.write_bytes(target, stored)  # byte for byte
         else:
-            R.write_text(target, pages.marked_page(None if stored is None else
-                                                   stored.decode("utf-8"), run.notebook.title,
-                                                   warning))
+            R.write_text(target, pages.marked_page(
+                None if stored is None else stored.decode("utf-8"), run.notebook.title, warning,
+                run.notebook.path.read_bytes() if stored is None else None))
         states[run.name] = status if has_page else f"not published ({status})"
         log.debug("page %s: %s", run.name, states[run.name])
     index = profile_index(profile, root)

@@ -1,0 +1,93 @@
+"""A page's marks (dyckbook.pipeline.pages and the book's Sphinx extension): a stand-in for a
+run never published keeps the labels other pages refer to, a never-run page is not "rerun",
+and a build of a profile that is not the book's says so under every page's title."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import nbformat
+from docutils import nodes
+from docutils.frontend import get_default_settings
+from docutils.parsers.rst import Parser
+from docutils.utils import new_document
+
+from dyckbook.pipeline import pages, runner
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "book" / "_ext"))
+import dyckbook_sphinx  # noqa: E402
+
+
+def test_a_stand_in_keeps_every_label_of_its_notebook():
+    """Issue 54: a partly published profile failed `jupyter-book build -W` on
+    `undefined label: 'ch-dyck'`: the stand-in of an unpublished chapter held only its title."""
+    manifest = runner.load_manifest()
+    sources = {nb.key: nb.path.read_bytes() for nb in manifest.notebooks.values()}
+    defined = {label for source in sources.values() for label, _ in pages.targets(source)}
+    referred = {m for path in [*REPO.glob("book/*.md"), *REPO.glob("book/*.ipynb"),
+                               *REPO.glob("notebooks/*.ipynb")]
+                for m in re.findall(r"\{(?:ref|numref)\}`(?:[^`<]*<)?([^`>]+)>?`",
+                                    path.read_text())}
+    md = {m for path in REPO.glob("book/*.md")
+          for m in re.findall(r"^\(([^)\s]+)\)=", path.read_text(), re.M)}
+    assert referred <= defined | md and "ch-dyck" in defined
+    for key, source in sources.items():
+        stand_in = pages.marked_page(None, key, ":::{warning}\nNot published.\n:::\n", source)
+        kept = pages.targets(stand_in.encode())
+        assert [label for label, _ in kept] == [label for label, _ in pages.targets(source)]
+        nb = nbformat.reads(stand_in, as_version=4)
+        assert nb.cells[0].source.endswith(f"# {key}") and "run-state" in nb.cells[1].metadata[
+            "tags"]
+    chapter = pages.marked_page(None, "Dyck languages", None,
+                                (REPO / "book" / "dyck_languages.ipynb").read_bytes())
+    cells = nbformat.reads(chapter, as_version=4).cells
+    assert cells[0].source == "(ch-dyck)=\n# Dyck languages"
+    assert cells[1].source.startswith("(sec-dyck-negatives)=\n## ")
+
+
+def test_a_page_never_published_is_run_not_rerun():
+    record = {"status": "failed", "finished": "2026-11-27T10:00:00", "error": {}}
+    never = pages.banner(name="dyck1", made_by="smoke", status="failed", record=record,
+                         profile="smoke", has_page=False, error="boom")
+    assert "--only dyck1` runs it" in never and "reruns" not in never
+    stale = pages.banner(name="dyck1", made_by="smoke", status="stale", record=record,
+                         profile="smoke")
+    assert "--only dyck1` reruns it" in stale
+
+
+def _note(tmp_path: Path, profile: str, docname: str, description: str = "") -> str:
+    index = tmp_path / dyckbook_sphinx.INDEX
+    index.parent.mkdir(parents=True, exist_ok=True)
+    index.write_text(json.dumps({"profile": profile, "description": description,
+                                 "runs": {"a": {}}, "states": {"a": "ok"}}))
+    app = SimpleNamespace(srcdir=str(tmp_path), config=SimpleNamespace(root_doc="index"))
+    doctree = new_document("page", get_default_settings(Parser))
+    Parser().parse("Title\n=====\n\nText.\n", doctree)
+    dyckbook_sphinx._profile_note(app, doctree, docname)
+    notes = list(doctree.findall(nodes.note))
+    assert len(notes) <= 1
+    if notes:  # under the title
+        section = next(doctree.findall(nodes.section))
+        assert section.index(notes[0]) == 1
+    return notes[0].astext() if notes else ""
+
+
+def test_a_build_of_another_profile_says_so_under_every_pages_title(tmp_path: Path):
+    """Issue 54: only the landing page said a build was a preview; the verdict chapter of a
+    smoke build stated verdicts from 1 seed without a word."""
+    smoke = ("A preview, not the book's results: every page end to end. Its numbers decide "
+             "nothing; the book's are profile cpu (`make book`).")
+    page = _note(tmp_path, "smoke", "book/pages/chapters/re_examining_thesis", smoke)
+    assert page == ("The numbers on this page come from the profile smoke, not the book's "
+                    "(cpu): A preview, not the book's results.")
+    assert _note(tmp_path, "cpu", "book/pages/chapters/re_examining_thesis", "x") == ""
+    landing = _note(tmp_path, "smoke", "index", smoke)
+    assert landing.startswith("This build's numbers come from the profile smoke")
+    assert "`" not in landing and "(make book)" in landing  # Markdown code, not raw backticks
+    assert dyckbook_sphinx.BOOK_PROFILE == re.search(
+        r"^PROFILE \?= (\S+)$", (REPO / "Makefile").read_text(), re.M).group(1)
