@@ -326,8 +326,7 @@ def random_positions(n_tokens: torch.Tensor, n_pos: int, n_positions: int,
         int64 (S, batch, n_pos).
     """
     (n, batch), on = n_tokens.shape, n_tokens.device
-    # training on a device stays there (no sync): the counts are not read back (tokens that
-    # passed check_tokens never exceed n_positions) and the keys go over asynchronously
+    # training on a device: nothing read back (check_tokens bounds the counts), keys sent over
     lengths = n_tokens if streams is not None and on.type != "cpu" else n_tokens.cpu()
     if lengths.device.type == "cpu" and lengths.numel() and int(lengths.max()) > n_positions:
         raise ValueError(f"a row has {int(lengths.max())} tokens, more than the "
