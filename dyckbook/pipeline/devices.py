@@ -90,30 +90,30 @@ def executor(scheduler: str | None, requested: int, device: str, configs: Sequen
 
 
 def kernel_estimate(params: Mapping[str, Any]) -> int:
-    """A run's device memory from its notebook's parameters, for the runner: its training
-    configuration as ``RunConfig.from_flat`` reads the parameters (a classifier's, else an
-    encoder-decoder's), ``n_seeds`` models; a notebook whose parameters name no such
-    configuration counts as the defaults' (a classifier of 16 symbols)."""
+    """The least device memory a run needs, from its notebook's parameters, for the runner: its
+    training configuration as ``RunConfig.from_flat`` reads the parameters (a classifier's,
+    else an encoder-decoder's), one seed (given more, ``run.run_seeds`` trains more seeds
+    together); a notebook whose parameters name no such configuration counts as the defaults'
+    (a classifier of 16 symbols)."""
     from dyckbook import run
 
     fields = run.config_fields(params)
     for kind in ("classifier", "seq2seq"):
         try:
-            config = run.RunConfig.from_flat(fields, model=kind)
-        except (ValueError, TypeError):
+            return estimate_bytes(run.RunConfig.from_flat(fields, model=kind), 1)
+        except (ValueError, TypeError, KeyError):
             continue
-        return estimate_bytes(config, int(params.get("n_seeds", 1) or 1))
     return estimate_bytes(run.RunConfig(), 1)
 
 
 def kernels(device: str | None, remote: bool, jobs: int, params: Sequence[Mapping[str, Any]]
             ) -> tuple[int, dict[str, str]]:
-    """The runner's notebook kernels on ``device`` (resolved; None: as the notebooks say):
-    how many run at once, and the environment each gets. On a CUDA device of this machine at
-    most ``jobs`` (0: one per core) and no more than fit in its free memory, each as large as
-    the largest run (:func:`kernel_estimate` of each run's ``params``); each kernel is told
-    its share (:data:`MEMORY_ENV`), which its own workers keep within. On the CPU, or on a
-    cluster (whose workers each hold their card: book/cluster.md), ``jobs`` and nothing."""
+    """The runner's notebook kernels on ``device`` (resolved; None: as the notebooks say): how
+    many run at once, and the environment each gets. On a CUDA device of this machine at most
+    ``jobs`` (0: one per core) and no more than fit in its free memory, each the least the
+    largest run needs (:func:`kernel_estimate`: one seed); each kernel is told its share
+    (:data:`MEMORY_ENV`), which its workers and its groups of seeds keep within. On the CPU, or
+    on a cluster (whose workers each hold their card: book/cluster.md), ``jobs`` and nothing."""
     from dyckbook.pipeline.executors import cores
 
     if device in (None, "cpu") or remote:
