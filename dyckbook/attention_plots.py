@@ -21,6 +21,8 @@ from dyckbook import explain
 from dyckbook.figure_style import (
     ANNOTATE_MAX,
     HIDDEN,
+    MIN_TEXT,
+    PAGE_WIDTH,
     PALETTE,
     new_figure,
     style_context,
@@ -88,6 +90,11 @@ def plot_attention_grid(patterns: np.ndarray, string: str, mask: str = "bidirect
     step = max(1, math.ceil(n / 40))  # at most ~40 tick labels a side
     n_layers, n_heads = p.shape[:2]
     panel = float(np.clip(0.28 * n + 1.0, 2.6, 5.2))
+    # the values (".25" and a margin: 2.6 times the font size) as large as a cell allows at
+    # the width the page shows the figure; printed only where that is legible (the colour bar
+    # carries them otherwise)
+    shown = min(1.0, PAGE_WIDTH / (panel * n_heads + 1.0))
+    size = min(9.0, panel * 72 / n * shown / 2.6)
     with style_context():
         fig, axes = new_figure(n_layers, n_heads, (panel * n_heads + 1.0, panel * n_layers + 0.6),
                             title)
@@ -98,8 +105,8 @@ def plot_attention_grid(patterns: np.ndarray, string: str, mask: str = "bidirect
                                 float(np.clip(panel * 72 / n * 0.7, 5, 9)), f"layer {l}, head {h}",
                                 ((marks[q], q) for q in marked if not hidden[q, marks[q]]),
                                 cmap=cmap, vmin=vmin, vmax=1.0)
-            if n <= ANNOTATE_MAX:
-                _annotate(ax, data[l, h], panel * 72 / n * 0.33, scale == "minmax")
+            if n <= ANNOTATE_MAX and size >= MIN_TEXT:
+                _annotate(ax, data[l, h], size / shown, scale == "minmax")
         axes[-1, 0].set_xlabel("key")
         for ax in axes[:, 0]:
             ax.set_ylabel("query")
@@ -108,12 +115,15 @@ def plot_attention_grid(patterns: np.ndarray, string: str, mask: str = "bidirect
 
 
 def _annotate(ax: Axes, values: np.ma.MaskedArray, size: float, minmax: bool) -> None:
-    """Print every visible cell's value (leading zero dropped so it fits)."""
+    """Print every visible cell's value, at most three characters: the leading zero dropped,
+    1 (and -1) without decimals."""
     for (q, k), v in np.ndenumerate(values.filled(np.nan)):
         if not np.isnan(v):
             dark = abs(v) > 0.5 if minmax else v < 0.6  # where the colour map is dark
-            text = ax.text(k, q, f"{v:.1f}" if minmax else f"{v:.2f}".replace("0.", ".", 1),
-                           ha="center", va="center", fontsize=float(np.clip(size, 4, 8)),
+            shown = f"{v:.1f}" if minmax else f"{v:.2f}"
+            shown = shown[:-2 if minmax else -3] if abs(v) >= (0.95 if minmax else 0.995) else shown
+            text = ax.text(k, q, shown.replace("0.", ".", 1), ha="center", va="center",
+                           fontsize=size,
                            color="white" if dark else "black")
             text.set_in_layout(False)  # hundreds of texts: keep them out of the layout pass
 

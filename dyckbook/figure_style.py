@@ -12,8 +12,8 @@ import matplotlib
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-__all__ = ["ANNOTATE_MAX", "HIDDEN", "PALETTE", "STYLE", "as_list", "new_figure", "new_panel",
-           "style_context"]
+__all__ = ["ANNOTATE_MAX", "HIDDEN", "MIN_TEXT", "PAGE_WIDTH", "PALETTE", "STYLE", "as_list",
+           "new_figure", "new_panel", "style_context"]
 
 #: Okabe-Ito: told apart with any colour-vision deficiency.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
@@ -26,6 +26,8 @@ STYLE: dict[str, Any] = {
 }
 HIDDEN = "0.85"  # background of cells a model cannot attend to (hatched)
 ANNOTATE_MAX = 20  # attention grids of at most this many tokens print their values
+PAGE_WIDTH = 7.5  # inches: the book's text column, the width a wide figure is shown at
+MIN_TEXT = 6.0  # points: the smallest text a figure prints, measured as shown on the page
 
 
 @contextlib.contextmanager

@@ -54,6 +54,10 @@ def test_config_publishes_with_a_logo_favicon_footer_and_repository_link() -> No
     assert theme["use_repository_button"] and theme["use_download_button"]
     assert "make book" in theme["extra_footer"]
     assert cfg["html"]["baseurl"].startswith("https://") and cfg["html"]["baseurl"].endswith("/")
+    # issue 54: the footer read "© 2025" above "Last updated 2026": no year to fall behind
+    # (the author line and the footer's licence say whose it is)
+    assert not re.search(r"\b(19|20)\d\d\b", str(cfg["copyright"]))
+    assert "licence" in theme["extra_footer"] and cfg["author"]
 
 
 def test_toc_lists_existing_sources() -> None:
@@ -205,3 +209,29 @@ def test_a_broken_run_keeps_every_page_and_the_book_builds(tmp_path: Path) -> No
     assert "Its last run failed" in page and "n_seeds" in page
     assert "Its last run failed" not in (html / "book/pages/02_dyck3/dyck3.html").read_text()
     assert "1 of its pages is not up to date" in (html / "book/intro.html").read_text()
+
+
+@pytest.mark.notebook
+@pytest.mark.slow
+def test_a_partly_published_profile_builds_with_warnings_as_errors(tmp_path: Path) -> None:
+    """Issue 54: with a chapter never published, `jupyter-book build -W` failed on `undefined
+    label: 'ch-dyck'` (its stand-in dropped the labels other pages refer to)."""
+    import shutil
+
+    from book_build import SOURCE_ITEMS, build_tree, smoke_root
+
+    src = tmp_path / "src"
+    src.mkdir()
+    for item in SOURCE_ITEMS:
+        (shutil.copytree if (REPO / item).is_dir() else shutil.copy2)(REPO / item, src / item)
+    for generated in ("book/runs", "book/results"):
+        shutil.copytree(smoke_root() / generated, src / generated, dirs_exist_ok=True)
+    shutil.rmtree(src / "book" / "pages", ignore_errors=True)
+    for gone in ("book/runs/smoke/chapters/dyck_languages.ipynb",
+                 "book/results/smoke/chapters/dyck_languages"):
+        (shutil.rmtree if (src / gone).is_dir() else Path.unlink)(src / gone)
+    html = build_tree(src, tmp_path / "build")  # -W: raises on any warning
+    page = (html / "book/pages/chapters/dyck_languages.html").read_text()
+    assert "Not published" in page and 'id="ch-dyck"' in page and "runs it" in page
+    assert "reruns it" not in page
+    assert "ch-dyck" in (html / "book/pages/chapters/models_training.html").read_text()

@@ -303,9 +303,10 @@ def test_without_the_variable_nothing_is_kept(tmp_path: Path, trained: list,
 
 
 def test_run_all_resumes_and_still_writes_every_record(run_cache: Path, trained: list,
-                                                       tmp_path: Path) -> None:
+                                                       tmp_path: Path, capsys) -> None:
     configs = {"a": CONFIG, "b": CONFIG.override(max_steps=3)}
     page.run_all(configs, [0, 1], tmp_path / "first")
+    assert capsys.readouterr().out == ""  # no bare progress lines on a page (issue 54)
     runs = page.run_all(configs, [0, 1], tmp_path / "second")
     assert trained == [[0, 1], [0, 1]]
     records = results.read_records(tmp_path / "second" / "records.jsonl")

@@ -72,6 +72,29 @@ def test_attention_grid_crops_pads_hatches_hidden_keys_and_marks_partners() -> N
     assert len(ax.texts) == 8 * 9 // 2  # every visible cell annotated
 
 
+def test_attention_grid_values_are_legible_at_page_width_or_not_printed() -> None:
+    """Issue 54: explainability's 2 x 2 grids of 20 tokens printed values at 6 pt in a figure
+    11 inches wide, about 3.5 pt once the page shows it 7.5 inches wide."""
+    from dyckbook.figure_style import MIN_TEXT, PAGE_WIDTH
+
+    printed = {}
+    for string in ("(()())()", "([]){}[]()((", "{{[([[]])]}}{{}}{}"):
+        n = len(string) + 2
+        p = random_patterns(np.random.default_rng(3), 2, 2, n + 1, "causal", len(string))
+        fig = drawn(P.plot_attention_grid(p, string, "causal"), 5)
+        shown = min(1.0, PAGE_WIDTH / fig.get_figwidth())
+        texts = fig.axes[0].texts
+        assert all(t.get_fontsize() * shown >= MIN_TEXT for t in texts), string
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        renderer = FigureCanvasAgg(fig).get_renderer()
+        boxes = [t.get_window_extent(renderer) for t in texts]
+        cell = fig.axes[0].get_window_extent(renderer).width / n
+        assert all(b.width < 0.9 * cell for b in boxes), string  # apart, not run together
+        printed[n] = len(texts)
+    assert printed == {10: 10 * 11 // 2, 14: 14 * 15 // 2, 20: 0}
+
+
 def test_attention_grid_minmax_and_long_inputs() -> None:
     p = random_patterns(np.random.default_rng(1), 1, 1, 10, "bidirectional", 8)
     fig = drawn(P.plot_attention_grid(p, "(((())))", scale="minmax"), 2)

@@ -3,6 +3,7 @@ book."""
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import warnings
@@ -20,6 +21,8 @@ from dyckbook.record import RunRecord
 
 __all__ = ["glue", "glue_figure", "glue_md", "glue_table", "markdown_table", "pct", "plural",
            "setup", "span"]
+
+log = logging.getLogger(__name__)
 
 
 def setup(results_dir: str | os.PathLike[str], num_threads: int = 0) -> Path:
@@ -137,7 +140,7 @@ def run_all(configs: Mapping[str, Any], seeds: Sequence[int], out: str | os.Path
 
     done = {}
     for label, config in configs.items():
-        print(f"{label}: {len(seeds)} seed(s) ...", flush=True)
+        log.info("%s: %d seed(s) ...", label, len(seeds))  # a log line, not a line of the page
         done[label] = run.run_seeds(config, list(seeds), batched, device=device,
                                     progress=not os.environ.get("DYCKBOOK_QUIET"))
         for r in done[label]:
