@@ -254,3 +254,37 @@ def test_landing_page_footer_logo_favicon_and_notebook_download(html_dir: Path, 
     notebook = json.loads((run.parent / download).read_text())
     assert any(c.get("outputs") for c in notebook["cells"] if c["cell_type"] == "code")
     page.close()
+
+
+# Every word of a table's first column and of its inline code whose letters the browser set on
+# more than one line (its characters' boxes at more than one height).
+SPLIT_WORDS_JS = """
+() => {
+  const split = [];
+  const cells = document.querySelectorAll('.bd-article table td:first-child, .bd-article td code');
+  for (const cell of cells) {
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (const m of node.textContent.matchAll(/[A-Za-z0-9_]{4,}/g)) {
+        const range = document.createRange();
+        range.setStart(node, m.index);
+        range.setEnd(node, m.index + m[0].length);
+        const tops = new Set([...range.getClientRects()].filter(r => r.width > 0)
+                                                         .map(r => Math.round(r.top)));
+        if (tops.size > 1) split.push(m[0]);
+      }
+    }
+  }
+  return split;
+}
+"""
+
+
+def test_identifiers_in_tables_are_never_broken_mid_word(html_dir: Path, browser) -> None:
+    """Issue 54: the verdict tables showed `bidire / ctional_k1` and digests cut in two."""
+    for width in (1280, PHONE["width"]):
+        page = browser.new_page(viewport={"width": width, "height": 900})
+        for name in ("book/pages/chapters/re_examining_thesis", "book/pages/90_summary/summary"):
+            page.goto((html_dir / f"{name}.html").as_uri(), wait_until="load")
+            assert page.evaluate(SPLIT_WORDS_JS) == [], (name, width)
+        page.close()
