@@ -20,6 +20,9 @@ base is its groups' training time, one after another):
   positions siblings;
 - pages that train nothing: their cpu time.
 
+A run's cpu time is the longest it took under the cpu profile (``run.json``'s ``longest_s``):
+a run resumed from the run cache records only its resume as its last duration.
+
 Where ``bench_dropout.py`` measured experiment 7's training at the long-context run's longest
 string, that run's training alone is costed at that rate too (CPU hours of one core). Where a
 lent GPU timed every run's training groups (``results/gpu.json``'s ``runs`` part,
@@ -144,7 +147,9 @@ def estimate(name: str, cpu: manifest.Run, thesis: manifest.Run, done: dict[str,
     """One run's row: the cpu run's measured time (``done``, its run.json), the ratio, the
     thesis estimate, and the thesis run's time where it is published (``mine``)."""
     c, t = cpu.params, thesis.params
-    measured = float(done["duration_s"])
+    # the longest this run took under the profile (the runner's ``longest_s``): a run resumed
+    # from a cache records only its resume as its last duration
+    measured = float(done.get("longest_s") or done["duration_s"])
     found = groups(cpu)
     trained = sum(g["seconds"] for g in found.values())
     if name == "generalisation" and trained > measured:  # 07's cpu models came from its cache:
@@ -164,8 +169,10 @@ def estimate(name: str, cpu: manifest.Run, thesis: manifest.Run, done: dict[str,
                if name == "long" else "training work ratio" if ratio != 1.0
                else "no training at a larger size: its cpu time")
     return {"run": name, "cpu_seconds": round(measured, 1), "thesis_seconds": round(seconds),
-            "how": how, "measured_thesis_seconds": mine and round(float(mine["duration_s"]), 1),
-            "host_seconds": round(overhead if name in TRAINING else measured, 1)}
+            "how": how, "measured_thesis_seconds": mine and round(
+                float(mine.get("longest_s") or mine["duration_s"]), 1),
+            "host_seconds": round(overhead if name in TRAINING else measured, 1),
+            "resumed_at_full_duration": True}
 
 
 def gpu_rows(data: dict[str, Any] | None, thesis: Sequence[str],

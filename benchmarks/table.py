@@ -126,6 +126,15 @@ def render_table(results: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _resumed(cost: dict[str, Any]) -> str:
+    """How a cost counted runs resumed from a cache: at their full (longest) duration, or, in
+    a cost measured before ``bench_profile_cost`` read ``longest_s``, at their last one."""
+    if all(r.get("resumed_at_full_duration") for r in cost["raw"]["runs"]):
+        return ", each run at its longest recorded duration"
+    return (", each run at its last recorded duration: a run resumed from the run cache counts "
+            "only its resume, so a lower bound")
+
+
 def render_times(make: dict[str, Any] | None, cost: dict[str, Any] | None = None) -> str:
     """README.md's sentences on how long ``make test`` and ``make book`` take, and what the
     profiles' runs cost (``bench_profile_cost.py``): a ``make book`` measured before the cost
@@ -138,8 +147,8 @@ def render_times(make: dict[str, Any] | None, cost: dict[str, Any] | None = None
         if r is None:
             parts.append(f"`make {target}`: not measured yet")
             continue
-        grown = (f"; its runs take about {cpu:.1f} h now" if cost and target == "book"
-                 and r["date"] < cost["date"] else "")
+        grown = (f"; its runs take about {cpu:.1f} h now{_resumed(cost)}" if cost
+                 and target == "book" and r["date"] < cost["date"] else "")
         parts.append(f"`make {target}` about {r['target_seconds'] / 60:.0f} min "
                      f"(measured {r['date']}, {r['cores']} cores, load "
                      f"{r['load_average'][0]:.1f}{grown})")

@@ -179,9 +179,31 @@ def test_readme_times_state_the_profiles_cost_from_its_numbers() -> None:
     assert "2026-11-27" in text and table.render_times(None) in text
     make = {"raw": {"runs": {"book": {"target_seconds": 600, "date": "2026-11-25 10:00",
                                       "cores": 2, "load_average": [1.0], "venv_seconds": 60}}}}
-    assert "load 1.0; its runs take about 1.5 h now)" in table.render_times(make, cost)
+    assert ("load 1.0; its runs take about 1.5 h now, each run at its last recorded duration: "
+            "a run resumed from the run cache counts only its resume, so a lower bound)"
+            ) in table.render_times(make, cost)
+    full = {**cost, "raw": {**cost["raw"], "runs": [{**r, "resumed_at_full_duration": True}
+                                                     for r in cost["raw"]["runs"]]}}
+    assert "about 1.5 h now, each run at its longest recorded duration)" in table.render_times(
+        make, full)
     later = {**cost, "date": "2026-11-24 10:00"}
-    assert "now)" not in table.render_times(make, later)
+    assert "now" not in table.render_times(make, later)
+
+
+def test_profile_cost_counts_a_resumed_run_at_its_full_duration() -> None:
+    """Issue 54: the README's 9.4 h summed each run's last duration, so a run resumed from the
+    run cache counted only its resume (models_training: 10.5 s on record, 175 s rerun)."""
+    from dyckbook.pipeline import runner
+
+    cost = load_bench("bench_profile_cost")
+    m = runner.load_manifest()
+    cpu, thesis = ({r.name: r for r in runner.resolve_profile(m, p)}["models_training"]
+                   for p in ("cpu", "thesis"))
+    resumed = {"status": "ok", "duration_s": 10.5, "longest_s": 175.0}
+    row = cost.estimate("models_training", cpu, thesis, resumed, None)
+    assert row["cpu_seconds"] == 175.0 and row["resumed_at_full_duration"]
+    fresh = cost.estimate("models_training", cpu, thesis, {"duration_s": 12.0}, None)
+    assert fresh["cpu_seconds"] == 12.0
 
 
 def test_profile_cost_of_long_context_training_at_the_measured_rate(tmp_path, monkeypatch):
