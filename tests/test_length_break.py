@@ -258,10 +258,10 @@ def test_moved_rows_and_sentence_name_both_verdicts():
     assert length_break.patch_sentence(tasks, "patch_moved") == (
         "Moving the core to the padded string's positions, then patching from that run, by the "
         "rule stated beforehand: `r`: 1 the pad's symbols break it; patched, 1 the dips carry "
-        "it (of 1 seeds); moving the positions alone drops the members kept by 0.2 or more in 1 "
+        "it (of 1 seed); moving the positions alone drops the members kept by 0.2 or more in 1 "
         "of 1; read on members and negatives together (a rule stated later), 1 both; `n`: no "
         "positional vectors, nothing moved (every score equals the "
-        "plain patch's, as it must; 1 seeds).")
+        "plain patch's, as it must; 1 seed).")
     nope["patch_moved"]["members kept"]["dips"] = 0.5  # a moved score that differs: shown
     assert len(length_break.patch_rows(tasks, "patch_moved")) == 2
 

@@ -108,6 +108,7 @@ import torch
 
 from dyckbook import tokenizer
 from dyckbook.blocks import Recorder
+from dyckbook.chapters.page import plural
 from dyckbook.evaluate import evaluating
 from dyckbook.languages import Dyck
 from dyckbook.negatives import sample_minimal_pairs
@@ -241,7 +242,7 @@ def sentence(tasks: Mapping[str, Sequence[Mapping[str, Any]]], pads: Sequence[in
     for label, per_seed in tasks.items():
         found = [verdict(t["scores"], pads) for t in per_seed]
         counts = ", ".join(f"{found.count(v)} {v}" for v in VERDICTS if found.count(v))
-        parts.append(f"`{label}`: {counts} (of {len(found)} seeds)")
+        parts.append(f"`{label}`: {counts} (of {plural(len(found), 'seed')})")
         for t, v in zip(per_seed, found):
             if v == "length":
                 s = t["scores"]
@@ -251,9 +252,9 @@ def sentence(tasks: Mapping[str, Sequence[Mapping[str, Any]]], pads: Sequence[in
     text = "By the rule stated beforehand: " + "; ".join(parts) + "."
     if n_length:
         verb = "does" if members_side == 1 else "do"
-        text += (f" Of the {n_length} seeds that break with the length, {members_side} {verb} so "
-                 f"by rejecting the padded members on both sides (they keep rejecting more of "
-                 f"the negatives than they accept of the members).")
+        text += (f" Of the {plural(n_length, 'seed')} that break with the length, "
+                 f"{members_side} {verb} so by rejecting the padded members on both sides (they "
+                 f"keep rejecting more of the negatives than they accept of the members).")
     return text
 
 
@@ -482,13 +483,13 @@ def patch_sentence(tasks: Mapping[str, Sequence[Mapping[str, Any]]], key: str = 
             continue
         if key == "patch_moved" and _unmoved([t for t in per_seed if key in t]):
             parts.append(f"`{label}`: no positional vectors, nothing moved (every score equals "
-                         f"the plain patch's, as it must; {len(patched)} seeds)")
+                         f"the plain patch's, as it must; {plural(len(patched), 'seed')})")
             continue
         text = f"`{label}`: "
         if key != "patch":
             text += _counted([moved_verdict(p) for p in patched], MOVED_VERDICTS) + "; patched, "
         text += _counted([patch_verdict(p) for p in patched], PATCH_VERDICTS)
-        text += f" (of {len(patched)} seeds)"
+        text += f" (of {plural(len(patched), 'seed')})"
         if key != "patch":  # an observation beside the rule, which reads the negatives only
             drop = sum(p["members kept"]["core"] - p["members kept"][MOVED] >= RULE["breaks"]
                        for p in patched)
@@ -611,9 +612,10 @@ def readout_sentence(tasks: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
         named = [readout_verdict(t["readout"]) for t in done if "patch_moved" in t
                  and moved_verdict(t["patch_moved"]) == "the pad's symbols break it"
                  and patch_verdict(t["patch_moved"]) == "not in layer 0"]
-        parts.append(f"`{label}`: {_counted(found, READOUT_VERDICTS)} (of {len(done)} seeds); "
-                     f"of the {len(named)} the pad's symbols break outside layer 0, the average "
-                     f"carries it in {named.count('the average carries it')}")
+        carried = named.count("the average carries it")
+        parts.append(f"`{label}`: {_counted(found, READOUT_VERDICTS)} (of "
+                     f"{plural(len(done), 'seed')}); of the {len(named)} the pad's symbols break "
+                     f"outside layer 0, the average carries it in {carried}")
     if not parts:
         return "No mean-readout model was read."
     return "Reading the mean over the core's tokens, by the rule stated beforehand: " + "; ".join(
@@ -683,8 +685,8 @@ def last_sentence(tasks: Mapping[str, Sequence[Mapping[str, Any]]],
                 f"{_counted([last_verdict(t['patch_last']) for t in done], LAST_VERDICTS)}; "
                 f"from the moved core, "
                 f"{_counted([last_verdict(t['patch_last_moved']) for t in done], LAST_VERDICTS)}"
-                f" (of {len(done)} seeds); of the {len(named)} the pad's symbols break, the pad's "
-                f"tokens in the average in {len(hits)}")
+                f" (of {plural(len(done), 'seed')}); of the {len(named)} the pad's symbols "
+                f"break, the pad's tokens in the average in {len(hits)}")
         if fresh:
             fresh_named = [t["seed"] for t in named if t["seed"] in fresh]
             text += (f" (fresh seeds: {sum(s in fresh for s in hits)} of "
