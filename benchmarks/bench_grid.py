@@ -13,6 +13,7 @@ of eager, commit e7852d7); random instead of length-bucketed batches: see bench_
 Every way runs ``--repeats`` times, interleaved round by round; the table keeps the median.
 
     python benchmarks/bench_grid.py [--seeds 10] [--steps 200] [--cells CELL,CELL] [--repeats 3]
+        [--before REF]   # also HEAD's grid default against commit REF's, interleaved
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ BATCHED = {"seeds batched, torch ops only": (True, "float32"),
 
 _OLD = """
 import json, sys, time, torch
-from dyckbook.chapters.ablation_grid import GridCell, GridSpec, make_grid_data, run_cell
+from dyckbook.grid import GridCell, GridSpec, make_grid_data, run_cell  # the release's module
 torch.set_num_threads(1)
 cell = GridCell.from_name(sys.argv[1]); steps = int(sys.argv[2])
 spec = GridSpec(max_steps=steps, eval_every=steps, target_accuracy=1.0)
@@ -62,6 +63,45 @@ for seed in map(int, sys.argv[3].split(",")):
     out.append({"cpu": time.process_time() - t, "train": record["seconds"]["train"]})
 print(json.dumps(out))
 """
+
+
+_NOW = """
+import dataclasses, json, sys, time, torch
+from dyckbook.chapters.ablation_grid import Cell, GridSpec
+from dyckbook.model import ClassificationTask, Classifier
+from dyckbook.protocol import make_splits
+from dyckbook.train import train
+torch.set_num_threads(1)
+cell, steps, seeds = sys.argv[1], int(sys.argv[2]), [int(s) for s in sys.argv[3].split(",")]
+spec = GridSpec(max_steps=steps, eval_every=steps, target_accuracy=None, max_length=16,
+                max_length_k1=20, test_sets=("hard", "local", "random"))
+config = spec.config(Cell.from_name(cell))
+sets = [make_splits(config.data, s).train for s in seeds]
+train(Classifier(config.model, seeds[:1]), ClassificationTask(), sets[:1], None,
+      dataclasses.replace(config.train, max_steps=5))
+model = Classifier(config.model, seeds)
+start = time.process_time()  # CPU seconds of its one thread: the shared machine's load aside
+train(model, ClassificationTask(), sets, None, config.train)
+print(json.dumps({"models_per_cpu_s": len(seeds) / (time.process_time() - start)}))
+"""
+
+
+def before_after(cells: list[str], seeds: list[int], steps: int, before: str, after: str,
+                 repeats: int) -> tuple[dict, list[dict]]:
+    """The grid default (seeds batched, C kernels, bfloat16) of each cell with the package of
+    commit ``before`` and of ``after``, each in its own process, interleaved round by round
+    (models per CPU-second of the one thread)."""
+    raw, rows = {}, []
+    for cell in cells:
+        got = table.before_after(_NOW, [cell, str(steps), ",".join(map(str, seeds))], before,
+                                 after, repeats=repeats)
+        raw[cell] = got
+        rows.append(table.row(f"grid {cell}, {len(seeds)} seeds x {steps} steps",
+                              f"models/CPU-s, grid default: after ({got['after']}) vs before "
+                              f"({got['before']}), median of {repeats} interleaved rounds",
+                              got["median"]["after"]["models_per_cpu_s"],
+                              got["median"]["before"]["models_per_cpu_s"]))
+    return raw, rows
 
 
 @contextlib.contextmanager
@@ -167,6 +207,9 @@ def main() -> None:
     parser.add_argument("--cells", default="k3-L2-causal-learned-mean,k3-L2-causal-learned-end")
     parser.add_argument("--baseline-ref", default="21b7ebb")
     parser.add_argument("--repeats", type=int, default=3, help="rounds; the median is kept")
+    parser.add_argument("--before", default=None, metavar="REF",
+                        help="also the grid default with the package of commit REF vs HEAD, "
+                             "each in its own process, interleaved (a change's ratio)")
     args = parser.parse_args()
     load = os.getloadavg()
     torch.set_num_threads(1)
@@ -175,8 +218,13 @@ def main() -> None:
         measured = [measure_cell(c, seeds, args.steps, tree, args.repeats)
                     for c in args.cells.split(",")]
     rows = [r for m in measured for r in cell_rows(m)]
-    table.save("grid", rows, {"cells": measured, "torch": torch.__version__}, load,
-               "full" if args.seeds >= 10 else "small")
+    raw = {"cells": measured, "torch": torch.__version__}
+    if args.before:
+        after = table.commit("HEAD")  # once: a commit landing meanwhile is not measured
+        raw["before_after"], more = before_after(args.cells.split(","), seeds, args.steps,
+                                                 args.before, after, max(args.repeats, 5))
+        rows += more
+    table.save("grid", rows, raw, load, "full" if args.seeds >= 10 else "small")
     print(f"1 torch thread, median of {args.repeats} interleaved rounds; load average at the "
           f"start {load[0]:.2f}")
     for r in rows:

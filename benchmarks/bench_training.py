@@ -19,6 +19,9 @@ shared: a CPU-second is what one dedicated core delivers, against a peak of 160 
   Dyck-1 and Dyck-3: CPU-seconds of the whole run (data, training until validation >= 99.5% or
   the budget, evaluation) and the hard-test accuracy it reaches.
 
+``--before REF`` adds exp. 1's training and a whole ``run.run`` with the package of commit
+REF against HEAD's, each in its own process, interleaved round by round (a change's ratios).
+
 Writes benchmarks/results/training.json (the parts run; ``raw`` names them). Small sizes:
 ``--steps 20 --repeats 1 --long-n 8 --long-max 512 --solve-steps 100``.
 """
@@ -265,6 +268,54 @@ PARTS = {"models": part_models, "peak": part_peak, "long": part_long, "cache": p
          "solve": part_solve}
 
 
+_NOW = """
+import json, sys, time, torch
+from dyckbook.chapters.ablation_grid import Cell, GridSpec
+from dyckbook.checkpoint import build_model
+from dyckbook.model import ClassificationTask
+from dyckbook.protocol import DataConfig, make_splits
+from dyckbook.run import run, thesis_config
+from dyckbook.train import TrainConfig, train
+torch.set_num_threads(1)
+steps, solve = int(sys.argv[1]), int(sys.argv[2])
+data = make_splits(DataConfig(k=1, max_length=16, n_train=4000), seed=0).train
+out = {}
+for name, literal in (("dyckbook Classifier", False), ("thesis port", True)):
+    model = build_model(thesis_config(1, literal=literal).model, [0])
+    train(model, ClassificationTask(), [data], None, TrainConfig(lr=1e-5, max_steps=5))
+    start = time.process_time()
+    train(model, ClassificationTask(), [data], None,
+          TrainConfig(lr=1e-5, batch_size=32, max_steps=steps))
+    out[name] = steps * 32 / (time.process_time() - start)
+config = GridSpec(max_steps=solve, target_accuracy=None, n_train=2000, n_val=200,
+                  n_test=500).config(Cell.from_name("k3-L2-causal-learned-mean"))
+run(config)  # its data and fitted rules, cached in this process
+start = time.process_time()
+run(config)
+out["run.run"] = time.process_time() - start
+print(json.dumps(out))
+"""
+
+
+def before_after(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict]]:
+    """Exp. 1's training (the Classifier and the thesis' port, batch 32: examples/CPU-s) and a
+    whole ``run.run`` of a grid cell (its data cached: training, scoring, the rules; CPU-s)
+    with the package of commit ``--before`` and of HEAD, in their own processes, interleaved
+    round by round (at least 5)."""
+    steps, solve = max(args.steps, 100), max(args.solve_steps, 300)
+    got = table.before_after(_NOW, [str(steps), str(solve)], args.before, table.commit("HEAD"),
+                             repeats=max(args.repeats, 5))
+    after, before = got["median"]["after"], got["median"]["before"]
+    name = f"after ({got['after']}) vs before ({got['before']}), median of 5+ rounds"
+    rows = [table.row("training, exp. 1", f"examples/CPU-s, batch 32, {model}: {name}",
+                      after[model], before[model])
+            for model in ("dyckbook Classifier", "thesis port")]
+    rows.append(table.row(f"run.run, k3-L2-causal-learned-mean, {solve} steps",
+                          f"CPU-s (data cached): {name}", after["run.run"], before["run.run"],
+                          lower_is_better=True))
+    return got, rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parts", default=",".join(PARTS),
@@ -275,6 +326,9 @@ def main() -> None:
     parser.add_argument("--long-max", type=int, default=4096, help="longest long sequence")
     parser.add_argument("--solve-steps", type=int, default=5000, help="step budget of solve")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--before", default=None, metavar="REF",
+                        help="also exp. 1's training and a run.run with the package of commit "
+                             "REF vs HEAD, each in its own process, interleaved")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -295,6 +349,12 @@ def main() -> None:
         for r in part_rows:
             print(f"{r['benchmark']}: {r['measure']}: {table.number(r['dyckbook'])}"
                   + (f" vs {table.number(r['reference'])}" if r["reference"] else ""), flush=True)
+    if args.before:
+        raw["before_after"], more = before_after(args)
+        rows += more
+        for r in more:
+            print(f"{r['benchmark']}: {r['measure']}: {table.number(r['dyckbook'])} vs "
+                  f"{table.number(r['reference'])}", flush=True)
     full = ((args.steps, args.long_n, args.long_max, args.solve_steps) == (200, 32, 4096, 5000)
             and sorted(parts) == sorted(PARTS))
     path = table.save("training", rows, raw, load, "full" if full else "small")

@@ -25,6 +25,56 @@ ROW_KEYS = ("benchmark", "measure", "dyckbook", "reference", "ratio", "target")
 MAKE_TARGETS = ("test", "book")  # the make targets bench_make.py times (make.json's "runs")
 
 
+def before_after(code: str, argv: Sequence[str], before: str, after: str = "HEAD",
+                 repeats: int = 3) -> dict[str, Any]:
+    """``code`` (a script printing one JSON object of numbers) run with the package of commit
+    ``before`` and of ``after`` (each a git worktree on ``PYTHONPATH``, one torch thread),
+    ``repeats`` rounds with the two interleaved so that the machine's load meets both alike:
+    ``{"before": ref, "after": ref, "rounds": [{"before": {...}, "after": {...}}, ...],
+    "median": {"before": {...}, "after": {...}}}``."""
+    import statistics
+    import subprocess
+    import tempfile
+
+    refs = {"before": before, "after": after}
+    with tempfile.TemporaryDirectory() as tmp:
+        trees = {}
+        for name, ref in refs.items():
+            trees[name] = Path(tmp) / name
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach",
+                            str(trees[name]), ref], capture_output=True, text=True, check=True)
+        try:
+            rounds = []
+            for _ in range(repeats):
+                out = {}
+                for name, tree in trees.items():
+                    env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1"}
+                    done = subprocess.run([sys.executable, "-c", code, *argv], env=env,
+                                          cwd=tmp, capture_output=True, text=True, check=False)
+                    if done.returncode:
+                        raise RuntimeError(f"{name} ({refs[name]}): {done.stderr[-800:]}")
+                    out[name] = json.loads(done.stdout.strip().splitlines()[-1])
+                rounds.append(out)
+        finally:
+            for tree in trees.values():
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
+                                str(tree)], capture_output=True, check=False)
+    median = {name: {key: statistics.median(r[name][key] for r in rounds)
+                     for key in rounds[0][name]} for name in refs}
+    ratios = {key: statistics.median(r["after"][key] / r["before"][key] for r in rounds)
+              for key in rounds[0]["after"]}  # each round's after over its before
+    return {**{name: commit(ref) for name, ref in refs.items()}, "rounds": rounds,
+            "median": median, "median_ratio": ratios}
+
+
+def commit(ref: str) -> str:
+    """The short hash of ``ref`` in the repository."""
+    import subprocess
+
+    return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", ref],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
 def row(benchmark: str, measure: str, dyckbook: float | str | None,
         reference: float | None = None, target: str | None = None,
         lower_is_better: bool = False) -> dict[str, Any]:
