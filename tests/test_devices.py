@@ -51,6 +51,13 @@ def test_auto_is_cuda_where_there_is_one(monkeypatch: pytest.MonkeyPatch) -> Non
     assert devices.resolve("cuda:1") == "cuda:1"
 
 
+def test_the_names_agree_with_the_librarys() -> None:
+    from dyckbook import checkpoint
+
+    assert (devices.MEMORY_ENV, devices.CONTEXT_BYTES) == (checkpoint.MEMORY_ENV,
+                                                           checkpoint.CONTEXT_BYTES)
+
+
 def test_a_fake_card_and_a_bad_one(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(devices.MEMORY_ENV, str(3 * GiB))
     assert devices.device_memory("cuda") == 3 * GiB

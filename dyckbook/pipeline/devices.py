@@ -18,8 +18,6 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dyckbook.checkpoint import CONTEXT_BYTES, MEMORY_ENV, device_memory, training_bytes
-
 __all__ = ["CONTEXT_BYTES", "DEVICES", "MEMORY_ENV", "check_device", "device_memory",
            "estimate_bytes", "executor", "fitting", "kernel_estimate", "kernels", "resolve",
            "workers"]
@@ -27,10 +25,24 @@ __all__ = ["CONTEXT_BYTES", "DEVICES", "MEMORY_ENV", "check_device", "device_mem
 #: what ``--device`` and a notebook's ``device`` accept
 DEVICES = "cpu | cuda | cuda:N | auto (CUDA where there is one)"
 _NAME = re.compile(r"cpu|cuda|cuda:\d+|auto")
-#: a worker's memory (checkpoint.training_bytes: its configuration's weights, Adam's moments,
-#: activations, scoring and its context); the memory a process may fill (the runner sets
-#: MEMORY_ENV for each kernel, its share of the card; a test fakes a card with it)
-estimate_bytes, device_memory = training_bytes, device_memory
+#: checkpoint's, named here without importing torch (the command line parses --device first)
+MEMORY_ENV, CONTEXT_BYTES = "DYCKBOOK_DEVICE_MEMORY", 768 * 2**20
+
+
+def estimate_bytes(config: Any, n_models: int = 1) -> int:
+    """A worker's device memory: ``checkpoint.training_bytes`` (its configuration's weights,
+    Adam's moments, activations, scoring and its context)."""
+    from dyckbook.checkpoint import training_bytes
+
+    return training_bytes(config, n_models)
+
+
+def device_memory(device: str) -> int:
+    """What this process may fill of ``device``: ``checkpoint.device_memory`` (the runner's
+    share, :data:`MEMORY_ENV`, where it is set: a test fakes a card with it)."""
+    from dyckbook.checkpoint import device_memory as memory
+
+    return memory(device)
 
 
 def check_device(device: Any) -> str:
