@@ -151,6 +151,7 @@ bench: venv
 		[ $$script = benchmarks/bench_length_reach.py ] && continue; \
 		[ $$script = benchmarks/bench_length_break.py ] && continue; \
 		[ $$script = benchmarks/bench_profile_cost.py ] && continue; \
+		[ $$script = benchmarks/bench_defaults.py ] && continue; \
 		echo "== $$script"; $(PY) $$script || exit 1; done
 	$(PY) benchmarks/table.py
 

@@ -185,10 +185,27 @@ def _resumed(cost: dict[str, Any]) -> str:
             "only its resume, so a lower bound")
 
 
-def render_times(make: dict[str, Any] | None, cost: dict[str, Any] | None = None) -> str:
-    """README.md's sentences on how long ``make test`` and ``make book`` take, and what the
-    profiles' runs cost (``bench_profile_cost.py``): a ``make book`` measured before the cost
-    was estimated is marked with what its runs take now."""
+def render_times(make: dict[str, Any] | None, cost: dict[str, Any] | None = None,
+                 defaults: dict[str, Any] | None = None) -> str:
+    """README.md's sentences on how long ``make test`` and ``make book`` take, what the
+    profiles' runs cost (``bench_profile_cost.py``; a ``make book`` measured before the cost
+    was estimated is marked with what its runs take now), and what each notebook's defaults
+    take (``bench_defaults.py``)."""
+    return _make_and_cost(make, cost) + _defaults(defaults)
+
+
+def _defaults(defaults: dict[str, Any] | None) -> str:
+    if defaults is None:
+        return ""
+    runs = defaults["raw"]["notebooks"]
+    each = [f"{stem} {r['cpu_seconds'] / 60:.0f} min" if r["status"] == "ok"
+            else f"{stem} not measured ({r['status'].split(':')[0]})" for stem, r in runs.items()]
+    return (f" A notebook's defaults (`papermill` without `-p`), CPU time on "
+            f"{defaults['raw']['cores']} cores: {', '.join(each)} "
+            f"(`bench_defaults.py`, {defaults['date'][:10]}).")
+
+
+def _make_and_cost(make: dict[str, Any] | None, cost: dict[str, Any] | None) -> str:
     runs = (make or {}).get("raw", {}).get("runs", {})
     cpu = cost and sum(r["cpu_seconds"] or 0 for r in cost["raw"]["runs"]) / 3600
     parts = []
@@ -236,7 +253,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = read_results(RESULTS)
     wanted = {TABLE_FILE: (TABLE_MARKERS, render_table(results)),
               TIMES_FILE: (TIMES_MARKERS, render_times(results.get("make"),
-                                                     results.get("profile_cost")))}
+                                                     results.get("profile_cost"),
+                                                     results.get("defaults")))}
     stale = []
     for path, (markers, body) in wanted.items():
         text = path.read_text(encoding="utf-8")

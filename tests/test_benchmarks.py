@@ -190,6 +190,23 @@ def test_readme_times_state_the_profiles_cost_from_its_numbers() -> None:
     assert "now" not in table.render_times(make, later)
 
 
+def test_readme_times_state_what_each_notebooks_defaults_take() -> None:
+    """Issue 54: README promised that a notebook's defaults finish in about a minute;
+    10_completion's took 1,129 CPU-s."""
+    defaults = {"date": "2026-11-28 09:00", "raw": {"cores": 2, "notebooks": {
+        "01_dyck1": {"cpu_seconds": 163.0, "wall_seconds": 90.0, "status": "ok"},
+        "10_completion": {"cpu_seconds": 1129.0, "wall_seconds": 600.0, "status": "ok"},
+        "07_generalisation": {"cpu_seconds": 1800.0, "wall_seconds": 1800.0,
+                              "status": "stopped after 1800 s"}}}}
+    text = table.render_times(None, None, defaults)
+    assert text.startswith(table.render_times(None))
+    assert text.endswith(" A notebook's defaults (`papermill` without `-p`), CPU time on 2 "
+                         "cores: 01_dyck1 3 min, 10_completion 19 min, 07_generalisation not "
+                         "measured (stopped after 1800 s) (`bench_defaults.py`, 2026-11-28).")
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert "defaults finish in about a minute" not in readme
+
+
 def test_profile_cost_counts_a_resumed_run_at_its_full_duration() -> None:
     """Issue 54: the README's 9.4 h summed each run's last duration, so a run resumed from the
     run cache counted only its resume (models_training: 10.5 s on record, 175 s rerun)."""

@@ -1,5 +1,6 @@
 """environment.yml (for conda users) declares exactly pyproject.toml's dependencies, pins Python."""
 
+import os
 import re
 from pathlib import Path
 
@@ -105,12 +106,15 @@ def test_make_clean_results_deletes_nothing_but_a_named_profile(tmp_path, profil
     for path in kept:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("hours of compute")
-    out = subprocess.run(["make", "clean-results", f"PROFILE={profile}"], cwd=here,
+    # as a user's shell runs it: `make test` runs this test under make, whose MAKELEVEL
+    # would make the inner make print "Entering directory" on stdout
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+    out = subprocess.run(["make", "clean-results", f"PROFILE={profile}"], cwd=here, env=env,
                          capture_output=True, text=True, check=False)
     assert out.returncode == 2 and not out.stdout
     assert len(out.stderr.strip().splitlines()) == 1 and "nothing deleted" in out.stderr
     assert all(path.is_file() for path in kept)
-    done = subprocess.run(["make", "clean-results", "PROFILE=smoke"], cwd=here,
+    done = subprocess.run(["make", "clean-results", "PROFILE=smoke"], cwd=here, env=env,
                           capture_output=True, text=True, check=True)
     assert done.returncode == 0
     assert [p.is_file() for p in kept] == [False, True, False, True, True]

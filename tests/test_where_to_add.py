@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import yaml
 
-from dyckbook import baselines, blocks, negatives, protocol, seq2seq
+from dyckbook import adversary, baselines, blocks, negatives, protocol, seq2seq
 from dyckbook.chapters import ablation_grid, generalisation
 from dyckbook.languages import Dyck
 from dyckbook.model import ModelConfig
@@ -101,9 +101,11 @@ def test_a_stack_free_rule(monkeypatch):
         def _predict(self, codes, lengths):
             return lengths % 2 == 0
 
-    monkeypatch.setitem(baselines.EXTRA_RULES, EvenLength.name, EvenLength)
-    out = baselines.attack_regime(Dyck(2), "hard", [8, 10], n=50, seed=0,
-                                  names=(*baselines.STACK_FREE, EvenLength.name))
+    monkeypatch.setitem(adversary.RULES, EvenLength.name,
+                        lambda language, seed: EvenLength(language))
+    monkeypatch.setattr(adversary, "ADVERSARY", (*adversary.ADVERSARY[:2], EvenLength.name))
+    out = adversary.attack_regime(Dyck(2), "hard", [8, 10], n=50, seed=0,
+                                  names=adversary.ADVERSARY)
     assert out[EvenLength.name]["all"] == pytest.approx(0.5)
 
 
