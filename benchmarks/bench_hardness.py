@@ -4,10 +4,7 @@
   window tables of ``languages.locally_valid`` (w = 2..9, as far as Dyck-3's tables go), on
   Dyck-3 hard negatives (window None) of length 16 and 48: profiles per CPU-second.
 - Long-range negatives and their matched members per CPU-second: ``stack`` (Dyck-3, length 48)
-  and ``far`` (Dyck-1, length 40); ``stack`` at length 256 with its choice of two nested pairs
-  made as before (a (batch, pair, pair) matrix) and as now (``negatives._pick_nested``); ``far``
-  (Dyck-1) at lengths 30..256 mixed, its rows searched in chunks of similar lengths (now) and as
-  one batch at its widest (before; the same negatives either way).
+  and ``far`` (Dyck-1, length 40).
 - The n-gram baseline's fit (1..4-grams, Dyck-3, 4,000 training strings of length 4..48), the
   slowest rule of the oracle: Newton's Hessian in float64 (before) vs float32 (the default).
 - ``baselines.attack_regime`` on the Dyck-3 stack set (1,500 pairs to fit, 1,500 to score).
@@ -57,15 +54,6 @@ def w_star_by_tables(lang: Dyck, codes: np.ndarray, lengths: np.ndarray) -> np.n
     return out
 
 
-def _pick_by_matrix(rng: np.random.Generator, outer: np.ndarray, inner: np.ndarray,
-                    size: np.ndarray) -> tuple[np.ndarray, ...]:
-    """The stack kind's choice as it was made before ``negatives._pick_nested``: every
-    (outer, inner) pair of pairs as a (batch, m, m) matrix, then ``_pick_pair`` on it."""
-    p = np.arange(outer.shape[1])
-    nested = (p[:, None] < p) & (p <= p[:, None] + size[:, :, None])  # (batch, outer, inner)
-    return N._pick_pair(rng, nested & outer[:, :, None] & inner[:, None, :])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=1.0)
@@ -101,33 +89,6 @@ def main() -> None:
                               f"{kind} negatives/s", m / neg))
         rows.append(table.row(f"long-range, {lang.name}, L = {length}",
                               f"{kind} matched members/s", m / mem))
-    m = max(50, int(1_000 * args.scale))
-    draw = [lang3, rng, [256] * m, "stack"]
-    fast = cpu(lambda: N.sample_negatives(*draw), args.repeats)
-    N._pick_nested, nested = _pick_by_matrix, N._pick_nested
-    try:
-        slow = cpu(lambda: N.sample_negatives(*draw), args.repeats)
-    finally:
-        N._pick_nested = nested
-    raw["stack_256"] = {"n": m, "length": 256, "negatives_seconds": fast,
-                        "matrix_seconds": slow}
-    rows.append(table.row("long-range, Dyck-3, L = 256", "stack negatives/s: the nested-pair "
-                          "picker vs the (batch, pair, pair) matrix before it", m / fast,
-                          m / slow))
-    m = max(100, int(2_000 * args.scale))
-    far_lengths = regime_lengths(lang1, "stack", 30, 256)  # Dyck-1: the stack regime is far
-    draw = [lang1, rng, rng.choice(far_lengths, m), "far"]
-    chunked = cpu(lambda: N.sample_negatives(*draw), args.repeats)
-    cells, N._FAR_CELLS = N._FAR_CELLS, 1 << 62  # one chunk: the search as it was before
-    try:
-        whole = cpu(lambda: N.sample_negatives(*draw), args.repeats)
-    finally:
-        N._FAR_CELLS = cells
-    raw["far_mixed"] = {"n": m, "lengths": [int(min(far_lengths)), int(max(far_lengths))],
-                        "negatives_seconds": chunked, "one_chunk_seconds": whole}
-    rows.append(table.row("long-range, Dyck-1, L = 30..256", "far negatives/s: rows searched in "
-                          "chunks of similar lengths vs the whole batch at its widest", m / chunked,
-                          m / whole))
     config = DataConfig(k=3, min_length=4, max_length=48, n_train=8000, test_sets=("hard",))
     train = make_splits(config, 0).train
     fit_rows = np.arange(min(4000, len(train)))

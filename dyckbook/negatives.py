@@ -36,22 +36,26 @@ mostly by counters per type, and most of every kind by an exact window of 6 to 8
 its first and last few symbols. They are *local* in the book's sense only up to w = 4.
 
 Long-range kinds, the verdict-bearing sets (``stack`` regime); W = :func:`long_range_window`
-of the length, max(8, length / 4):
+of the length, max(8, ceil(length / 3)):
 
-- ``stack`` (k >= 2): two nested pairs of different types, the inner one spanning more than W
-  symbols and both at least W symbols from either end, exchange their closers. The heights and
-  every type's projection stay a word's, so no counter rejects it; no window of W symbols (nor
-  the first or last W - 1) holds a mismatched pair. Only matching types over more than W
-  symbols rejects it.
-- ``far`` (k = 1, where the running count is the stack): a word ``A u B u C u D``, u three
-  symbols, rewritten ``A u C u B u D`` so that the count dips below 0, the changed part at
-  least W from both ends. Every 1- to 4-gram count is the word's; no window of W symbols (nor
-  the first or last W - 1) sees the dip.
+- ``stack`` (k >= 2): two pairs A before B at one depth, each spanning W symbols or more, of
+  types a != b, inside a common ancestor of type b, exchange their closers. The heights, every
+  type's projection and every (height, type) tally stay a word's, so no counter rejects it; no
+  window of W symbols (nor the first or last W - 1) holds a mismatched pair.
+- ``far`` (k = 1, where the running count is the stack): a top-level pair at least W symbols
+  from both ends, after a closer and before an opener, turned inside out, ``P (X) Q -> P )X(
+  Q``: the count dips below 0 there, and no window of W symbols (nor the first or last W - 1)
+  sees the dip.
 
-Their members (:func:`sample_matched_members`) are the words the negatives are made from: a
-uniform word that admits the change (for ``stack``: whose chosen pairs have two types), left
-unchanged. For ``stack`` heights, ends and every window of W symbols are then distributed alike
-in both classes; for ``far`` lengths, ends and every 1- to 4-gram count.
+Their members (:func:`sample_matched_members`) are made from the same words: for ``far`` the
+word itself; for ``stack`` the word with B retyped to a, so that in both classes A and B show
+a closer and an opener of one type where they meet and a same-typed pair sits under the
+ancestor of another type. A negative and its member differ in two symbols
+(:func:`sample_minimal_pairs`). What the sets are measured against is
+``dyckbook.adversary``'s rules (``benchmarks/bench_adversary.py``): the per-height type tally,
+the exact window at W and the old oracle do not beat chance; learned rules that read heights,
+gapped pairs or local pieces (an MLP on (height, symbol) counts, skip-grams, CNNs of receptive
+field W, kNN on edit distance) still do, as the Dyck chapter's table shows.
 
 Availability (:func:`available_kinds`): structural rules (even length >= the kind's minimum,
 and >= 6 for Dyck-1, whose only length-4 candidates ``(())`` and ``()()`` are members; k and D
@@ -66,7 +70,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -78,7 +81,6 @@ from dyckbook.languages import (
     check_lengths,
     check_rng,
     locally_valid,
-    window_index,
 )
 from dyckbook.vocab import PAD_CODE
 
@@ -89,6 +91,7 @@ __all__ = ["HARD_KINDS", "LONG_RANGE_KINDS", "NEGATIVE_KINDS", "NegativeKind", "
 _MAX_ROUNDS = 64  # rejection rounds before giving up (each round oversamples the rare kinds)
 _MAX_CELLS = 1 << 22  # candidate cells generated per round at most
 _PROBE_SIZE, _PROBE_PASSES = 2048, 20  # available iff >= ~1% of the probe's candidates pass
+_LONG_RANGE_PROBE = 8  # the long-range kinds' probe is 8 times larger: >= ~0.12% pass
 
 
 @dataclass(frozen=True)
@@ -115,10 +118,10 @@ NEGATIVE_KINDS: dict[str, NegativeKind] = {
         NegativeKind("crossing", "A pair and its first child exchange closers.", 2, True, 4, 2),
         NegativeKind("deep_mismatch", "A deepest parent pair's closer is another type's.", 2,
                      True, 4, 2),
-        NegativeKind("stack", "Two nested pairs of different types, far apart and far from the "
-                     "ends, exchange closers.", 2, True, 28, 2, long_range=True),
-        NegativeKind("far", "Two blocks after repeats of one 3-gram exchange places far from "
-                     "the ends, so the count dips.", 1, True, 30, max_k=1, long_range=True),
+        NegativeKind("stack", "Two long pairs of different types at one height, under an "
+                     "ancestor, exchange closers.", 2, True, 28, 2, long_range=True),
+        NegativeKind("far", "A top-level pair far from both ends is turned inside out, so the "
+                     "count dips.", 1, True, 30, max_k=1, long_range=True),
     )
 }
 HARD_KINDS: tuple[str, ...] = tuple(name for name, kind in NEGATIVE_KINDS.items()
@@ -127,17 +130,16 @@ LONG_RANGE_KINDS: tuple[str, ...] = tuple(name for name, kind in NEGATIVE_KINDS.
                                           if kind.long_range)
 DEFAULT_WINDOW = 4  # w of the non-local regime unless asked otherwise (DataConfig.window too)
 LONG_RANGE_MIN_WINDOW = 8  # W is never below this
-_REPEAT = 3  # far: the length of the repeated piece u (every n-gram up to n = 4 is kept)
 
 
 def long_range_window(length: int) -> int:
-    """W of the long-range kinds at ``length``: max(8, length // 4)."""
-    return max(LONG_RANGE_MIN_WINDOW, int(length) // 4)
+    """W of the long-range kinds at ``length``: max(8, ceil(length / 3))."""
+    return max(LONG_RANGE_MIN_WINDOW, -(-int(length) // 3))
 
 
 def long_range_windows(lengths: np.ndarray) -> np.ndarray:
     """:func:`long_range_window` of every length: int64 ``(batch,)``."""
-    return np.maximum(LONG_RANGE_MIN_WINDOW, np.asarray(lengths, dtype=np.int64) // 4)
+    return np.maximum(LONG_RANGE_MIN_WINDOW, -(-np.asarray(lengths, dtype=np.int64) // 3))
 
 
 def stack_kind(language: Dyck) -> str:
@@ -191,26 +193,6 @@ def _pick_pair(rng: np.random.Generator, mask: np.ndarray) -> tuple[np.ndarray, 
     rank = (rng.random(mask.shape[0]) * seen[:, -1]).astype(np.int32)
     i = np.argmax(seen > rank[:, None], axis=1)
     j, _ = _pick(rng, mask[np.arange(mask.shape[0]), i])
-    return i, j, seen[:, -1] > 0
-
-
-def _pick_nested(rng: np.random.Generator, outer: np.ndarray, inner: np.ndarray,
-                 size: np.ndarray) -> tuple[np.ndarray, ...]:
-    """:func:`_pick_pair` of ``eligible[b, p, q] = outer[b, p] & inner[b, q] & (p < q <= p +
-    size[b, p])`` (the same draws, the same choice) without the ``(batch, m, m)`` matrix: in
-    opener order the pairs nested in pair p are the next ``size[b, p]``, so row p's count and
-    its r-th True are differences of one running count. ``(batch, m)`` arrays in, O(batch m)."""
-    n, m = inner.shape
-    below = np.zeros((n, m + 1), np.int64)  # below[:, j]: the inner pairs among 0..j - 1
-    np.cumsum(inner, axis=1, out=below[:, 1:])
-    end = np.minimum(np.arange(m) + 1 + size, m)  # one past the last pair nested in p
-    counts = np.where(outer, np.take_along_axis(below, end, 1) - below[:, 1:], 0)
-    seen = np.cumsum(counts, axis=1)
-    rank = (rng.random(n) * seen[:, -1]).astype(np.int32)
-    i = np.argmax(seen > rank[:, None], axis=1)
-    rows = np.arange(n)
-    r = (rng.random(n) * counts[rows, i]).astype(np.int32)  # _pick's draw on row i
-    j = np.argmax(below[:, 1:] > (below[rows, i + 1] + r)[:, None], axis=1)
     return i, j, seen[:, -1] > 0
 
 
@@ -292,141 +274,92 @@ def _deep_mismatch(language: Dyck, rng: np.random.Generator, lengths: np.ndarray
     return codes, ok & has_other
 
 
-def _far_from_ends(lengths: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.ndarray:
-    """Whether positions ``first <= last`` lie at least W symbols from both ends of their row."""
-    w = long_range_windows(lengths)[:, None]
-    return (first >= w) & (last <= lengths[:, None] - 1 - w)
-
-
-def _stack(language: Dyck, rng: np.random.Generator, lengths: np.ndarray):
-    """Words whose uniformly chosen eligible pair of nested pairs exchange closers.
-
-    Eligible: an outer pair at least W from both ends enclosing an inner pair that spans more
-    than W symbols; ``ok`` also asks that the two pairs have different types.
-
-    Returns:
-        ``(codes, ok, words)``: the changed rows and the words they were made from.
-    """
-    codes, valid = _word(language, rng, lengths)
-    words = codes.copy()
-    partner = language.matching(codes, lengths)
+def _pairs(language: Dyck, codes: np.ndarray, valid: np.ndarray, lengths: np.ndarray):
+    """Every pair of each word in opener order: ``(o, c, depth, type, real)``, ``(batch, pair)``
+    each (``depth`` 0: top level; ``real``: the row has that many pairs)."""
     n_pairs = max(codes.shape[1] // 2, 1)
     opener = valid & (codes % 2 == 0)
     o = np.argsort(~opener, axis=1, kind="stable")[:, :n_pairs]  # openers in text order
-    real = np.arange(n_pairs) < lengths[:, None] // 2  # (batch, pair)
-    c = np.where(real, np.take_along_axis(partner, o, 1), -1)
-    outer = _far_from_ends(lengths, o, c) & real  # (batch, pair)
-    inner = (c - o >= long_range_windows(lengths)[:, None]) & real
-    p, q, ok = _pick_nested(rng, outer, inner, np.where(real, (c - o - 1) // 2, 0))
+    real = np.arange(n_pairs) < lengths[:, None] // 2
+    c = np.where(real, np.take_along_axis(language.matching(codes, lengths), o, 1), -1)
+    depth = np.take_along_axis(language.heights(codes, lengths).astype(np.int64), o, 1) - 1
+    return o, c, depth, np.take_along_axis(codes, o, 1).astype(np.int64) >> 1, real
+
+
+def _stack_eligible(k: int, o, c, depth, kind, real, long) -> np.ndarray:
+    """bool ``(batch, A, B)``: A before B at its depth, both long, of types a != b, with a
+    common ancestor of type b."""
+    encloses = (o[:, :, None] < o[:, None, :]) & (c[:, :, None] > c[:, None, :]) \
+        & real[:, :, None] & real[:, None, :]  # (batch, X, Y): X encloses Y
+    eligible = long[:, :, None] & long[:, None, :] & (depth[:, :, None] == depth[:, None, :]) \
+        & (o[:, None, :] > c[:, :, None]) & (kind[:, :, None] != kind[:, None, :])
+    ancestor = np.zeros_like(eligible)
+    for t in range(k):
+        of_t = (encloses & (kind == t)[:, :, None]).astype(np.float32)  # (batch, X, Y)
+        ancestor |= (np.matmul(of_t.transpose(0, 2, 1), of_t) > 0) & (kind == t)[:, None, :]
+    return eligible & ancestor
+
+
+def _stack(language: Dyck, rng: np.random.Generator, lengths: np.ndarray):
+    """Words in which two pairs A before B at the same depth, each spanning W symbols or more,
+    with types a != b, inside a common ancestor of type b, exchange closers:
+    ``X( A(..)  B[..] )X -> X( A(..]  B[..) )X``, a uniform choice among a word's such (A, B).
+
+    The matched member is the same word with B retyped to a: ``A(..)  B(..)``; the two differ
+    in A's closer and B's opener. Both exchanged pairs keep their height, so every (height,
+    type) tally is a word's in both; between A and B both show a closer and an opener of one
+    type; both have the ancestor of another type around a same-typed pair.
+
+    Returns:
+        ``(codes, ok, words)``: the changed rows and their matched members.
+    """
+    codes, valid = _word(language, rng, lengths)
+    o, c, depth, kind, real = _pairs(language, codes, valid, lengths)
+    long = real & (c - o >= long_range_windows(lengths)[:, None])  # (batch, pair)
+    a, b, ok = (np.zeros(lengths.size, np.int64) for _ in range(3))
+    step = max(1, _MAX_CELLS // o.shape[1] ** 2)  # rows at a time: (rows, pair, pair) arrays
+    for lo in range(0, lengths.size, step):
+        at = slice(lo, lo + step)
+        a[at], b[at], ok[at] = _pick_pair(rng, _stack_eligible(
+            language.k, o[at], c[at], depth[at], kind[at], real[at], long[at]))
+    ok = ok.astype(bool)
     rows = np.arange(lengths.size)
-    ok &= (codes[rows, o[rows, p]] >> 1) != (codes[rows, o[rows, q]] >> 1)
-    _exchange(codes, ok, c[rows, p], c[rows, q])
+    ca, cb, ob = c[rows, a], c[rows, b], o[rows, b]
+    words = codes.copy()
+    words[rows[ok], ob[ok]] = words[rows[ok], o[rows, a][ok]]  # B retyped to A's type
+    words[rows[ok], cb[ok]] = words[rows[ok], ca[ok]]
+    _exchange(codes, ok, ca, cb)
     return codes, ok, words
 
 
 def _far(language: Dyck, rng: np.random.Generator, lengths: np.ndarray):
-    """Words ``A u B u C u D`` (u: ``_REPEAT`` symbols) rewritten ``A u C u B u D``, the changed
-    part ``C u B`` at least W from both ends, so that the count dips below 0.
+    """Words ``P (X) Q`` with the top-level pair ``(X)`` at least W from both ends, P ending
+    with a closer and Q starting with an opener, turned inside out: ``P )X( Q``, a uniform
+    choice among a word's such pairs. The count dips below 0 inside the pair.
 
-    Every window of ``_REPEAT + 1`` symbols of the result lies in one of ``A u``, ``u B u``,
-    ``u C u``, ``u D``, as in the word: every 1- to 4-gram count is the word's. The first
-    two occurrences of u are a uniform choice among the pairs that some third makes dip, the
-    third a uniform choice among those.
-
-    The search is O(length^2) per row, so rows are taken in chunks of similar lengths
-    (:data:`_FAR_CELLS`), each as wide as its longest row; the draws are made for the whole
-    batch first, so the words, the choices and the generator's state after the call are the
-    same for any chunking.
+    The length, the ends, every symbol count and the height profile outside the pair stay the
+    word's (inside it, two lower). Measured against the adversary (``bench_adversary.py``), a
+    non-empty X (which keeps every 2-gram count too) helped the rules that read heights and
+    gapped pairs: the longer X, the longer the dip below a member's heights.
 
     Returns:
         ``(codes, ok, words)``: the changed rows and the words they were made from.
     """
     codes, valid = _word(language, rng, lengths)
-    r, width, n = _REPEAT, codes.shape[1], lengths.size
-    ok, words = np.zeros(n, bool), codes.copy()
-    if width < 3 * r:
-        return codes, ok, words
-    w = long_range_windows(lengths)
-    # u can only start in [W - r, length - W - r]: the columns any row can use
-    if min(int((lengths - w).max()) - r + 1, width - r + 1) - max(int(w.min()) - r, 0) < 3 * r:
-        return codes, ok, words
-    draws = [rng.random(n) for _ in range(3)]  # the three picks' draws, made once per batch
-    i, j, l = (np.zeros(n, np.int64) for _ in range(3))
-    order = np.argsort(-lengths, kind="stable")  # longest first: a chunk's first row is its widest
-    start = 0
-    while start < n:
-        top = int(lengths[order[start]])
-        stop = min(n, start + max(1, _FAR_CELLS // max(top, 1) ** 2))
-        rows = order[start:stop]
-        cut = int(lengths[rows].max())
-        i[rows], j[rows], l[rows], ok[rows] = _far_choice(
-            language, _Drawn([d[rows] for d in draws]), codes[rows, :cut], valid[rows, :cut],
-            lengths[rows])
-        start = stop
-    idx = np.broadcast_to(np.arange(width), codes.shape)  # (batch, pos): source column
-    lo, mid, hi = (i + r)[:, None], (j + r)[:, None], (l + r)[:, None]
-    block2 = (idx >= lo) & (idx < lo + hi - mid)  # C u now starts at i + r
-    block1 = (idx >= lo + hi - mid) & (idx < hi)  # then B u
-    src = np.where(block2, idx - lo + mid, np.where(block1, idx - (hi - mid), idx))
-    rows_ok = np.flatnonzero(ok)
-    codes[rows_ok] = np.take_along_axis(codes[rows_ok], src[rows_ok], axis=1)
+    words, width = codes.copy(), codes.shape[1]
+    partner, h = language.matching(codes, lengths), language.heights(codes, lengths)
+    pos, w = np.arange(width), long_range_windows(lengths)[:, None]
+    after = np.clip(partner, 0, width - 2) + 1  # the symbol after each pair's closer
+    before = np.zeros_like(valid)
+    before[:, 1:] = codes[:, :-1] == 1  # a closer just before
+    top = valid & (codes == 0) & (h == 1) & before & (pos >= w) \
+        & (partner <= lengths[:, None] - 1 - w) \
+        & (np.take_along_axis(codes, after, 1) == 0)
+    a, ok = _pick(rng, top)
+    rows = np.flatnonzero(ok)
+    codes[rows, a[ok]] = 1
+    codes[rows, partner[rows, a[ok]]] = 0
     return codes, ok, words
-
-
-_FAR_CELLS = 1 << 22  # far: rows x width^2 per chunk (about 4 MB a (rows, m, m) mask)
-
-
-class _Drawn:
-    """Draws made in advance, handed out in turn by ``random`` (a generator's stand-in for
-    :func:`_pick` and :func:`_pick_pair`, so that a chunk of rows uses the batch's draws)."""
-
-    def __init__(self, draws: list[np.ndarray]) -> None:
-        self._draws = iter(draws)
-
-    def random(self, size: int) -> np.ndarray:
-        out = next(self._draws)
-        if out.shape != (size,):
-            raise ValueError(f"a draw of {size} values asked for, {out.shape} made")
-        return out
-
-
-def _far_choice(language: Dyck, rng: Any, codes: np.ndarray, valid: np.ndarray,
-                lengths: np.ndarray) -> tuple[np.ndarray, ...]:
-    """:func:`_far`'s positions of u ``(i, j, l)`` and whether a row has them, for rows as wide
-    as the longest (three draws from ``rng``, one per row each)."""
-    r, n = _REPEAT, lengths.size
-    none = (np.zeros(n, np.int64),) * 3 + (np.zeros(n, bool),)
-    key = window_index(np.where(valid, codes, 0), r, 2 * language.k)  # (batch, pos - r + 1)
-    w = long_range_windows(lengths)
-    off, end = max(int(w.min()) - r, 0), min(int((lengths - w).max()) - r + 1, key.shape[1])
-    if end <= off:  # no row of the chunk has room for u: its draws go unused
-        for _ in range(3):
-            rng.random(n)
-        return none
-    key, m = key[:, off:end], end - off
-    at = np.arange(m) + off  # (m,): positions of u
-    big = np.int16(1 << 14)
-    heights = language.heights(codes, lengths).astype(np.int16)
-    after = heights[:, r - 1 + off : r - 1 + end]  # (batch, m): the height after each u, H(a + r)
-    w, last = w[:, None, None], lengths[:, None, None]
-    a_, b_ = at[:, None], at[None, :]
-    # lowest height over the time points [a + r, b + r] for a <= b: (batch, m, m)
-    low = np.minimum.accumulate(np.where(b_ >= a_, after[:, None, :], big), axis=2)
-    same = key[:, :, None] == key[:, None, :]
-    jl = same & (b_ >= a_ + r) & (b_ + r <= last - w)  # (batch, j, l): l can follow j
-    # the C u block moved first dips iff H(i + r) - H(j + r) + low[j, l] < 0: best at the
-    # lowest low[j, l]; the B u block after it iff H(l + r) - H(j + r) + low[i, j] < 0
-    best_low = np.where(jl, low, big).min(axis=2)  # (batch, j)
-    best_end = np.where(jl, after[:, None, :], big).min(axis=2)  # (batch, j)
-    ij = same & (b_ >= a_ + r) & (a_ + r >= w) & jl.any(axis=2)[:, None, :]  # (batch, i, j)
-    dips = (after[:, :, None] - after[:, None, :] + best_low[:, None, :] < 0) | \
-        (best_end[:, None, :] - after[:, None, :] + low < 0)
-    i, j, ok = _pick_pair(rng, ij & dips)  # columns; positions are + off
-    rows = np.arange(n)
-    c_first = after[rows, i][:, None] - after[rows, j][:, None] + low[rows, j] < 0
-    b_after = after - after[rows, j][:, None] + low[rows, i, j][:, None] < 0
-    l, has = _pick(rng, jl[rows, j] & (c_first | b_after))
-    return i + off, j + off, l + off, ok & has
 
 
 _LONG_RANGE = {"stack": _stack, "far": _far}  # (codes, ok, words): the words kept for members
@@ -466,16 +399,15 @@ def _keeps_promises(language: Dyck, name: str, codes: np.ndarray, lengths: np.nd
     return ok
 
 
-def _candidates(language, rng, name, lengths, window,
-                members: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Candidates of a kind and which keep its promises; ``members``: the kind's matched members
-    (the words its construction would have changed, unchanged)."""
+def _candidates(language, rng, name, lengths, window) -> tuple[np.ndarray, ...]:
+    """Candidates of a kind, which keep its promises, and (long-range kinds) their matched
+    members: the words the construction made them from, or a retyped word (``stack``)."""
     if name in _LONG_RANGE:
         codes, ok, words = _LONG_RANGE[name](language, rng, lengths)
     else:
-        codes, ok = _CONSTRUCTIONS[name](language, rng, lengths)
+        (codes, ok), words = _CONSTRUCTIONS[name](language, rng, lengths), None
     ok[ok] = _keeps_promises(language, name, codes[ok], lengths[ok], window)
-    return (words if members else codes), ok
+    return codes, ok, words
 
 
 @functools.lru_cache(maxsize=4096)
@@ -486,7 +418,8 @@ def _probe(language: Dyck, name: str, length: int, window: int) -> bool:
     """
     seed = [language.k, language.max_depth or 0, length, list(NEGATIVE_KINDS).index(name), window]
     rng, passes = np.random.default_rng(seed), 0
-    for block in (256, _PROBE_SIZE - 256):
+    size = _PROBE_SIZE * (_LONG_RANGE_PROBE if NEGATIVE_KINDS[name].long_range else 1)
+    for block in (256, size - 256):
         passes += int(_candidates(language, rng, name, np.full(block, length), window)[1].sum())
         if passes >= _PROBE_PASSES:
             return True
@@ -547,26 +480,30 @@ def _by_length(want: np.ndarray, have: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return w_order[pos[take]], h_order[take]
 
 
-def _sample_kind(language, rng, name, lengths, window, members: bool = False) -> np.ndarray:
-    """uint8 ``(batch, pos)`` negatives of one kind by vectorised rejection.
+def _sample_kind(language, rng, name, lengths, window, pairs: bool = False):
+    """uint8 ``(batch, pos)`` negatives of one kind by vectorised rejection; ``pairs``: also
+    their matched members, ``(members, negatives)``.
 
     Each round draws, for every missing row, as many candidates as its length's pass rate in
     the previous round asks for. Passing candidates are i.i.d. given their length, so any of
     them may fill any missing row of that length.
     """
     out = np.full((lengths.size, int(lengths.max())), PAD_CODE, dtype=np.uint8)
+    members = out.copy() if pairs else None
     todo, reps = np.arange(lengths.size), np.ones(lengths.size, dtype=np.int64)
     for _ in range(_MAX_ROUNDS):
         drawn = np.repeat(lengths[todo], reps)
-        codes, ok = _candidates(language, rng, name, drawn, window, members)
+        codes, ok, words = _candidates(language, rng, name, drawn, window)
         passed = np.flatnonzero(ok)
         into, src = _by_length(lengths[todo], drawn[passed])
         out[todo[into], : codes.shape[1]] = codes[passed[src]]
+        if pairs:
+            members[todo[into], : words.shape[1]] = words[passed[src]]
         missing = np.ones(todo.size, dtype=bool)
         missing[into] = False
         todo, reps = todo[missing], reps[missing]
         if todo.size == 0:
-            return out
+            return (members, out) if pairs else out
         values, inverse = np.unique(drawn, return_inverse=True)
         rate = (np.bincount(inverse, weights=ok) / np.bincount(inverse))[
             np.searchsorted(values, lengths[todo])
@@ -681,14 +618,14 @@ def sample_matched_members(language: Dyck, rng: np.random.Generator, lengths: Se
     rng, lengths = _long_range_args(language, rng, lengths, kind, " (nor its matched member)")
     if lengths.size == 0:
         return np.zeros((0, 0), np.uint8), lengths
-    return _sample_kind(language, rng, kind, lengths, None, members=True), lengths
+    return _sample_kind(language, rng, kind, lengths, None, pairs=True)[0], lengths
 
 
 def sample_minimal_pairs(language: Dyck, rng: np.random.Generator, lengths: Sequence[int],
                          kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Long-range negatives of ``kind``, each beside the member it was made from: pairs that
-    differ only by the one change a stack detects (``stack``: two closers exchanged), for
-    patching activations from one into the other.
+    """Long-range negatives of ``kind``, each beside its matched member: pairs that differ in
+    two symbols that only a stack tells apart (``stack``: A's closer and B's opener; ``far``:
+    the pair turned inside out), for patching activations from one into the other.
 
     Args:
         language: A :class:`~dyckbook.languages.Dyck`.
@@ -701,25 +638,6 @@ def sample_minimal_pairs(language: Dyck, rng: np.random.Generator, lengths: Sequ
         ``PAD_CODE``, and int64 ``(batch,)``; row i of both has length ``lengths[i]``.
     """
     rng, lengths = _long_range_args(language, rng, lengths, kind)
-    width = int(lengths.max(initial=0))
-    members = np.full((lengths.size, width), PAD_CODE, dtype=np.uint8)
-    negatives = members.copy()
-    todo = np.arange(lengths.size)
-    for _ in range(_MAX_ROUNDS):
-        if todo.size == 0:
-            return members, negatives, lengths
-        drawn = np.repeat(lengths[todo], 4)
-        codes, ok, words = _LONG_RANGE[kind](language, rng, drawn)
-        ok[ok] = _keeps_promises(language, kind, codes[ok], drawn[ok], None)
-        passed = np.flatnonzero(ok)
-        into, src = _by_length(lengths[todo], drawn[passed])
-        negatives[todo[into], : codes.shape[1]] = codes[passed[src]]
-        members[todo[into], : words.shape[1]] = words[passed[src]]
-        missing = np.ones(todo.size, dtype=bool)
-        missing[into] = False
-        todo = todo[missing]
-    if todo.size:
-        raise RuntimeError(f"no {kind} pair of length {lengths[todo[0]]} for {language.name} "
-                           f"in {_MAX_ROUNDS} rounds")
-    return members, negatives, lengths
-
+    if lengths.size == 0:
+        return np.zeros((0, 0), np.uint8), np.zeros((0, 0), np.uint8), lengths
+    return (*_sample_kind(language, rng, kind, lengths, None, pairs=True), lengths)

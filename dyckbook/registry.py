@@ -5,12 +5,20 @@ profile of ``notebooks/experiments.yml``: its resolved parameters (data, model, 
 test sets; the runner's execution settings left out), the rules of ``verdicts`` it feeds and the
 interval method, under one digest, with the time it was registered and why.
 
+The digest also covers the code that makes the data, the negatives and the stack-free rules
+(:data:`CODE_ROOTS`, through ``cache.code_digest``: the same syntax-only reading the data
+cache keys use), so a registration fixes what a set *is*, not only its parameters: an edit to
+the negatives after a registration makes every run read under it unjudged until a new one.
+
 A verdict reads a run only if the run's own ``run.json`` (its profile, name and parameters)
 gives the digest of the latest registration of that run and profile, and the run finished after
-that registration (:func:`check`); otherwise the claim is *not judged*. Changing a recipe or a
-rule is allowed: ``python -m dyckbook register --profile P --note WHY`` appends a registration,
-and the book's history table shows it. ``tests/test_registry.py`` fails while any profile's
-recipe differs from its latest registration.
+that registration (:func:`check`; a record that does not say when it finished is not judged);
+otherwise the claim is *not judged*. ``notebooks/design_history.yml`` records, beside the
+registrations, every change to a rule or a set made after results existed (:func:`design`).
+Changing a recipe or a rule is allowed: ``python -m dyckbook register --profile P --note
+WHY`` appends a registration, and the book's history table shows it.
+``tests/test_registry.py`` fails while any profile's recipe differs from its latest
+registration.
 """
 
 from __future__ import annotations
@@ -25,13 +33,19 @@ from typing import Any
 
 import yaml
 
+from dyckbook import cache
 from dyckbook import results as R
 from dyckbook.intervals import METHOD
 from dyckbook.verdicts import RULES
 
-__all__ = ["EXECUTION", "Registration", "check", "claims_of", "current", "digest", "load",
-           "recipe", "register", "registry_path", "verdict_runs"]
+__all__ = ["CODE_ROOTS", "EXECUTION", "DesignChange", "Registration", "check", "claims_of",
+           "code_digest", "current", "design", "digest", "load", "recipe", "register",
+           "registry_path", "verdict_runs"]
 
+#: the code a registration covers: what makes the data and the negatives, and the rules scored
+#: beside the models (every package module these import, wherever it lies)
+CODE_ROOTS = ("dyckbook.protocol", "dyckbook.completion", "dyckbook.baselines",
+              "dyckbook.adversary")
 #: parameters that say where and how fast a run executes, not what it computes
 EXECUTION = frozenset({"run_name", "results_dir", "num_threads", "workers", "scheduler",
                        "device"})
@@ -71,11 +85,18 @@ def recipe(params: Mapping[str, Any]) -> dict[str, Any]:
     return {k: params[k] for k in sorted(params) if k not in EXECUTION}
 
 
-def digest(run: str, params: Mapping[str, Any]) -> str:
-    """16 hex digits of SHA-256 over the run's name, recipe, the text of every rule it feeds
-    and the interval method."""
+def code_digest() -> str:
+    """The digest of :data:`CODE_ROOTS`' code (``cache.code_digest``)."""
+    return cache.code_digest(CODE_ROOTS)
+
+
+def digest(run: str, params: Mapping[str, Any], code: str | None = None) -> str:
+    """16 hex digits of SHA-256 over the run's name, recipe, the text of every rule it feeds,
+    the interval method and the code that makes its data and its rules (``code``: default
+    :func:`code_digest`)."""
     rules = [r.text() for r in RULES if r.run == run]
-    payload = {"run": run, "recipe": recipe(params), "rules": rules, "interval": METHOD}
+    payload = {"run": run, "recipe": recipe(params), "rules": rules, "interval": METHOD,
+               "code": code if code is not None else code_digest()}
     text = json.dumps(payload, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -163,7 +184,9 @@ def check(run_record: Mapping[str, Any],
         return latest, (f"run `{run}` ({profile}) has recipe digest {d}, not the registered "
                         f"{latest.digest} (registration {latest.id})")
     finished = str(run_record.get("finished") or "")
-    if finished and _utc(finished) < _utc(latest.registered):
+    if not finished:
+        return latest, f"run `{run}` ({profile}) does not say when it finished"
+    if _utc(finished) < _utc(latest.registered):
         return latest, (f"run `{run}` ({profile}) finished {finished}, before its registration "
                         f"{latest.id} ({latest.registered})")
     return latest, ""
@@ -172,3 +195,32 @@ def check(run_record: Mapping[str, Any],
 def _utc(stamp: str) -> datetime:
     t = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
     return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True)
+class DesignChange:
+    """A change to a rule or a set made when results that bear on it already existed."""
+
+    date: str  # ISO time (UTC) of the change
+    commit: str  # the commit that made it
+    change: str  # what changed
+    seen: str  # which results existed then and what they showed
+    registered: str  # the registration (ids) the changed design entered, and when
+
+
+def design(path: str | Path | None = None) -> list[DesignChange]:
+    """``notebooks/design_history.yml``: every rule or set designed after results, oldest
+    first."""
+    path = Path(path) if path is not None else R.source_root() / "notebooks" / \
+        "design_history.yml"
+    if not path.is_file():
+        return []
+    raw = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+    fields = set(DesignChange.__dataclass_fields__)
+    out = []
+    for i, entry in enumerate(raw):
+        if not isinstance(entry, dict) or set(entry) != fields:
+            raise ValueError(f"{path}: entry {i} must have exactly the keys {sorted(fields)}, "
+                             f"got {entry!r:.120}")
+        out.append(DesignChange(**{k: str(v) for k, v in entry.items()}))
+    return out

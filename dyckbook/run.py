@@ -28,8 +28,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from dyckbook import adversary as A
 from dyckbook import baselines as B
 from dyckbook import cache, seq2seq
+from dyckbook import negatives as N
 from dyckbook.checkpoint import (
     CONTEXT_BYTES,
     MODEL_CONFIGS,
@@ -70,8 +72,9 @@ FAILURE_RULES = {
     "below_baseline": "training accuracy less than 5 points above the training set's majority "
                       "class",
 }
-DEFAULT_BASELINES = B.STACK_FREE  # every stack-free rule (those that recognise a language are
-#                                  left out of its runs: B.recognisers)
+# every stack-free rule (those that recognise a language are left out of its runs:
+# adversary.recognisers); the adversary's rules are scored on the long-range test sets only
+DEFAULT_BASELINES = (*B.STACK_FREE, *A.ADVERSARY)
 _TRAIN_SAMPLE = 4000
 _DATA_CONFIGS = (DataConfig, CompletionDataConfig)
 # the checks of RunConfig's fields (its __post_init__) and of the entry points' arguments
@@ -100,8 +103,9 @@ class RunConfig:
             least ``data.k`` and ``model.n_ctx`` at least the longest training or test string.
         train: A ``TrainConfig``.
         seed: An int >= 0: seeds the data, the initialisation, the data order and dropout.
-        baselines: A sequence of names from ``baselines.BASELINES``: the shortcut classifiers
-            scored beside the model (completion runs: none, ``()``).
+        baselines: A sequence of names from ``baselines.BASELINES`` or ``adversary.RULES``:
+            the stack-free rules scored beside the model (the adversary's on the test sets
+            with long-range negatives only; completion runs: none, ``()``).
 
     Raises:
         ValueError: a field of the wrong type or out of range (the message names the field,
@@ -139,8 +143,9 @@ class RunConfig:
         object.__setattr__(self, "seed", int(self.seed))  # a numpy int: JSON-ready
         object.__setattr__(self, "baselines", tuple(self.baselines))
         for name in self.baselines:
-            if name not in B.BASELINES:
-                raise ValueError(f"RunConfig.baselines holds {name!r}; known: {B.BASELINES}")
+            if name not in B.BASELINES and name not in A.RULES:
+                raise ValueError(f"RunConfig.baselines holds {name!r}; known: "
+                                 f"{(*B.BASELINES, *A.RULES)}")
         completion = isinstance(self.data, CompletionDataConfig)
         if completion != isinstance(self.model, Seq2SeqConfig):
             raise ValueError(f"RunConfig: completion data go with a Seq2SeqConfig and only with "
@@ -358,8 +363,17 @@ def _fitted(data: DataConfig, seed: int, test_kinds: tuple[str, ...],
     a grid that share a k share them."""
     train = data_splits(data, seed).train
     rows = _fit_rows(train.kinds, test_kinds, _TRAIN_SAMPLE)
-    return B.fit_baselines(train.language, train.codes[rows], train.lengths[rows],
-                           train.labels[rows], data.window, names)
+    fit = (train.codes[rows], train.lengths[rows], train.labels[rows])
+    return {name: A.make_rule(name, train.language, data.window, seed).fit(*fit)
+            for name in names}
+
+
+def _rules_for(names: tuple[str, ...], kinds: tuple[str, ...]) -> tuple[str, ...]:
+    """The rules scored on a test set of ``kinds``: the adversary's only where it holds
+    long-range negatives (the sets it was assembled against)."""
+    if set(kinds) & set(N.LONG_RANGE_KINDS):
+        return names
+    return tuple(name for name in names if name not in A.RULES)
 
 
 def _evaluate(config: RunConfig, model: nn.Module, splits: Splits,
@@ -375,17 +389,18 @@ def _evaluate(config: RunConfig, model: nn.Module, splits: Splits,
     spread = np.concatenate(list(test_margins.values()) or [np.zeros(1)]).std()
     scores = {name: score((m > 0).astype(np.int8), splits.tests[name])
               for name, m in test_margins.items()}
-    names = tuple(b for b in config.baselines if b not in B.recognisers(language))
+    names = tuple(b for b in config.baselines if b not in A.recognisers(language))
     baselines, baseline_train = {}, {}
     if names:
         for name, ds in splits.tests.items():
             kinds = tuple(sorted(set(ds.kinds.astype(str))))
-            fitted = _fitted(config.data, config.seed, kinds, names)
+            fitted = _fitted(config.data, config.seed, kinds, _rules_for(names, kinds))
             baselines[name] = {b: score(f.predict(ds.codes, ds.lengths), ds, cells=False)
                                for b, f in fitted.items()}
-        first = _fitted(config.data, config.seed,
-                        tuple(sorted(set(next(iter(splits.tests.values())).kinds.astype(str)))),
-                        names) if splits.tests else {}
+        first_kinds = tuple(sorted(set(next(iter(splits.tests.values())).kinds.astype(str)))) \
+            if splits.tests else ()
+        first = _fitted(config.data, config.seed, first_kinds,
+                        _rules_for(names, first_kinds)) if splits.tests else {}
         baseline_train = {b: float((f.predict(sample.codes, sample.lengths) == sample.labels)
                                    .mean()) for b, f in first.items()}
     majority = float(max(sample.labels.mean(), 1 - sample.labels.mean()))

@@ -86,7 +86,7 @@ def test_generate_stack_sets(tmp_path: Path, capsys) -> None:
     assert code == 0, err
     rows = [json.loads(line) for line in out.read_text().splitlines()[1:]]
     assert {r["kind"] for r in rows} == {"member", "stack"}
-    assert all(r["w_star"] > max(8, len(r["s"]) // 4) and not r["counter"]
+    assert all(r["w_star"] > max(8, -(-len(r["s"]) // 3)) and not r["counter"]
                for r in rows if not r["member"])
     assert call(["generate", "--n", "20", "--max-length", "20", "--negatives", "stack",
                  "--out", str(out)], capsys)[2].strip().endswith(
@@ -213,9 +213,13 @@ def test_generate_writes_through_a_link_and_keeps_a_private_file_private(tmp_pat
         "private.jsonl", "link.jsonl"}
 
 
-def test_register_reports_what_is_registered_and_rejects_bad_input(capsys) -> None:
+def test_register_reports_what_is_registered_and_rejects_bad_input(capsys, tmp_path,
+                                                                   monkeypatch) -> None:
     from dyckbook import registry
 
+    copy = tmp_path / "registrations.yml"  # a failing run must not append to the real one
+    copy.write_text(registry.registry_path().read_text())
+    monkeypatch.setattr(registry, "registry_path", lambda: copy)
     before = registry.registry_path().read_text()
     code, out, _ = call(["register", "--profile", "cpu", "--note", "nothing changed"], capsys)
     assert code == 0 and "already registered" in out

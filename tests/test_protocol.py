@@ -337,7 +337,7 @@ def test_stack_sets_pair_long_range_negatives_with_matched_members(long_splits, 
     ds = splits.tests["stack"]
     kind = N.stack_kind(ds.language)
     assert set(ds.kinds.astype(str)) == {MEMBER, kind}
-    assert ds.lengths.min() >= 30 and len(ds) >= 500
+    assert ds.lengths.min() >= N.NEGATIVE_KINDS[kind].min_length and len(ds) >= 500
     for L in np.unique(ds.lengths):  # per-length balanced
         at = ds.lengths == L
         assert ds.labels[at].sum() * 2 == at.sum()
@@ -353,8 +353,35 @@ def test_stack_sets_pair_long_range_negatives_with_matched_members(long_splits, 
     assert kind in val_kinds and len(val_kinds - {MEMBER, kind}) >= 2
 
 
+def test_training_stack_negatives_come_with_matched_members(monkeypatch):
+    """Issue 50: training paired stack negatives with uniform members while the test set pairs
+    them with matched members, a shortcut the test withdraws. Now each training stack negative
+    has a matched member of its length."""
+    asked = []
+    real = N.sample_matched_members
+
+    def spy(language, rng, lengths, kind):
+        out = real(language, rng, lengths, kind)
+        asked.append(out)
+        return out
+
+    monkeypatch.setattr(N, "sample_matched_members", spy)
+    config = DataConfig(k=2, min_length=4, max_length=36, n_train=800, test_sets=("hard",))
+    train = make_splits(config, 0).train
+    kind = N.stack_kind(train.language)
+    stack = train.kinds.astype(str) == kind
+    assert stack.sum() >= 20
+    members = {s for s, y in zip(train.strings(), train.labels) if y == 1}
+    made = {s for codes, lengths in asked for s in train.language.alphabet.decode(codes, lengths)}
+    found = members & made
+    assert len(found) >= stack.sum()  # one matched member (at least) per stack negative
+    have = np.bincount([len(s) for s in found], minlength=64)
+    need = np.bincount(train.lengths[stack], minlength=64)
+    assert (have >= need).all()
+
+
 def test_stack_regime_needs_long_enough_strings():
-    with pytest.raises(ValueError, match="shortest length that has them is 30"):
+    with pytest.raises(ValueError, match="shortest length that has them is 28"):
         DataConfig(k=3, max_length=16, test_sets=("hard", "stack"))
     with pytest.raises(ValueError, match="train_negatives asks for stack negatives"):
         DataConfig(k=1, max_length=20, train_negatives="stack")

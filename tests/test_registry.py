@@ -84,6 +84,10 @@ def test_check_names_every_reason_a_run_is_not_judged(tmp_path):
     assert "not the registered" in registry.check(moved, regs)[1]
     early = {**record, "finished": "2026-01-01T12:00:00+00:00"}
     assert "before its registration" in registry.check(early, regs)[1]
+    unfinished = {k: v for k, v in record.items() if k != "finished"}
+    assert "does not say when it finished" in registry.check(unfinished, regs)[1]
+    assert "does not say when it finished" in registry.check({**record, "finished": ""},
+                                                             regs)[1]
     assert registry.check({**record, "profile": "smoke"}, regs) == (
         None, "run `ablation-grid` of profile `smoke` has no registered recipe")
 
@@ -144,3 +148,26 @@ def test_ceilings_regenerate_the_first_seeds_test_set():
     test = make_splits(data, 2).tests["hard"]
     assert re_examining_thesis.ceilings(records) == {
         3: order_blind_ceiling(test.codes, test.lengths, test.labels)}
+
+
+def test_the_digest_covers_the_code_of_the_data_and_the_rules(monkeypatch):
+    """An edit to the negatives or to a stack-free rule changes a registration's digest (so a
+    run made after it is not judged under the old registration); an edit elsewhere does not."""
+    from dyckbook import cache
+
+    params = _params()
+    before = registry.digest("ablation-grid", params)
+    modules = set(cache.module_closure(registry.CODE_ROOTS))
+    assert {"dyckbook.negatives", "dyckbook.protocol", "dyckbook.baselines",
+            "dyckbook.adversary", "dyckbook.hardness", "dyckbook.languages"} <= modules
+    assert not {"dyckbook.model", "dyckbook.train", "dyckbook.run"} & modules
+    assert registry.digest("ablation-grid", params, code="after an edit") != before
+    assert registry.digest("ablation-grid", params, code=registry.code_digest()) == before
+
+
+def test_the_design_history_is_read_and_checked(tmp_path):
+    assert all(c.commit and c.seen for c in registry.design())  # the repository's own file
+    path = tmp_path / "design.yml"
+    path.write_text("- {date: '2026-01-01', commit: abc, change: x, seen: y}\n")
+    with pytest.raises(ValueError, match="exactly the keys"):
+        registry.design(path)

@@ -18,9 +18,9 @@ from dyckbook import registry, results
 from dyckbook.intervals import METHOD, coverage
 from dyckbook.verdicts import RULES, UNREGISTERED, Evidence, Rule, Verdict, sensitivity
 
-__all__ = ["ceilings", "coverage_sentence", "evidence_rows", "history_rows", "learned_sentence",
-           "missing_sentence", "moved_sentence", "registration_check", "rule_rows", "verdict_json",
-           "verdict_rows"]
+__all__ = ["ceilings", "coverage_sentence", "design_rows", "evidence_rows", "history_rows",
+           "learned_sentence", "missing_sentence", "moved_sentence", "registration_check",
+           "rule_rows", "verdict_json", "verdict_rows"]
 
 
 def rule_rows(rules: Sequence[Rule] = RULES) -> list[dict[str, str]]:
@@ -115,6 +115,14 @@ def verdict_rows(judged: Sequence[Verdict], evidence: Mapping[str, Evidence],
                     "one seed away": _sensitivity_text(v, evidence),
                     "recipe": recipe})
     return out
+
+
+def design_rows(changes: Sequence[Any]) -> list[dict[str, str]]:
+    """``registry.design()``: every rule or set changed when results that bear on it existed,
+    oldest first, as table rows."""
+    return [{"date": c.date[:16].replace("T", " "), "commit": f"`{c.commit}`",
+             "what changed": c.change, "results seen then": c.seen,
+             "registered": c.registered} for c in changes]
 
 
 def history_rows(registrations: Sequence[Any]) -> list[dict[str, str]]:
