@@ -27,7 +27,8 @@ import numpy as np
 import table
 import torch
 
-from dyckbook import explain, plotting
+from dyckbook import explain
+from dyckbook.chapters import plotting
 from dyckbook.checkpoint import build_model
 from dyckbook.dataset import Dataset
 from dyckbook.languages import Dyck

@@ -310,21 +310,12 @@ class PositionalEncoding(nn.Module):
 
 def random_positions(n_tokens: torch.Tensor, n_pos: int, n_positions: int,
                      streams: Streams | None) -> torch.Tensor:
-    """Randomized positions: for every row a sorted random subset of ``0 .. n_positions - 1``,
-    one position per real token (pads get ``n_positions - 1``).
-
-    Args:
-        n_tokens: (S, batch) real tokens per row (the subset's size; the row's own length, so
-            a row's positions never depend on how wide its batch is padded).
-        n_pos: positions in the batch.
-        n_positions: the range drawn from.
-        streams: S generators (model s draws from its own), or None (evaluation): a
-            generator seeded with the row's length, so a row's positions depend on its length
-            alone (under a causal mask they leak the length to earlier tokens).
-
-    Returns:
-        int64 (S, batch, n_pos).
-    """
+    """Randomized positions, int64 (S, batch, n_pos): for every row a sorted random subset of
+    ``0 .. n_positions - 1``, one position per real token (``n_tokens``, (S, batch): the row's
+    own length, so its positions never depend on its batch's padding; pads get
+    ``n_positions - 1``). ``streams``: S generators (model s draws from its own), or None
+    (evaluation): one seeded with the row's length, so a row's positions depend on its length
+    alone (under a causal mask they leak the length to earlier tokens)."""
     (n, batch), on = n_tokens.shape, n_tokens.device
     # training on a device: nothing read back (check_tokens bounds the counts), keys sent over
     lengths = n_tokens if streams is not None and on.type != "cpu" else n_tokens.cpu()

@@ -226,7 +226,7 @@ def test_bigbench_rows_name_each_set_with_its_size():
 
 def test_group_by_label_and_evidence_rows():
     from dyckbook.chapters.re_examining_thesis import evidence_rows
-    from dyckbook.verdicts import RULES, Evidence, verdicts
+    from dyckbook.pipeline.verdicts import RULES, Evidence, verdicts
 
     records = [SimpleNamespace(label=x) for x in "abab"]
     groups = page.group_by_label(records)

@@ -215,7 +215,7 @@ def test_generate_writes_through_a_link_and_keeps_a_private_file_private(tmp_pat
 
 def test_register_reports_what_is_registered_and_rejects_bad_input(capsys, tmp_path,
                                                                    monkeypatch) -> None:
-    from dyckbook import registry
+    from dyckbook.pipeline import registry
 
     copy = tmp_path / "registrations.yml"  # a failing run must not append to the real one
     copy.write_text(registry.registry_path().read_text())

@@ -7,8 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from dyckbook import plotting
-from dyckbook.chapters import generalisation
+from dyckbook.chapters import generalisation, plotting
 from dyckbook.checkpoint import build_model
 from dyckbook.evaluate import Score
 from dyckbook.model import ModelConfig

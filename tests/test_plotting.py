@@ -1,4 +1,4 @@
-"""Tests for dyckbook.plotting: every figure is built, drawn and left out of pyplot."""
+"""Tests for dyckbook.chapters.plotting: every figure is built, drawn and left out of pyplot."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from matplotlib.patches import Arc, Rectangle
 
 from dyckbook import explain
 from dyckbook import explain as E
-from dyckbook import plotting as P
 from dyckbook.chapters import (
     ablation_grid,
     dyck_languages,
@@ -19,6 +18,7 @@ from dyckbook.chapters import (
     models_training,
     references_objectives,
 )
+from dyckbook.chapters import plotting as P
 from dyckbook.dataset import Dataset
 from dyckbook.evaluate import score
 from dyckbook.hardness import BINS
@@ -75,7 +75,7 @@ def test_attention_grid_crops_pads_hatches_hidden_keys_and_marks_partners() -> N
 def test_attention_grid_values_are_legible_at_page_width_or_not_printed() -> None:
     """Issue 54: explainability's 2 x 2 grids of 20 tokens printed values at 6 pt in a figure
     11 inches wide, about 3.5 pt once the page shows it 7.5 inches wide."""
-    from dyckbook.figure_style import MIN_TEXT, PAGE_WIDTH
+    from dyckbook.chapters.figure_style import MIN_TEXT, PAGE_WIDTH
 
     printed = {}
     for string in ("(()())()", "([]){}[]()((", "{{[([[]])]}}{{}}{}"):

@@ -1,14 +1,13 @@
-"""Tests for dyckbook.registry: every profile's verdict-bearing recipe is registered, a run
+"""Tests for dyckbook.pipeline.registry: every profile's verdict-bearing recipe is registered, a run
 whose recipe differs from its registration is not judged, and the history says what changed."""
 
 import json
 
 import pytest
 
-from dyckbook import registry
 from dyckbook.chapters import re_examining_thesis
-from dyckbook.pipeline import runner
-from dyckbook.verdicts import RULES, UNREGISTERED, Evidence, verdicts
+from dyckbook.pipeline import registry, runner
+from dyckbook.pipeline.verdicts import RULES, UNREGISTERED, Evidence, verdicts
 
 PROFILES = ("smoke", "cpu", "thesis")
 

@@ -1,6 +1,6 @@
-"""Tests for dyckbook.verdicts: every rule's three labels, per language; labels that move with
-the evidence; the one-seed sensitivity; the held-out choice of the best configuration; evidence
-read from records with every seed counted."""
+"""Tests for dyckbook.pipeline.verdicts: every rule's three labels, per language; labels that
+move with the evidence; the one-seed sensitivity; the held-out choice of the best
+configuration; evidence read from records with every seed counted."""
 
 import math
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dyckbook.verdicts import (
+from dyckbook.pipeline.verdicts import (
     LABELS,
     RULE_OF,
     RULES,

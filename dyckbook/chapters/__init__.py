@@ -1,4 +1,5 @@
 """The book's chapters: one module per page whose analysis outgrows a notebook cell, named after
-its notebook (``chapters.completion`` serves ``10_completion``), and ``page``, what every page
-does (its folder, glue, tables of runs). A chapter module imports the library, never the
-pipeline."""
+its notebook (``chapters.completion`` serves ``10_completion``), and what every page shares:
+``page`` (its folder, glue, tables of runs) and the figures (``plotting``, ``attention_plots``,
+``figure_style``). A chapter module imports the library and, of the pipeline, only what the
+verdict chapter shows (``pipeline.registry``, ``pipeline.verdicts``)."""

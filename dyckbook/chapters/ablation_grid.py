@@ -21,6 +21,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from dyckbook import blocks, results
+from dyckbook.chapters.figure_style import HIDDEN, new_figure, style_context
 from dyckbook.chapters.page import (
     accuracy_text,
     failed_text,
@@ -32,7 +33,6 @@ from dyckbook.chapters.page import (
 from dyckbook.chapters.page import summarise as run_summarise
 from dyckbook.config import Config
 from dyckbook.evaluate import wilson
-from dyckbook.figure_style import HIDDEN, new_figure, style_context
 from dyckbook.model import ModelConfig
 from dyckbook.protocol import DataConfig
 from dyckbook.record import RunRecord

@@ -10,8 +10,8 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Arc
 
+from dyckbook.chapters.figure_style import PALETTE, new_panel, style_context
 from dyckbook.dataset import Dataset
-from dyckbook.figure_style import PALETTE, new_panel, style_context
 from dyckbook.languages import Dyck
 from dyckbook.probes import prefix_targets
 

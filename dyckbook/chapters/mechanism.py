@@ -11,8 +11,8 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from dyckbook import checkpoint, results
+from dyckbook.chapters.figure_style import PALETTE, as_list, new_figure, style_context
 from dyckbook.chapters.page import pct
-from dyckbook.figure_style import PALETTE, as_list, new_figure, style_context
 from dyckbook.probes import PROBE_TARGETS, ProbeResult
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from matplotlib.figure import Figure
 from matplotlib.ticker import FormatStrFormatter, ScalarFormatter
 
-from dyckbook.figure_style import PALETTE, new_figure, style_context
+from dyckbook.chapters.figure_style import PALETTE, new_figure, style_context
 
 
 def plot_training_curves(history: Sequence[Mapping[str, Any]] | Mapping[str, Sequence],

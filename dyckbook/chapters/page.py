@@ -242,7 +242,7 @@ def standard_figures(groups: Mapping[str, Sequence[Any]], out: str | os.PathLike
     kind and per hardness bin of the best configuration beside its ``shortcuts`` strongest
     shortcuts), ``fig_length`` (accuracy by length, seeds pooled, the training lengths marked).
     """
-    from dyckbook import plotting
+    from dyckbook.chapters import plotting
     from dyckbook.chapters.page import summarise
     from dyckbook.evaluate import pool
     rows = summarise(groups, test)

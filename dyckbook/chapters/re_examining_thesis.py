@@ -14,9 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from dyckbook import registry, results
+from dyckbook import results
 from dyckbook.intervals import METHOD, coverage
-from dyckbook.verdicts import RULES, UNREGISTERED, Evidence, Rule, Verdict, sensitivity
+from dyckbook.pipeline import registry
+from dyckbook.pipeline.verdicts import RULES, UNREGISTERED, Evidence, Rule, Verdict, sensitivity
 
 __all__ = ["ceilings", "coverage_sentence", "design_rows", "evidence_rows", "history_rows",
            "learned_sentence", "missing_sentence", "moved_sentence", "registration_check",

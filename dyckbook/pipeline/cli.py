@@ -364,7 +364,7 @@ def _cmd_register(args: argparse.Namespace) -> int:
     from dyckbook.pipeline import runner
 
     runs = runner.resolve_profile(runner.load_manifest(_manifest(args)), args.profile)
-    from dyckbook import registry  # the verdict rules: only once the profile is known
+    from dyckbook.pipeline import registry  # the verdict rules: only once the profile is known
 
     log.debug("profile %s: %d runs; registry %s", args.profile, len(runs),
               registry.registry_path())

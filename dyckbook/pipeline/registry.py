@@ -36,7 +36,7 @@ import yaml
 from dyckbook import cache
 from dyckbook import results as R
 from dyckbook.intervals import METHOD
-from dyckbook.verdicts import RULES
+from dyckbook.pipeline.verdicts import RULES
 
 __all__ = ["CODE_ROOTS", "EXECUTION", "DesignChange", "Registration", "check", "claims_of",
            "code_digest", "current", "design", "digest", "load", "recipe", "register",

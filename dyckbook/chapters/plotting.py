@@ -1,7 +1,7 @@
-"""The library's figures: arrays and records in, a ``matplotlib.figure.Figure`` out. The
-attention figures live in :mod:`dyckbook.attention_plots` and are re-exported here; the shared
-style is :mod:`dyckbook.figure_style`. A figure one page alone draws lives in that page's chapter
-module (``chapters.ablation_grid.plot_grid``), built the same way.
+"""The book's figures, shared by its pages: arrays and records in, a ``matplotlib.figure.Figure``
+out. The attention figures live in :mod:`dyckbook.chapters.attention_plots` and are re-exported
+here; the shared style is :mod:`dyckbook.chapters.figure_style`. A figure one page alone draws
+lives in that page's chapter module (``chapters.ablation_grid.plot_grid``), built the same way.
 
 Figures are built from ``Figure`` directly, never through pyplot: nothing is registered with
 pyplot's figure manager, so nothing leaks between calls and notebooks do not draw a figure
@@ -20,16 +20,14 @@ import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from dyckbook.attention_plots import (
+from dyckbook.chapters.attention_plots import (
     plot_attention_grid,
     plot_attention_summary,
     plot_cross_attention,
     plot_matching,
     plot_preview_roc,
 )
-from dyckbook.dataset import MEMBER
-from dyckbook.evaluate import Score, wilson
-from dyckbook.figure_style import (
+from dyckbook.chapters.figure_style import (
     PALETTE,
     STYLE,
     as_list,
@@ -37,6 +35,8 @@ from dyckbook.figure_style import (
     new_panel,
     style_context,
 )
+from dyckbook.dataset import MEMBER
+from dyckbook.evaluate import Score, wilson
 from dyckbook.hardness import BINS
 from dyckbook.intervals import interval
 

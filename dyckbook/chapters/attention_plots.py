@@ -1,7 +1,7 @@
 """Figures of attention: a model's patterns as heat maps (one string, or summarised over long
 inputs), matching scores, the preview's ROC curves, and the encoder-decoder's cross-attention.
-Arrays in, a ``matplotlib.figure.Figure`` out, as in :mod:`dyckbook.plotting`, which re-exports
-every function here (notebooks import ``plotting`` alone)."""
+Arrays in, a ``matplotlib.figure.Figure`` out, as in :mod:`dyckbook.chapters.plotting`, which
+re-exports every function here (notebooks import ``plotting`` alone)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
 
 from dyckbook import explain
-from dyckbook.figure_style import (
+from dyckbook.chapters.figure_style import (
     ANNOTATE_MAX,
     HIDDEN,
     MIN_TEXT,

@@ -1,6 +1,6 @@
 """The figures' shared style: the palette, matplotlib settings applied inside each figure
 function (``style_context``, so global state never changes) and pyplot-free figure builders.
-:mod:`dyckbook.plotting` and :mod:`dyckbook.attention_plots` draw with them."""
+:mod:`dyckbook.chapters.plotting` and :mod:`dyckbook.chapters.attention_plots` draw with them."""
 
 from __future__ import annotations
 
