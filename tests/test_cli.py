@@ -135,7 +135,7 @@ def test_list_names_what_a_publication_read(tmp_path: Path, capsys, monkeypatch)
     lines = out.splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("summary"))
     assert lines[at].split()[1] == "stale"
-    assert lines[at + 1].startswith("    stale: the package version changed (None -> ")
+    assert lines[at + 1].startswith("    stale: the results version changed (None -> ")
     assert "it no longer reads benchmarks/results/b.json" in " ".join(
         " ".join(lines[at + 1:at + 5]).split())  # wrapped at 100 columns
 

@@ -9,6 +9,7 @@ from dataclasses import fields, replace
 import numpy as np
 import pytest
 
+from dyckbook import adversary as A
 from dyckbook.chapters.page import summarise
 from dyckbook.evaluate import Score
 from dyckbook.model import ModelConfig
@@ -169,7 +170,8 @@ def test_run_seeds_records(results):
         assert set(record.scores) == set(DATA.test_sets) == set(record.baselines)
         for name, s in record.scores.items():
             assert s.n == len(r.splits.tests[name]) > 0
-            assert set(record.baselines[name]) == set(CONFIG.baselines)
+            # the adversary's rules are scored on long-range sets only (none here: length <= 10)
+            assert set(record.baselines[name]) == set(CONFIG.baselines) - set(A.RULES)
             assert all(b.n == s.n for b in record.baselines[name].values())
         assert record.data == r.splits.summary()
         assert record.data["train"]["n"] == 256
@@ -401,3 +403,17 @@ def test_a_training_step_on_cuda_never_waits_for_the_card():
                 torch.cuda.set_sync_debug_mode("default")
         syncs = [w for w in caught if "synchroniz" in str(w.message)]
         assert len(syncs) <= 3, (type(model).__name__, [str(w.message) for w in syncs])
+
+
+def test_the_adversary_is_scored_beside_a_model_on_its_long_range_sets_only():
+    """Issue 50: every run shows the strongest stack-free rule beside its model, the adversary's
+    included, on the test sets it was assembled against (those with long-range negatives)."""
+    from dyckbook import baselines as B
+
+    data = DataConfig(k=2, min_length=2, max_length=32, n_train=300, n_val=0, n_test=120,
+                      test_sets=("hard", "stack"))
+    model = replace(MODEL, n_ctx=32)
+    record = run_seeds(RunConfig(data, model, replace(TRAIN, max_steps=4), seed=1), [1])[0].record
+    assert set(record.baselines["stack"]) == set(B.STACK_FREE) | set(A.ADVERSARY)
+    assert set(record.baselines["hard"]) == set(B.STACK_FREE)
+    assert all(s.n == record.scores["stack"].n for s in record.baselines["stack"].values())

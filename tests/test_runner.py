@@ -242,7 +242,8 @@ def test_a_run_depends_on_the_runs_and_files_its_parameters_name_only(tmp_path: 
 def test_a_stale_run_says_what_changed(tmp_path: Path) -> None:
     run = {r.name: r for r in runner.resolve_profile(runner.load_manifest(MANIFEST), "smoke")
            }["summary"]
-    record = {"dyckbook": runner.__version__, "notebook_hash": runner.notebook_hash(
+    record = {"results_version": runner.RESULTS_VERSION, "dyckbook": "0.0-any",
+              "notebook_hash": runner.notebook_hash(
         run.notebook.path), "params_hash": runner._digest(
         {k: v for k, v in run.params.items() if k not in runner.UNHASHED}),
         "inputs": {"alpha": "a", "file:benchmarks/x.json": "x", "chapter": "c"}}
@@ -251,9 +252,9 @@ def test_a_stale_run_says_what_changed(tmp_path: Path) -> None:
         "alpha republished", "it now reads beta", "it no longer reads benchmarks/x.json"]
     assert runner._why(run, {**now, "file:benchmarks/x.json": "y"}, record) == [
         "alpha republished", "it now reads beta", "benchmarks/x.json changed"]
-    changed = {**record, "dyckbook": "0.0", "notebook_hash": "n", "params_hash": "p"}
+    changed = {**record, "results_version": 0, "notebook_hash": "n", "params_hash": "p"}
     assert runner._why(run, record["inputs"], changed) == [
-        f"the package version changed (0.0 -> {runner.__version__})",
+        f"the results version changed (0 -> {runner.RESULTS_VERSION})",
         "its notebook changed (summary.ipynb)", "its parameters changed"]
     legacy = {k: v for k, v in record.items() if k != "inputs"}
     assert runner._why(run, now, legacy) == [
@@ -281,7 +282,7 @@ def test_a_record_from_before_inputs_were_declared(tmp_path: Path) -> None:
         runner.load_manifest(manifest(tmp_path, _named_summary())), "smoke")}
     alpha, summary = runs["alpha"], runs["summary"]
     def legacy(run: runner.Run, **over: Any) -> dict[str, Any]:
-        return {"hash": "from-before", "dyckbook": runner.__version__,
+        return {"hash": "from-before", "results_version": runner.RESULTS_VERSION,
                 "notebook_hash": runner.notebook_hash(run.notebook.path),
                 "params_hash": runner._digest({k: v for k, v in run.params.items()
                                                if k not in runner.UNHASHED}), **over}
@@ -291,7 +292,7 @@ def test_a_record_from_before_inputs_were_declared(tmp_path: Path) -> None:
     _published(root, summary, {}, **legacy(summary))
     assert runner.run_status(summary, runner.run_inputs(summary, list(runs.values()), root),
                              root) == "stale"
-    for over in ({"params_hash": "x"}, {"notebook_hash": "x"}, {"dyckbook": "0"},
+    for over in ({"params_hash": "x"}, {"notebook_hash": "x"}, {"results_version": 0},
                  {"inputs": {}}):
         (results(root, "fixture_ok", "alpha") / "run.json").write_text(json.dumps(
             {"status": "ok", "files": {}, **legacy(alpha, **over)}))

@@ -20,7 +20,7 @@ __all__ = ["STATES", "banner", "marked_page", "prepare_for_book", "targets"]
 
 #: what a page in each state says under its title (``{when}``: when its publication finished)
 STATES = {
-    "stale": "**Stale.** The notebook, its parameters, the package version or the results it "
+    "stale": "**Stale.** The notebook, its parameters, the results version or the results it "
              "reads changed after this run published ({when}): these are its last results, not "
              "the current code's.",
     "edited": "**Edited.** A result file of this run changed after it published ({when}).",

@@ -56,7 +56,7 @@ from dyckbook.pipeline.manifest import (
     resolve_profile,
     select_runs,
 )
-from dyckbook.version import __version__
+from dyckbook.version import RESULTS_VERSION, __version__
 
 __all__ = ["INJECTED", "Manifest", "Notebook", "Run", "Task", "assemble_pages", "describe_error",
            "execute", "external_runs", "kernel_threads", "load_manifest", "longest_first",
@@ -105,9 +105,11 @@ def file_hashes(folder: Path) -> dict[str, str]:
 
 def run_hash(run: Run, inputs: Mapping[str, str]) -> str:
     """What a run's results depend on: parameters (not ``num_threads``), notebook source,
-    package version, and ``inputs`` (what it reads -> digest: see ``run_inputs``)."""
+    ``version.RESULTS_VERSION`` (not the package version: a refactor that moves no number keeps
+    results up to date; ``tests/test_results_version.py`` holds the numbers to it), and
+    ``inputs`` (what it reads -> digest: see ``run_inputs``)."""
     return _digest({"params": _hashed_params(run), "notebook": notebook_hash(run.notebook.path),
-                    "dyckbook": __version__, "inputs": dict(inputs)})
+                    "results": RESULTS_VERSION, "inputs": dict(inputs)})
 
 
 def _hashed_params(run: Run) -> dict[str, Any]:
@@ -183,7 +185,7 @@ def run_status(run: Run, inputs: Mapping[str, str], root: Path) -> str:
 def _unchanged_legacy(record: Mapping[str, Any], run: Run, inputs: Mapping[str, str]) -> bool:
     """A record from before runs declared what they read (no ``inputs``): its hash covered every
     earlier-stage run. A run that reads nothing is up to date if its parameters, notebook and
-    package version are those it ran with (each recorded apart)."""
+    results version are those it ran with (each recorded apart)."""
     return "inputs" not in record and not inputs and not _own_changes(run, record)
 
 
@@ -199,7 +201,7 @@ def statuses(profile: str, manifest: str | os.PathLike[str] | Manifest | None = 
 def stale_reasons(profile: str, manifest: str | os.PathLike[str] | Manifest | None = None,
                   out_root: str | os.PathLike[str] | None = None) -> dict[str, list[str]]:
     """``{run: [why it is stale, ...]}`` for the stale runs of a profile: what changed since
-    its publication (its parameters, notebook or package version; a run or committed file it
+    its publication (its parameters, notebook or results version; a run or committed file it
     reads republished or changed; what it reads)."""
     runs, every, root = _profile_runs(profile, manifest, out_root)
     out = {}
@@ -222,14 +224,21 @@ def _profile_runs(profile: str, manifest: str | os.PathLike[str] | Manifest | No
 
 def _own_changes(run: Run, record: Mapping[str, Any]) -> list[str]:
     """What changed of the run itself since ``record`` (each part recorded apart)."""
-    out = []
-    if record.get("dyckbook") != __version__:
-        out.append(f"the package version changed ({record.get('dyckbook')} -> {__version__})")
+    out = _results_changes(record)
     if record.get("notebook_hash") != notebook_hash(run.notebook.path):
         out.append(f"its notebook changed ({run.notebook.path.name})")
     if record.get("params_hash") != _digest(_hashed_params(run)):
         out.append("its parameters changed")
     return out
+
+
+def _results_changes(record: Mapping[str, Any]) -> list[str]:
+    """Why a record's numbers may be stale although its recipe is not: another results
+    version (a record from before results versions has none)."""
+    if record.get("results_version") != RESULTS_VERSION:
+        return [f"the results version changed ({record.get('results_version')} -> "
+                f"{RESULTS_VERSION})"]
+    return []
 
 
 def _why(run: Run, inputs: Mapping[str, str], record: Mapping[str, Any]) -> list[str]:
@@ -608,7 +617,8 @@ def _publish(run: Run, result: Mapping[str, Any] | None, record: Mapping[str, An
         R.write_bytes(new / rel, data)
     R.write_json(new / RECORD, {
         "run": run.name, "notebook": run.notebook.key, "profile": run.profile,
-        "params": run.params, "dyckbook": __version__, "hash": record.get("hash") if ok else None,
+        "params": run.params, "dyckbook": __version__, "results_version": RESULTS_VERSION,
+        "hash": record.get("hash") if ok else None,
         "inputs": record.get("inputs") if ok else None, "params_hash": _digest(_hashed_params(run)),
         "device": record.get("device"),
         "notebook_hash": notebook_hash(run.notebook.path),
