@@ -6,7 +6,8 @@ lengths 2-48, ``--steps`` steps, scored on the stack test set (``far`` for Dyck-
 trained). Balanced accuracy (the test sets are balanced per length), the CPU seconds of each
 training. Writes benchmarks/results/references.json and prints the table.
 
-    python benchmarks/bench_references.py [--ks 1 2 3] [--steps 1000] [--seed 0] [--out FILE]
+    python benchmarks/bench_references.py [--ks 1 2 3] [--steps 1000] [--lr 3e-3] [--seed 0]
+        [--out FILE]
 """
 
 from __future__ import annotations
@@ -32,13 +33,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ks", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--n-train", type=int, default=8000)
     parser.add_argument("--n-test", type=int, default=2000)
     parser.add_argument("--out", type=Path, default=table.RESULTS / "references.json")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     load = os.getloadavg()
-    raw: dict = {"steps": args.steps, "seed": args.seed, "n_train": args.n_train,
+    raw: dict = {"steps": args.steps, "seed": args.seed, "lr": args.lr, "n_train": args.n_train,
                  "n_test": args.n_test, "languages": {}}
     rows = []
     for k in args.ks:
@@ -48,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         out: dict = {}
         for cell in ("stack", "lstm"):
             config = RunConfig(data=data, model=RecurrentConfig(k=k, n_ctx=48, cell=cell),
-                               train=TrainConfig(max_steps=args.steps, lr=3e-3,
+                               train=TrainConfig(max_steps=args.steps, lr=args.lr,
                                                  batch_size=32),
                                seed=args.seed, baselines=())
             start = time.process_time()
