@@ -91,3 +91,33 @@ def test_a_build_of_another_profile_says_so_under_every_pages_title(tmp_path: Pa
     assert "`" not in landing and "(make book)" in landing  # Markdown code, not raw backticks
     assert dyckbook_sphinx.BOOK_PROFILE == re.search(
         r"^PROFILE \?= (\S+)$", (REPO / "Makefile").read_text(), re.M).group(1)
+
+
+def test_every_page_says_where_its_numbers_come_from(tmp_path):
+    """Issue 51: the commit and package version that computed a run, its results version, the
+    date, the machine and the wall time, from its run.json; what is missing says so."""
+    import subprocess
+
+    from dyckbook.pipeline import pages
+
+    record = {"commit": "0123456789ab", "dyckbook": "0.1.0", "results_version": 1,
+              "finished": "2026-11-28T11:26:40+00:00", "machine": "AMD EPYC, 2 cores",
+              "duration_s": 227.1, "device": None}
+    said = pages.provenance(record)
+    assert said["text"] == ("Computed by dyckbook 0.1.0 at commit 0123456789ab (results version "
+                            "1) on AMD EPYC, 2 cores in 3.8 min, finished 2026-11-28 11:26:40 "
+                            "UTC.")
+    assert "at commit not recorded" in pages.provenance({})["text"]
+    assert "(cuda:0)" in pages.provenance({**record, "device": "cuda:0"})["text"]
+    assert pages.machine().endswith(" cores")
+    assert pages.source_commit(tmp_path) is None  # not a checkout
+    git = ["git", "-C", str(tmp_path), "-c", "user.email=a@b", "-c", "user.name=a"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (tmp_path / "dyckbook").mkdir()
+    (tmp_path / "dyckbook" / "x.py").write_text("x = 1\n")
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+    clean = pages.source_commit(tmp_path)
+    assert len(clean) == 12 and not clean.endswith("+")
+    (tmp_path / "dyckbook" / "x.py").write_text("x = 2\n")  # computed from an edited tree
+    assert pages.source_commit(tmp_path) == clean + "+"

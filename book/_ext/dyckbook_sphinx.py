@@ -84,6 +84,40 @@ def _profile_note(app: Any, doctree: nodes.document, docname: str) -> None:
     _under_title(doctree, nodes.note("", para, classes=["build-profile"]))
 
 
+def _provenance(app: Any, doctree: nodes.document, docname: str) -> None:
+    """Under a run's page's title, where its numbers come from (``pages.provenance``: commit,
+    package and results version, machine, wall time, date); on the landing page, a table of
+    every published run with the same."""
+    index = Path(app.srcdir) / INDEX
+    if not index.is_file():
+        return
+    known = json.loads(index.read_text(encoding="utf-8")).get("provenance", {})
+    name = docname.rsplit("/", 1)[-1]
+    if docname.startswith("book/pages/") and name in known:
+        para = nodes.paragraph("", "", nodes.Text(known[name]["text"]))
+        _under_title(doctree, nodes.container("", para, classes=["provenance"]))
+    elif docname == app.config.root_doc and known:
+        head = ("run", "commit", "finished", "machine", "wall time")
+        rows = [(run, p.get("commit") or "—", str(p.get("finished") or "—")[:16].replace("T", " "),
+                 p.get("machine") or "—",
+                 f"{p['wall_s'] / 60:.1f} min" if p.get("wall_s") is not None else "—")
+                for run, p in sorted(known.items()) if p.get("finished")]
+        table, group = nodes.table(classes=["provenance-table"]), nodes.tgroup(cols=len(head))
+        table += group
+        group.extend(nodes.colspec(colwidth=1) for _ in head)
+        group += nodes.thead("", nodes.row("", *[nodes.entry("", nodes.paragraph(text=h))
+                                                 for h in head]))
+        group += nodes.tbody("", *[nodes.row("", *[nodes.entry("", nodes.paragraph(text=str(c)))
+                                                   for c in row]) for row in rows])
+        section = nodes.section(ids=["provenance-of-every-run"])
+        section += nodes.title(text="Where every number comes from")
+        section += nodes.paragraph(text="Each published run of this build: the commit that "
+                                   "computed it, when it finished, the machine and its wall time "
+                                   "(every page repeats its own under its title).")
+        section += table
+        doctree.append(section)
+
+
 def _always_reread(app: Any, env: Any, added: set, changed: set, removed: set) -> list[str]:
     # the notes depend on index.json, which Sphinx does not track: the landing page's always,
     # every page's when the build is not the book's profile
@@ -98,5 +132,6 @@ def _always_reread(app: Any, env: Any, added: set, changed: set, removed: set) -
 def setup(app: Any) -> dict[str, Any]:
     app.connect("html-page-context", _dedupe_scripts)
     app.connect("doctree-resolved", _profile_note)
+    app.connect("doctree-resolved", _provenance)
     app.connect("env-get-outdated", _always_reread)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -10,13 +10,19 @@ pages refer to, so the book always builds.
 
 from __future__ import annotations
 
+import os
+import platform
 import re
+import subprocess
+import sys
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import nbformat
 
-__all__ = ["STATES", "banner", "marked_page", "prepare_for_book", "targets"]
+__all__ = ["STATES", "banner", "machine", "marked_page", "prepare_for_book", "provenance",
+           "source_commit", "targets"]
 
 #: what a page in each state says under its title (``{when}``: when its publication finished)
 STATES = {
@@ -163,3 +169,56 @@ def marked_page(page: str | None, title: str, warning: str | None,
 
 def _title(nb: Any) -> int | None:
     return next((i for i, c in enumerate(nb.cells) if c.cell_type == "markdown"), None)
+
+
+def machine() -> str:
+    """The machine a run executes on, for its provenance: the CPU model and its cores (and the
+    card, when CUDA is in use), e.g. ``AMD EPYC 7B13, 2 cores``."""
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    text = f"{model}, {os.cpu_count()} cores"
+    if "torch" in sys.modules:
+        import torch
+
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            text += f", {torch.cuda.get_device_name()}"
+    return text
+
+
+def source_commit(root: str | os.PathLike[str]) -> str | None:
+    """The commit of the checkout at ``root`` that computed a run (``+`` when tracked files of
+    the package, the notebooks or the book differ from it), or None outside a git checkout."""
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
+                              check=False)
+
+    head = git("rev-parse", "--short=12", "HEAD")
+    if head.returncode != 0:
+        return None
+    dirty = git("diff", "--quiet", "HEAD", "--", "dyckbook", "notebooks", "book/*.ipynb")
+    return head.stdout.strip() + ("+" if dirty.returncode == 1 else "")
+
+
+def provenance(record: Mapping[str, Any]) -> dict[str, Any]:
+    """What a page says of where its numbers come from, from its ``run.json``: the commit and
+    package version that computed it, its results version, when it finished, on what machine
+    and in how long (``text``: one sentence; missing parts say "not recorded")."""
+    fields = {"commit": record.get("commit"), "dyckbook": record.get("dyckbook"),
+              "results_version": record.get("results_version"),
+              "finished": record.get("finished"), "machine": record.get("machine"),
+              "wall_s": record.get("duration_s"), "device": record.get("device")}
+    say = {k: ("not recorded" if v is None else v) for k, v in fields.items()}
+    minutes = f"{fields['wall_s'] / 60:.1f} min" if fields["wall_s"] is not None \
+        else "an unrecorded time"
+    when = str(say["finished"]).replace("T", " ").replace("+00:00", " UTC")
+    fields["text"] = (f"Computed by dyckbook {say['dyckbook']} at commit {say['commit']} "
+                      f"(results version {say['results_version']}) on {say['machine']}"
+                      f"{'' if not fields['device'] else ' (' + str(fields['device']) + ')'}"
+                      f" in {minutes}, finished {when}.")
+    return fields

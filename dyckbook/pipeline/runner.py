@@ -309,7 +309,7 @@ def execute(task: Task) -> dict[str, Any]:
     """Execute one run with papermill on whatever worker runs this, in a private temporary
     folder (the kernel's working directory and ``DYCKBOOK_ROOT``); the kernel talks to it over
     IPC sockets. Returns ``{"status", "error", "notebook": bytes | None, "files": {path in
-    results_dir: bytes}, "started", "finished", "duration_s", "host"}``."""
+    results_dir: bytes}, "started", "finished", "duration_s", "host", "machine"}``."""
     import nbformat
     import papermill
     from papermill.exceptions import PapermillExecutionError
@@ -351,7 +351,8 @@ def execute(task: Task) -> dict[str, Any]:
                 "files": {p.relative_to(out).as_posix(): p.read_bytes()
                           for p in sorted(out.rglob("*")) if p.is_file()},
                 "started": started, "finished": _now(),
-                "duration_s": round(time.perf_counter() - t0, 3), "host": socket.gethostname()}
+                "duration_s": round(time.perf_counter() - t0, 3), "host": socket.gethostname(),
+                "machine": pages.machine()}
 
 
 def cache_folders() -> dict[str, str]:
@@ -588,7 +589,7 @@ def _publish(run: Run, result: Mapping[str, Any] | None, record: Mapping[str, An
     result = result or {}
     before = _record(run, root)
     attempt = {k: record.get(k) for k in (
-        "status", "error", "started", "finished", "duration_s", "host")}
+        "status", "error", "started", "finished", "duration_s", "host", "machine")}
     if not ok and "files" in result:  # an attempt that ran: its caches replace the last's
         kept = {k: v for k, v in result["files"].items() if k in run.notebook.keep}
         shutil.rmtree(_attempt_folder(run, root), ignore_errors=True)
@@ -620,7 +621,7 @@ def _publish(run: Run, result: Mapping[str, Any] | None, record: Mapping[str, An
         "params": run.params, "dyckbook": __version__, "results_version": RESULTS_VERSION,
         "hash": record.get("hash") if ok else None,
         "inputs": record.get("inputs") if ok else None, "params_hash": _digest(_hashed_params(run)),
-        "device": record.get("device"),
+        "device": record.get("device"), "commit": pages.source_commit(root),
         "notebook_hash": notebook_hash(run.notebook.path),
         "files": file_hashes(new), **attempt, "longest_s": max(seconds) if seconds else None})
     page.unlink(missing_ok=True)  # first: an interruption from here on leaves no page at all
@@ -677,7 +678,8 @@ def assemble_pages(profile: str, manifest: str | os.PathLike[str] | None = None,
     index = profile_index(profile, root)
     built = R.read_json(index) if index.is_file() else {"profile": profile, "runs": {}}
     R.write_json(dest / "index.json", {**built, "description": _description(man, profile),
-                                       "states": states})
+                                       "states": states, "provenance": {
+                                           r.name: pages.provenance(rec) for r, _, rec in listed}})
     return states
 
 
