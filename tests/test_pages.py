@@ -109,6 +109,7 @@ def test_every_page_says_where_its_numbers_come_from(tmp_path):
                             "UTC.")
     assert "at commit not recorded" in pages.provenance({})["text"]
     assert "(cuda:0)" in pages.provenance({**record, "device": "cuda:0"})["text"]
+    assert pages.provenance({**record, "device": "cpu"})["text"] == said["text"]
     assert pages.machine().endswith(" cores")
     assert pages.source_commit(tmp_path) is None  # not a checkout
     git = ["git", "-C", str(tmp_path), "-c", "user.email=a@b", "-c", "user.name=a"]

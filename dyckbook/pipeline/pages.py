@@ -217,8 +217,8 @@ def provenance(record: Mapping[str, Any]) -> dict[str, Any]:
     minutes = f"{fields['wall_s'] / 60:.1f} min" if fields["wall_s"] is not None \
         else "an unrecorded time"
     when = str(say["finished"]).replace("T", " ").replace("+00:00", " UTC")
+    card = "" if fields["device"] in (None, "cpu") else f" ({fields['device']})"
     fields["text"] = (f"Computed by dyckbook {say['dyckbook']} at commit {say['commit']} "
-                      f"(results version {say['results_version']}) on {say['machine']}"
-                      f"{'' if not fields['device'] else ' (' + str(fields['device']) + ')'}"
+                      f"(results version {say['results_version']}) on {say['machine']}{card}"
                       f" in {minutes}, finished {when}.")
     return fields
