@@ -420,7 +420,7 @@ def run(profile: str = "cpu", only: Sequence[str] | None = None, *, force: bool 
     slots, env = devices.kernels(on, remote, jobs, [r.params for r in chosen])
     migrate_legacy_tree(root)
     remove_orphaned_folders()
-    every = runs + external_runs(man, profile, root)
+    every, commit = runs + external_runs(man, profile, root), pages.source_commit(root)
     several = {key for key in man.notebooks if sum(k == key for k, _ in man.runs.values()) > 1}
     log.debug("output root %s, %d of %d runs of profile %s selected", root, len(chosen),
               len(runs), profile)
@@ -471,8 +471,8 @@ def run(profile: str = "cpu", only: Sequence[str] | None = None, *, force: bool 
                         result = {"status": "failed",
                                   "error": {"ename": type(exc).__name__, "evalue": str(exc)}}
                     _publish(r, result, {**result, "inputs": inputs[r.name], "hash": run_hash(
-                        r, inputs[r.name]), "device": _device(r, on)}, root, man, every,
-                        r.notebook.key in several)
+                        r, inputs[r.name]), "device": _device(r, on), "commit": commit}, root,
+                        man, every, r.notebook.key in several)
                     if result["status"] == "ok":
                         done["ok"] += 1
                         log.info("[ok] %s %.1f s on %s", r.name, result["duration_s"],
@@ -621,7 +621,7 @@ def _publish(run: Run, result: Mapping[str, Any] | None, record: Mapping[str, An
         "params": run.params, "dyckbook": __version__, "results_version": RESULTS_VERSION,
         "hash": record.get("hash") if ok else None,
         "inputs": record.get("inputs") if ok else None, "params_hash": _digest(_hashed_params(run)),
-        "device": record.get("device"), "commit": pages.source_commit(root),
+        "device": record.get("device"), "commit": record.get("commit"),
         "notebook_hash": notebook_hash(run.notebook.path),
         "files": file_hashes(new), **attempt, "longest_s": max(seconds) if seconds else None})
     page.unlink(missing_ok=True)  # first: an interruption from here on leaves no page at all
