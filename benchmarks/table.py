@@ -198,11 +198,16 @@ def _defaults(defaults: dict[str, Any] | None) -> str:
     if defaults is None:
         return ""
     runs = defaults["raw"]["notebooks"]
-    each = [f"{stem} {r['cpu_seconds'] / 60:.0f} min" if r["status"] == "ok"
+    each = [f"{stem} {_duration(r['cpu_seconds'])}" if r["status"] == "ok"
             else f"{stem} not measured ({r['status'].split(':')[0]})" for stem, r in runs.items()]
     return (f" A notebook's defaults (`papermill` without `-p`), CPU time on "
             f"{defaults['raw']['cores']} cores: {', '.join(each)} "
             f"(`bench_defaults.py`, {defaults['date'][:10]}).")
+
+
+def _duration(seconds: float) -> str:
+    """``40 s`` under a minute and a half, else ``3 min``."""
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 
 def _make_and_cost(make: dict[str, Any] | None, cost: dict[str, Any] | None) -> str:
