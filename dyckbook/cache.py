@@ -233,4 +233,5 @@ def write_run(root: Path, config: Any, seed: int, record: dict[str, Any], model:
 
     name = run_key(config, seed)
     save_model(root / f"{name}.pt", model)
-    write_json(root / f"{name}.json", record)
+    # in the record's own order: a page built from a cached record reads as a fresh one's
+    write_json(root / f"{name}.json", record, sort_keys=False)

@@ -111,9 +111,10 @@ def _plain(obj: Any) -> Any:
     return obj
 
 
-def write_json(path: str | os.PathLike[str], obj: Any) -> Path:
-    """Write ``obj`` as indented, key-sorted JSON (atomically, see :func:`write_bytes`)."""
-    return write_text(path, json.dumps(_plain(obj), indent=1, sort_keys=True) + "\n")
+def write_json(path: str | os.PathLike[str], obj: Any, sort_keys: bool = True) -> Path:
+    """Write ``obj`` as indented JSON, key-sorted unless ``sort_keys`` is False (a record read
+    back must keep its order) (atomically, see :func:`write_bytes`)."""
+    return write_text(path, json.dumps(_plain(obj), indent=1, sort_keys=sort_keys) + "\n")
 
 
 def read_json(path: str | os.PathLike[str]) -> Any:

@@ -1,6 +1,7 @@
 """Tests for dyckbook.cache: a run's data made once and its trained seeds kept, read back equal,
 keyed by every configuration field and every line of code they depend on."""
 
+import dataclasses
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -257,6 +258,22 @@ def test_trained_once_then_read_back_equal(run_cache: Path, trained: list) -> No
     assert_same_run(second[0], first[1])
     assert_same_run(second[1], first[0])
     assert not second[0].model.training  # read back ready to use, as trained
+
+
+def test_a_record_read_back_keeps_its_order(run_cache: Path, trained: list) -> None:
+    """A page lays out a record's dicts in their order (test sets, baselines): one built from
+    the cache must read as one built from a fresh run (`dyckbook verify` found tables whose
+    columns came back sorted)."""
+    def order(record) -> list:
+        return [list(record.scores), *(list(v) for v in record.baselines.values()),
+                list(record.to_dict())]
+
+    config = dataclasses.replace(CONFIG, baselines=("ngrams", "counts", "bigrams"))  # unsorted
+    fresh = run.run_seeds(config, [0])[0].record
+    again = run.run_seeds(config, [0])[0].record
+    assert trained == [[0]]
+    assert list(next(iter(fresh.baselines.values()))) == ["ngrams", "counts", "bigrams"]
+    assert order(again) == order(fresh)
 
 
 def test_a_stopped_run_trains_only_the_seeds_it_lacks(run_cache: Path, trained: list) -> None:

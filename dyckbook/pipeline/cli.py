@@ -131,13 +131,21 @@ def build_parser() -> argparse.ArgumentParser:
                        ("run", "execute the runs of a profile that are not up to date"),
                        ("pages", "a profile's pages into book/pages (the book's), each marked "
                                  "when stale, failed or never published"),
-                       ("register", "register the recipes of a profile's verdict-bearing runs")):
+                       ("register", "register the recipes of a profile's verdict-bearing runs"),
+                       ("verify", "recompute published runs in a scratch folder and compare "
+                                  "them with their publication, number by number")):
         cmd = sub.add_parser(name, parents=[common], help=text)
         cmd.add_argument("--profile", default="cpu",
                          help=f"a profile of the manifest ({PROFILES}; default: cpu)")
         cmd.add_argument("--manifest", default=None, help="default: notebooks/experiments.yml")
     sub.choices["register"].add_argument("--note", required=True,
                                          help="why (printed in the book's history table)")
+    check = sub.choices["verify"]
+    check.add_argument("--only", nargs="+", required=True, metavar="RUN",
+                       help="run names, notebook keys or glob patterns")
+    check.add_argument("--out", default=None, type=Path,
+                       help="where the recomputed files and report.json go "
+                            "(default: scratch/verify/PROFILE)")
     run = sub.choices["run"]
     run.add_argument("--only", nargs="+", default=None, metavar="RUN",
                      help="run names, notebook keys or glob patterns")
@@ -393,6 +401,23 @@ def _cmd_run(args: argparse.Namespace) -> int:
                       scheduler=args.scheduler, manifest=manifest, device=args.device)
 
 
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from dyckbook.pipeline import verify
+
+    manifest = _manifest(args)
+    _where(manifest)
+    reports = verify.verify(args.profile, args.only, args.out, manifest)
+    for report in reports:
+        for d in report.differences:
+            print(f"  {d.verdict:9s} {d.where}: published {d.published!r}, "
+                  f"recomputed {d.recomputed!r}")
+        for figure, verdict in report.figures.items():
+            if verdict != "equal":
+                print(f"  figure    {figure}: differs in bytes (decides nothing)")
+        print(report.summary())
+    return 0 if all(r.ok for r in reports) else 1
+
+
 def _out_folder(text: str) -> Path:
     """train-lengths' --out: a folder that records.jsonl can be written into, or one that can
     be made; anything else is an error before a configuration trains."""
@@ -490,6 +515,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               sys.version.split()[0], " ".join(map(shlex.quote, parser.argv)))
     command = {"generate": _cmd_generate, "check": _cmd_check, "list": _cmd_list,
                "pages": _cmd_pages, "register": _cmd_register, "run": _cmd_run,
+               "verify": _cmd_verify,
                "train-lengths": _cmd_train_lengths}[args.command]
     try:
         return command(args)

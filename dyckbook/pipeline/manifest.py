@@ -42,6 +42,8 @@ class Notebook:
     keep: tuple[str, ...]  # files of results_dir that survive a rerun (resume caches)
     defaults: dict[str, Any]  # declared parameter -> default (a literal of the parameters cell)
     reads: str = "named"  # "named" (runs its parameters name) or "every" (runner.run_inputs)
+    # what `dyckbook verify` accepts: {"abs": x, "rel": y, "ignore": [names]} (verify.Tolerance)
+    tolerance: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -91,8 +93,8 @@ def _parse(raw: Any, mpath: Path) -> Manifest:
     for section, chapter in (("chapters", True), ("notebooks", False)):
         for key, entry in _entry(raw.get(section), section).items():
             where = f"{section}.{key}"
-            entry = _entry(entry, where, {"path", "title", "stage", "outputs", "keep", "reads"},
-                           {"path"})
+            entry = _entry(entry, where, {"path", "title", "stage", "outputs", "keep", "reads",
+                                          "tolerance"}, {"path"})
             if not isinstance(key, str) or not _NAME.fullmatch(key) or key in notebooks:
                 raise ValueError(f"{where}: keys must be unique plain names, got {key!r}")
             stage = entry.get("stage", 0 if chapter else 1)
@@ -105,7 +107,8 @@ def _parse(raw: Any, mpath: Path) -> Manifest:
             notebooks[key] = Notebook(
                 key, path, str(entry.get("title", key)), CHAPTERS_GROUP if chapter else key, stage,
                 *(_names(entry.get(f, []), f"{where}.{f}") for f in ("outputs", "keep")),
-                _declared(path, where), entry.get("reads", "named"))
+                _declared(path, where), entry.get("reads", "named"),
+                _tolerance(entry.get("tolerance"), f"{where}.tolerance"))
             if chapter:
                 runs[key] = (key, {})  # a chapter is one run named after it
     for name, entry in _entry(raw.get("runs"), "runs").items():
@@ -176,6 +179,19 @@ def _entry(value: Any, where: str, allowed: Iterable[str] | None = None,
         raise ValueError(f"{where}: " + (f"unknown keys {unknown}" if unknown else
                                          f"missing {missing}"))
     return value
+
+
+def _tolerance(value: Any, where: str) -> dict[str, Any] | None:
+    """A notebook's verify tolerance: ``abs`` and ``rel`` numbers >= 0, ``ignore`` names."""
+    if value is None:
+        return None
+    value = _entry(value, where, {"abs", "rel", "ignore"})
+    for key in ("abs", "rel"):
+        v = value.get(key, 0)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
+            raise ValueError(f"{where}.{key} must be a number >= 0, got {v!r}")
+    return {"abs": float(value.get("abs", 0)), "rel": float(value.get("rel", 0)),
+            "ignore": _names(value.get("ignore", []), f"{where}.ignore", "patterns")}
 
 
 def _names(value: Any, where: str, kind: str = "paths") -> tuple[str, ...]:

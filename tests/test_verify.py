@@ -1,0 +1,143 @@
+"""`dyckbook verify`: a published run recomputed in a scratch folder, compared number by number."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from dyckbook import results as R
+from dyckbook.pipeline import cli, manifest
+from dyckbook.pipeline.verify import (
+    Report,
+    Tolerance,
+    compare_files,
+    compare_text,
+    compare_values,
+    glued_texts,
+    verify,
+)
+
+ROOT = R.repo_root()
+EXACT = Tolerance()
+
+
+def report_of(a, b, tol: Tolerance = EXACT) -> Report:
+    report = Report("r")
+    compare_values(a, b, "x", tol, report)
+    return report
+
+
+def test_equal_values_are_counted_once_each() -> None:
+    report = report_of({"a": 1, "b": [0.5, "s", None], "c": {"d": math.nan}},
+                       {"a": 1, "b": [0.5, "s", None], "c": {"d": math.nan}})
+    assert (report.equal, report.differences, report.ok) == (5, [], True)
+
+
+@pytest.mark.parametrize(("tol", "verdict"), [(EXACT, "different"), (Tolerance(abs=0.01), "within"),
+                                              (Tolerance(rel=0.001), "within"),
+                                              (Tolerance(rel=1e-5), "different")])
+def test_a_number_is_within_the_declared_tolerance_or_different(tol, verdict) -> None:
+    report = report_of({"acc": 0.9731}, {"acc": 0.9736}, tol)
+    (d,) = report.differences
+    assert (d.where, d.published, d.recomputed, d.verdict) == ("x.acc", 0.9731, 0.9736, verdict)
+    assert report.ok is (verdict == "within")
+
+
+def test_shapes_keys_and_types_that_differ_are_different() -> None:
+    report = report_of({"a": [1, 2], "b": 1, "c": "x", "d": True},
+                       {"a": [1, 2, 3], "e": 1, "c": "y", "d": 1}, Tolerance(abs=10))
+    assert sorted(d.where for d in report.different) == [
+        "x.a (length)", "x.b", "x.c", "x.d", "x.e"]  # True is no number: not within abs=10
+
+
+def test_keys_that_time_or_place_a_run_and_declared_names_are_ignored() -> None:
+    report = report_of({"seconds": 1, "duration_s": 2, "host": "a", "loss": 0.1, "extra": 1},
+                       {"seconds": 9, "duration_s": 3, "host": "b", "loss": 0.1, "extra": 2},
+                       Tolerance(ignore=("ext*",)))
+    assert (report.equal, report.ignored, report.ok) == (1, 4, True)
+
+
+def test_text_is_compared_word_for_word_and_number_by_number() -> None:
+    report = Report("r")
+    compare_text("accuracy 97.5% on 1,000 strings", "accuracy 97.6% on 1,000 strings", "t",
+                 Tolerance(abs=0.5), report)
+    assert [d.verdict for d in report.differences] == ["within"] and report.equal == 2
+    report = Report("r")
+    compare_text("accuracy 97.5%", "error 97.5%", "t", Tolerance(abs=10), report)
+    assert [d.verdict for d in report.different] == ["different"]
+    report = Report("r")
+    compare_text("took 9 s", "took 10 s", "t", EXACT, report)
+    assert [(d.where, d.verdict) for d in report.differences] == [("t number 1", "different")]
+
+
+def test_files_json_lines_and_figures() -> None:
+    published = {"a.json": b'{"x": 1}', "r.jsonl": b'{"y": 1}\n{"y": 2}\n', "f.png": b"png1",
+                 "m.pt": b"w", "gone.json": b"{}"}
+    recomputed = {"a.json": b'{"x": 1}', "r.jsonl": b'{"y": 1}\n{"y": 3}\n', "f.png": b"png2",
+                  "m.pt": b"w", "new.txt": b""}
+    report = Report("r")
+    compare_files(published, recomputed, EXACT, report)
+    assert sorted(d.where for d in report.different) == ["gone.json", "new.txt", "r.jsonl[1].y"]
+    assert report.figures == {"f.png": "different"}  # reported; the numbers decide
+    assert report.equal == 3  # a.json's x, r.jsonl's first y, m.pt's bytes
+
+
+def test_glued_texts_are_read_and_images_left_out() -> None:
+    nb = {"cells": [{"outputs": [
+        {"metadata": {"scrapbook": {"name": "s", "mime_prefix": "application/papermill.record/"}},
+         "data": {"application/papermill.record/text/markdown": "It ran 5 steps.",
+                  "application/papermill.record/text/plain": "<Markdown>"}},
+        {"metadata": {"scrapbook": {"name": "t", "mime_prefix": ""}},
+         "data": {"text/markdown": ["| a |\n", "| 1 |"]}},
+        {"metadata": {"scrapbook": {"name": "fig", "mime_prefix": ""}},
+         "data": {"image/png": "...", "text/plain": "<Image>"}},
+        {"metadata": {}, "data": {"text/plain": "not glued"}}]}]}
+    assert glued_texts(nb) == {"s": "It ran 5 steps.", "t": "| a |\n| 1 |"}
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ({"abs": -1}, "tolerance.abs must be a number >= 0, got -1"),
+    ({"rel": "1"}, "tolerance.rel must be a number >= 0, got '1'"),
+    ({"ignore": "x"}, "tolerance.ignore must be a list"),
+    ({"slack": 1}, "unknown keys ['slack']"),
+])
+def test_a_bad_tolerance_in_the_manifest_is_named(value, message) -> None:
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        manifest._tolerance(value, "notebooks.x.tolerance")
+
+
+def _tree_digest(folder: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(folder.rglob("*")):
+        if p.is_file():
+            h.update(p.relative_to(folder).as_posix().encode() + p.read_bytes())
+    return h.hexdigest()
+
+
+def test_verify_reproduces_a_committed_training_run(tmp_path: Path, monkeypatch) -> None:
+    """Issue 51: CI recomputes the cpu profile's `models_training` (it trains a classifier) and
+    finds its numbers within the tolerance its notebook declares, without touching the
+    published tree."""
+    monkeypatch.setenv("DYCKBOOK_RUN_CACHE", str(tmp_path / "never read"))  # emptied for it
+    published = [ROOT / "book/results/cpu/chapters/models_training",
+                 ROOT / "book/runs/cpu/chapters/models_training.ipynb"]
+    before = [_tree_digest(published[0]), published[1].read_bytes()]
+    (report,) = verify("cpu", ["models_training"], tmp_path / "out")
+    assert report.ok, [vars(d) for d in report.different]
+    assert report.equal >= 50 and report.ignored >= 1  # the run's time is not compared
+    saved = json.loads((tmp_path / "out/models_training/report.json").read_text())
+    assert saved["ok"] and saved["equal"] == report.equal
+    assert (tmp_path / "out/models_training/files/fig_training_curves.png").is_file()
+    assert [_tree_digest(published[0]), published[1].read_bytes()] == before
+    assert not (tmp_path / "never read").exists()
+
+
+def test_the_command_line_names_a_run_that_is_not_there(capsys) -> None:
+    assert cli.main(["verify", "--profile", "cpu", "--only", "no-such-run"]) == 2
+    assert "--only 'no-such-run' matches no run of profile 'cpu'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["verify", "--profile", "cpu"])  # --only is required
