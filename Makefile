@@ -29,7 +29,7 @@ PY := $(VENV)/bin/python
 endif
 ROOT_USER := $(filter 0,$(shell id -u))
 
-.PHONY: help venv browser mathjax runs book publish grid book-full smoke test lint lab bench clean \
+.PHONY: help venv browser mathjax runs book site publish grid book-full smoke test lint lab bench clean \
 	clean-results
 
 help:
@@ -37,7 +37,8 @@ help:
 	@echo "                                run the experiments, build the book (_build/html)"
 	@echo "     [DEVICE=cpu|cuda|auto]     where every run trains (cuda: as many runs at once as"
 	@echo "                                fit in the card's memory; recorded, never hashed)"
-	@echo "make publish PROFILE=cpu        checks (remote, clean tree), make book, push _build/html"
+	@echo "make site [PROFILE=cpu]         the book as committed: pages and build, no run"
+	@echo "make publish PROFILE=cpu        checks (remote, clean tree), make site, push _build/html"
 	@echo "                                to the gh-pages branch of origin"
 	@echo "make book-full                  the full ablation grid (42 min on 2 cores at lengths to 16/20;"
 	@echo "                                not yet timed at the stack sets' lengths, 4..48), then make book"
@@ -98,7 +99,14 @@ book: venv mathjax
 	$(BIN)jupyter-book build . -W -n --keep-going && echo "open _build/html/index.html" && \
 	exit $$status
 
-# The site as built, onto the gh-pages branch of `origin` (GitHub Pages "deploy from a branch");
+# The book as committed: the profile's published results and pages (the cpu profile's are in the
+# repository), each page marked with its state, built without running anything. The Pages
+# workflow publishes this on every push; `make publish` pushes it from here.
+site: venv mathjax
+	$(PY) -m dyckbook pages --profile $(PROFILE) && \
+	$(BIN)jupyter-book build . -W -n --keep-going && echo "open _build/html/index.html"
+
+# The site as committed, onto the gh-pages branch of `origin` (GitHub Pages "deploy from a branch");
 # .github/workflows/pages.yml is the other way, building on GitHub. Checked before anything is
 # computed: a remote `origin` that is not a local path, a clean working tree, PROFILE named on the
 # command line; each failure is one line. A failed push restores the local gh-pages branch.
@@ -111,7 +119,7 @@ PUBLISH_PROBLEM := $(or $(PUBLISH_PROBLEM),$(if $(filter command line,$(origin P
 endif
 publish:
 	$(if $(PUBLISH_PROBLEM),$(error make publish: $(PUBLISH_PROBLEM)))
-	$(MAKE) book PROFILE=$(PROFILE)
+	$(MAKE) site PROFILE=$(PROFILE)
 	@before="$$(git rev-parse -q --verify refs/heads/gh-pages)"; \
 	$(BIN)ghp-import --no-jekyll --force --message "book: make publish (profile $(PROFILE))" \
 		_build/html && git push --force origin gh-pages || { \
