@@ -35,6 +35,7 @@ ROOT_USER := $(filter 0,$(shell id -u))
 help:
 	@echo "make book [PROFILE=cpu|smoke|thesis] [JOBS=2] [SCHEDULER=local|tcp://HOST:PORT]"
 	@echo "                                run the experiments, build the book (_build/html)"
+	@echo "     [RERUN=all]                recompute every run, up to date or not (resumable)"
 	@echo "     [DEVICE=cpu|cuda|auto]     where every run trains (cuda: as many runs at once as"
 	@echo "                                fit in the card's memory; recorded, never hashed)"
 	@echo "make site [PROFILE=cpu]         the book as committed: pages and build, no run"
@@ -85,14 +86,16 @@ mathjax: venv
 
 runs: venv
 	DYCKBOOK_RUN_CACHE=$(RUN_CACHE) $(PY) -m dyckbook run --profile $(PROFILE) --jobs $(JOBS) \
+		$(if $(filter all,$(RERUN)),--force) \
 		$(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(DEVICE),--device $(DEVICE))
 
-# The book of one profile: its runs (a failed one keeps its last good results), its pages marked
+# The book of one profile: its runs that are not up to date (RERUN=all: every run; a stopped one
+# resumes from the run cache), (a failed one keeps its last good results), its pages marked
 # with their state, the build; `make book` still fails if a run failed, after building the book.
 # The build writes _build/html/.nojekyll (sphinx.ext.githubpages): a branch deploy keeps _static.
 book: venv mathjax
 	@status=0; DYCKBOOK_RUN_CACHE=$(RUN_CACHE) $(PY) -m dyckbook run --profile $(PROFILE) \
-		--jobs $(JOBS) \
+		--jobs $(JOBS) $(if $(filter all,$(RERUN)),--force) \
 		$(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(DEVICE),--device $(DEVICE)) \
 		|| status=$$?; \
 	$(PY) -m dyckbook pages --profile $(PROFILE) && \

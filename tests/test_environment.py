@@ -137,6 +137,28 @@ def test_make_book_resumes_from_the_run_cache():
     assert off and all("DYCKBOOK_RUN_CACHE= " in line for line in off)
 
 
+@pytest.mark.parametrize("target", ["book", "runs"])
+def test_a_full_recompute_is_asked_for_by_name(target):
+    """Issue 51: `make book` reruns only what is not up to date; RERUN=all recomputes every run
+    (`dyckbook run --force`, resumable); `make site` runs nothing."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+
+    def plan(*args):
+        text = subprocess.run(["make", "-n", *args], cwd=root, capture_output=True, text=True,
+                              check=True).stdout
+        return text.replace("\\\n", " ")  # one line per recipe line
+
+    def run_line(text):
+        (line,) = [line for line in text.splitlines() if "-m dyckbook run" in line]
+        return line
+
+    assert "--force" not in run_line(plan(target))
+    assert "--force" in run_line(plan(target, "RERUN=all"))
+    assert "-m dyckbook run" not in plan("site") and "jupyter-book build" in plan("site")
+
+
 def test_make_publish_checks_first_in_one_line(tmp_path):
     """`make publish` refuses, in under 10 s and one line, without committing anything: no
     remote, a local-path remote, uncommitted changes, no profile named."""
