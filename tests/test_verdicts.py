@@ -27,7 +27,7 @@ DIRECTION = {"bidirectional_k1": 1, "bidirectional_k3": 1, "causal_k1": -1, "cau
              "one_layer_k1": -1, "two_layers_k1": 1, "one_layer_k3": -1, "two_layers_k3": 1,
              "beyond_lengths_k1": -1, "within_lengths_k1": 1, "beyond_lengths_k3": -1,
              "within_lengths_k3": 1, "partner_attention": 1, "preview_auc": 1,
-             "head_reset_drop": -1}
+             "head_reset_drop": -1, "recipe_best_k3": 1}
 RANK = {"refuted": 0, "qualified": 1, "reproduced": 2}
 
 
@@ -55,6 +55,9 @@ CASES = {**_cases(1), **_cases(3),
                        "refuted": {"partner_attention": 0.2}},
          "preview": {"reproduced": {"preview_auc": 0.95}, "qualified": {"preview_auc": 0.7},
                      "refuted": {"preview_auc": 0.55}},
+         "learnable_k3": {"reproduced": {"recipe_best_k3": 0.995},
+                          "qualified": {"recipe_best_k3": 0.95},
+                          "refuted": {"recipe_best_k3": 0.6}},
          "static_head": {"reproduced": {"head_reset_drop": 0.01},
                          "qualified": {"head_reset_drop": 0.05},
                          "refuted": {"head_reset_drop": 0.2}}}
@@ -74,7 +77,7 @@ def test_every_rule_is_covered_and_reads_known_evidence():
     # every claim is about one language or pools the models that learned, never "the higher of"
     assert all(r.claim.endswith(("_k1", "_k3")) or r.run == "explainability" for r in RULES)
     assert {r.run for r in RULES} == {"dyck1", "dyck3", "ablation-grid", "generalisation",
-                                      "explainability"}
+                                      "explainability", "learning-dyck3"}
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r.claim)
@@ -257,6 +260,32 @@ def test_gather_reads_each_language_on_its_own():
     # counters (qualified) -- each language judged on its own, not "the higher of the two"
     assert labels["causal_k1"] == "refuted" and labels["causal_k3"] == "qualified"
     assert gather(grid=grid, test="random")["causal_k1"].values == (1.0, 1.0, 1.0)
+
+
+def test_the_learning_study_gives_its_held_out_best_recipe_and_the_strongest_rule():
+    """Issue 52: the best recipe is chosen without the seed it is scored on; the recurrent
+    references beside the recipes are not Transformers and are left out."""
+    from dataclasses import replace as with_
+
+    from dyckbook.evaluate import Score
+
+    def rec(label, seed, stack, rule, kind="classifier"):
+        r = _grid_record(3, 2, seed, hard=0.9, stack=stack)
+        r.config["model"]["kind"] = kind
+        return with_(r, label=label, baselines={"stack": {
+            "cnn": Score(100, round(100 * rule), {}, {}, {}),
+            "ngrams": Score(100, 50, {}, {}, {})}})
+
+    learning = [rec("lm", s, 1.0, 0.8) for s in range(3)] + \
+               [rec("plain", s, 0.5 + 0.3 * (s == 2), 0.7) for s in range(3)] + \
+               [rec("LSTM", s, 1.0, 0.9, kind="recurrent") for s in range(3)]
+    evidence = gather(learning=learning, test="hard")  # reads the stack set whatever test says
+    best, rule = evidence["recipe_best_k3"], evidence["shortcut_k3"]
+    assert best.values == pytest.approx((1.0,) * 3) and best.chosen == ("lm",) * 3
+    assert best.test == "stack" and rule.values == pytest.approx((0.8,) * 3)
+    (verdict,) = [v for v in verdicts(evidence) if v.rule.claim == "learnable_k3"]
+    assert verdict.label == "reproduced" and [e.name for e in verdict.shown] == [rule.name]
+    assert "recipe_best_k3" not in gather(learning=learning[-3:])  # references alone: nothing
 
 
 def test_failed_seeds_are_counted_not_dropped():

@@ -219,6 +219,16 @@ RULES: tuple[Rule, ...] = (
          "interval within [0.9, 1]", "interval below 0.6",
          lambda e: _bars(e["preview_auc"], lambda lo, hi: lo >= 0.9, lambda lo, hi: hi < 0.6),
          run="explainability"),
+    Rule("learnable_k3", "A small Transformer can learn to recognise Dyck-3 (the book's "
+         "question, not the thesis' claim: a registered recipe, issue 52).",
+         ("recipe_best_k3",),
+         "`recipe_best_k3`: stack-test accuracy of the held-out best recipe of the learning "
+         "study's registered recipes (every seed; Transformers only). `shortcut_k3` (shown): "
+         "the strongest stack-free rule fitted and scored on the chosen seeds' own strings.",
+         "interval within [0.99, 1]", "interval below 0.90",
+         lambda e: _bars(e["recipe_best_k3"], lambda lo, hi: lo >= 0.99,
+                         lambda lo, hi: hi < 0.90), run="learning-dyck3",
+         shows=("shortcut_k3",)),
     Rule("static_head", "The final layer's weights barely move during training.",
          ("head_reset_drop",),
          "`head_reset_drop`: hard-test accuracy lost when the trained classifier head is put "
@@ -367,6 +377,29 @@ def _best(name: str, records: Sequence[Any], keep: Callable[[tuple], bool], test
                        tuple(f.accuracy for f in floors), e.n_strings, test)
 
 
+def _recipe_best(records: Sequence[Any]) -> tuple[Evidence | None, Evidence | None]:
+    """The held-out best recipe's stack-set accuracy, seed by seed, and the strongest
+    stack-free rule's on the same seeds' strings."""
+    table: dict[str, dict[int, float]] = {}
+    by_key = {}
+    for r in records:
+        table.setdefault(r.label, {})[int(r.config["seed"])] = r.accuracy("stack")
+        by_key[r.label, int(r.config["seed"])] = r
+    values, chosen = held_out_best(table)
+    if not values:
+        return None, None
+    seeds = sorted(set.intersection(*(set(v) for v in table.values())))
+    picked = [by_key[c, s] for c, s in zip(chosen, seeds)]
+    n = int(np.mean([r.scores["stack"].n for r in picked]))
+    best = Evidence("best recipe k3", tuple(values), n, "stack", tuple(chosen),
+                    n_failed=sum(r.status != "ok" for r in picked))
+    rules = [max((s.accuracy for s in r.baselines.get("stack", {}).values()), default=None)
+             for r in picked]
+    shortcut = None if any(v is None for v in rules) else Evidence(
+        "strongest stack-free rule k3", tuple(rules), n, "stack")
+    return best, shortcut
+
+
 def _length_pair(k: int, group: Sequence[Any]) -> tuple[Evidence, ...] | None:
     """Accuracy beyond and within the training lengths of the held-out best configuration
     (chosen by its accuracy beyond), seed by seed; and its stack-set accuracy where it has one."""
@@ -399,8 +432,8 @@ def _length_pair(k: int, group: Sequence[Any]) -> tuple[Evidence, ...] | None:
 
 def gather(experiments: Sequence[Any] = (), grid: Sequence[Any] = (),
            lengths: Sequence[Any] = (), explain: Mapping[str, Any] | None = None,
-           test: str = "stack", ceilings: Mapping[int, float] | None = None
-           ) -> dict[str, Evidence]:
+           test: str = "stack", ceilings: Mapping[int, float] | None = None,
+           learning: Sequence[Any] = ()) -> dict[str, Evidence]:
     """The evidence of every rule, from the records of the runs that measured it.
 
     ``test`` names the grid's test set the layers claims read: ``stack``, the verdict-bearing
@@ -418,6 +451,8 @@ def gather(experiments: Sequence[Any] = (), grid: Sequence[Any] = (),
         explain: the explainability page's ``evidence.json`` (per-model measurements of the
             models that learned: ``partner_attention``, ``preview_auc``, ``head_reset_drop``).
         ceilings: ``{k: order-blind ceiling of the sound reruns' hard test set}`` (shown).
+        learning: records of the Dyck-3 learning study (labels: the recipes; its recurrent
+            references are left out). It reads its ``stack`` set whatever ``test`` says.
 
     Returns:
         ``{name: Evidence}`` for every piece of evidence the records support.
@@ -450,6 +485,10 @@ def gather(experiments: Sequence[Any] = (), grid: Sequence[Any] = (),
         if found:
             out[f"beyond_lengths_k{k}"], out[f"within_lengths_k{k}"] = found[:2]
             out[f"stack_lengths_k{k}"] = found[2] if len(found) > 2 else None
+    recipes = [r for r in learning if r.config["model"].get("kind") == "classifier"
+               and "stack" in r.scores]
+    if recipes:
+        out["recipe_best_k3"], out["shortcut_k3"] = _recipe_best(recipes)
     bounds = {"head_reset_drop": (-1.0, 1.0)}
     for name in ("partner_attention", "preview_auc", "head_reset_drop"):
         if explain and explain.get(name):

@@ -1,0 +1,235 @@
+"""Learning Dyck-3 (notebook 12_learning_dyck3): registered recipes trained on the grid's stack
+regime, their learning curves, the strongest stack-free rule and the references beside them,
+and probes of where a recipe that fails breaks.
+
+A recipe is written in the notebook's ``recipes`` parameter, so that its registration (which
+digests the run's parameters) fixes every choice: ``name@cell key:value ...``, recipes separated
+by ``;``. ``cell`` is a grid cell (``k3-L2-causal-learned-mean``); a key is a field of the grid's
+recipe (:class:`~dyckbook.chapters.ablation_grid.GridSpec`: ``max_steps``, ``n_train``,
+``d_model`` ...) or of a run's configuration (``RunConfig.override``: ``objective``,
+``train_negatives`` ...). What a recipe does not name is the grid's.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from dyckbook import constructions, evaluate, probes, results
+from dyckbook.chapters.ablation_grid import Cell, GridSpec
+from dyckbook.chapters.figure_style import new_figure, style_context
+from dyckbook.chapters.page import pct, plural, run_all
+from dyckbook.dataset import Dataset
+from dyckbook.protocol import DataConfig
+from dyckbook.record import RunRecord
+from dyckbook.recurrent import RecurrentConfig
+from dyckbook.run import RunConfig, config_digest, data_splits, run_seeds
+from dyckbook.train import TrainConfig
+
+__all__ = ["Recipe", "parse_recipes", "plot_curves", "probe_rows", "recipe_rows",
+           "reference_configs", "run_recipes", "stack_tops"]
+
+_SPEC = {f.name for f in dataclasses.fields(GridSpec)}
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One registered recipe: a grid cell, the grid fields it changes, the run fields it sets."""
+
+    name: str
+    cell: Cell
+    spec: tuple[tuple[str, Any], ...]
+    overrides: tuple[tuple[str, Any], ...]
+
+    def config(self, seed: int = 0) -> RunConfig:
+        config = GridSpec(**dict(self.spec)).config(self.cell, seed)
+        return config.override(**dict(self.overrides)) if self.overrides else config
+
+    def describe(self) -> str:
+        changes = [f"{k} = {v}" for k, v in (*self.spec, *self.overrides)]
+        return ", ".join(changes) or "the grid's recipe"
+
+
+def _value(text: str) -> Any:
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text  # a bare word: objective:language_model
+
+
+def parse_recipes(text: str) -> list[Recipe]:
+    """``name@cell key:value ...; ...`` -> recipes, each checked by building its configuration
+    (a ValueError names the recipe and what is wrong)."""
+    out: list[Recipe] = []
+    for part in (p.strip() for p in str(text).split(";")):
+        if not part:
+            continue
+        head, *pairs = part.split()
+        name, at, cell = head.partition("@")
+        if not at or not name or name in {r.name for r in out}:
+            raise ValueError(f"recipes: each must start with a new 'name@cell', got {head!r}")
+        spec, overrides = {}, {}
+        for pair in pairs:
+            key, colon, value = pair.partition(":")  # papermill reads no second '=' on a line
+            if not colon:
+                raise ValueError(f"recipes: {name}: expected key:value, got {pair!r}")
+            (spec if key in _SPEC else overrides)[key] = _value(value)
+        try:
+            recipe = Recipe(name, Cell.from_name(cell), tuple(spec.items()),
+                            tuple(overrides.items()))
+            recipe.config()
+        except (ValueError, TypeError) as error:
+            raise ValueError(f"recipes: {name}: {error}") from None
+        out.append(recipe)
+    if not out:
+        raise ValueError(f"recipes must name at least one recipe, got {text!r}")
+    return out
+
+
+def recipe_rows(recipes: Sequence[Recipe]) -> list[dict[str, str]]:
+    return [{"recipe": r.name, "cell": r.cell.name, "what it changes": r.describe()}
+            for r in recipes]
+
+
+def run_recipes(configs: Mapping[str, RunConfig], seeds: Sequence[int],
+                records_path: str | Path, device: str = "cpu") -> dict[str, list[RunRecord]]:
+    """Each labelled configuration's seeds trained together (``page.run_all``), resuming from
+    ``records_path``: a configuration whose every seed has a record there is not trained again
+    (the file keeps only records of ``configs``), so a run stopped on one machine goes on from
+    its records on another; within a machine ``DYCKBOOK_RUN_CACHE`` resumes a stopped one."""
+    path = Path(records_path)
+    wanted = {c.with_seed(s).digest(): (label, s) for label, c in configs.items() for s in seeds}
+    found = [r for r in results.read_records(path) if config_digest(r.config) in wanted]
+    if len(found) < len(results.read_records(path)):  # another recipe's records: dropped
+        results.write_bytes(path, b"")
+        results.append_records(path, found)
+    have = {config_digest(r.config): r for r in found}
+    out: dict[str, list[RunRecord]] = {}
+    for label, config in configs.items():
+        digests = [config.with_seed(s).digest() for s in seeds]
+        if all(d in have for d in digests):
+            out[label] = [have[d] for d in digests]
+            for r in out[label]:
+                r.label = label
+        else:
+            runs = run_all({label: config}, seeds, path.parent, device=device)
+            out[label] = [r.record for r in runs[label]]
+    return out
+
+
+def reference_configs(configs: Mapping[str, RunConfig], cells: str, steps: int = 0
+                      ) -> dict[str, RunConfig]:
+    """The recurrent references (``cells``: ``stack``, ``lstm``, comma-separated; ``none``) on
+    the first recipe's data, for ``steps`` steps (0: the most any recipe takes) at the grid's
+    learning rate and schedule."""
+    first = next(iter(configs.values()))
+    budget = steps or max(c.train.max_steps for c in configs.values())
+    data: DataConfig = first.data
+    out = {}
+    for cell in (c.strip() for c in cells.split(",") if c.strip() not in ("", "none")):
+        name = "stack RNN" if cell == "stack" else cell.upper()
+        out[name] = RunConfig(
+            data=data, model=RecurrentConfig(k=data.k, n_ctx=data.max_length, cell=cell),
+            train=TrainConfig(max_steps=budget, lr=first.train.lr, batch_size=32,
+                              warmup_steps=first.train.warmup_steps, schedule="cosine",
+                              grad_clip=1.0, eval_every=first.train.eval_every),
+            seed=0, baselines=())
+    return out
+
+
+def stack_test(config: RunConfig, seed: int = 0) -> Dataset:
+    """A configuration's stack test set at ``seed`` (made again: the data are a function of
+    the configuration and the seed)."""
+    return data_splits(config.data, seed).tests["stack"]
+
+
+def first_model(config: RunConfig, seed: int, device: str = "cpu") -> Any:
+    """The model of one seed of a configuration: read back from ``DYCKBOOK_RUN_CACHE`` where
+    the run trained it, else trained again (a run resumed on another machine)."""
+    return run_seeds(config, [seed], device=device, splits=False)[0].model
+
+
+def construction_accuracy(test: Dataset) -> float:
+    """The hand-set two-layer construction (``constructions.dyck_kd``) on a test set."""
+    model = constructions.dyck_kd(test.language.k, 24, int(test.lengths.max()))
+    scored = evaluate.score(evaluate.predict(model, test), test)
+    return scored.correct / scored.n
+
+
+def plot_curves(records: Mapping[str, Sequence[Any]]) -> Figure:
+    """Validation accuracy (half hard, half stack negatives) against steps, each seed a thin
+    line, per recipe."""
+    with style_context():
+        fig, axes = new_figure(1, 1, (7.5, 4.0), "Dyck-3: learning curves of the recipes")
+        ax = axes[0, 0]
+        for i, (label, group) in enumerate(records.items()):
+            colour = f"C{i % 10}"
+            for j, record in enumerate(group):
+                steps = [h["step"] for h in record.history]
+                acc = [h["val_accuracy"][0] if isinstance(h["val_accuracy"], list)
+                       else h["val_accuracy"] for h in record.history]
+                ax.plot(steps, acc, color=colour, lw=1, alpha=0.8,
+                        label=label if j == 0 else None)
+        ax.axhline(0.99, color="0.5", lw=0.8, ls="--")
+        ax.set(xlabel="optimiser steps", ylabel="validation accuracy", ylim=(0.4, 1.01))
+        ax.legend(fontsize=8, loc="lower right")
+        return fig
+
+
+def stack_tops(dataset: Dataset) -> np.ndarray:
+    """int64 (batch, pos): after each symbol, the type of the innermost open bracket (``k``:
+    none open), following the heights (a closer pops whatever is on top)."""
+    codes, n = dataset.codes.astype(np.int64), dataset.codes.shape[1]
+    k, rows = dataset.language.k, np.arange(len(codes))
+    heights = dataset.language.heights(dataset.codes, dataset.lengths).astype(np.int64)
+    stack = np.full((len(codes), n + 1), k, np.int64)
+    top = np.full(codes.shape, k, np.int64)
+    for i in range(n):
+        inside = i < dataset.lengths
+        h = np.clip(heights[:, i], 0, n)
+        opener = inside & (codes[:, i] & 1 == 0)
+        stack[rows[opener], h[opener]] = codes[opener, i] >> 1
+        top[:, i] = np.where(inside & (h > 0), stack[rows, h], k)
+    return top
+
+
+def probe_rows(label: str, model: Any, dataset: Dataset, seed: int = 0) -> list[dict[str, Any]]:
+    """Linear probes of one model's residual stream (every hook) on ``dataset``: the height
+    (R^2) and the type on top of the stack (accuracy, beside the majority class)."""
+    data = probes.collect_residuals(model, dataset)
+    b, s = np.nonzero(np.arange(dataset.codes.shape[1])[None, :] < dataset.lengths[:, None])
+    top = stack_tops(dataset)[b, s]
+    split = int(np.random.default_rng(seed).integers(2**63))  # one held-out split for all
+    rows = []
+    for hook in data.hooks:
+        depth = probes.fit_linear_probe(data.token_features[hook], data.depth, "regression",
+                                        np.random.default_rng(split), groups=data.string_index)
+        kind = probes.fit_linear_probe(data.token_features[hook], top, "classification",
+                                       np.random.default_rng(split), groups=data.string_index)
+        rows.append({"recipe": label, "hook": hook.replace("hook_", ""),
+                     "height R^2": round(depth.test_score, 3),
+                     "top of stack": f"{pct(kind.test_score)} (majority {pct(kind.baseline)})"})
+    return rows
+
+
+def solved_sentence(summary: Sequence[Mapping[str, Any]], references: Mapping[str, float],
+                    steps: int) -> str:
+    """Which recipes solved the stack set (>= 0.99 in most seeds), beside the references."""
+    won = [r["label"] for r in summary if r["seeds"] and r["solved"] * 2 > r["seeds"]]
+    head = (f"{plural(len(won), 'recipe')} of {len(summary)} solved the stack set in most of "
+            f"their seeds ({', '.join(won)})" if won else
+            f"None of the {len(summary)} recipes solved the stack set in most of its seeds")
+    trained = {name: acc for name, acc in references.items() if name != "construction"}
+    scores = ", ".join(f"{name} {pct(acc)}" for name, acc in trained.items())
+    refs = (f" The recurrent references, trained for {steps:,} steps on the same data, score "
+            f"{scores}.") if trained else ""
+    built = (f" The hand-set construction, trained on nothing, scores "
+             f"{pct(references['construction'])}.") if "construction" in references else ""
+    return f"{head}.{refs}{built}"
