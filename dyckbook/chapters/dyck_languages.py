@@ -116,3 +116,45 @@ def plot_depth_profile(string: str, language: Dyck, title: str | None = None) ->
                yticks=np.arange(bottom, top + 1, max(1, (top - bottom) // 6)))
         ax.spines["bottom"].set_visible(False)
     return fig
+
+
+_LAYOUT_NAMES = {"retyped": "the book's (retyped member)", "source": "the word as member",
+                 "spread": "spread"}
+
+
+def layout_rows(layouts: Mapping[str, object]) -> list[dict[str, str]]:
+    """The design study's table (``bench_stack_layouts.py``'s raw results): one row per
+    language and layout, each rule's balanced accuracy ("—" where a rule was not run)."""
+    spans, table = layouts["spans"], layouts["balanced_accuracy"]  # type: ignore[index]
+    rules = list(dict.fromkeys(rule for scores in table.values() for rule in scores))
+    rows = []
+    for key, scores in table.items():
+        language, layout = key.rsplit(" ", 1)
+        rows.append({"set": language, "layout": _LAYOUT_NAMES.get(layout, layout),
+                     "W": spans[layout].replace("ceil(", "⌈").replace(")", "⌉"),
+                     **{rule.replace("_n/3", " at n/3").replace("window_span", "window W"):
+                        f"{100 * scores[rule]:.1f}%" if rule in scores else "—"
+                        for rule in rules}})
+    return rows
+
+
+def layout_sentence(layouts: Mapping[str, object]) -> str:
+    """What the study says: the strongest rule of reach W per layout."""
+    worst: dict[str, float] = {}
+    for key, scores in layouts["balanced_accuracy"].items():  # type: ignore[index]
+        layout = key.rsplit(" ", 1)[1]
+        at_w = [v for rule, v in scores.items() if not rule.endswith("n/3")]
+        worst[layout] = max(worst.get(layout, 0.0), max(at_w))
+    third = [v for scores in layouts["balanced_accuracy"].values()  # type: ignore[index]
+             for rule, v in scores.items() if rule.endswith("n/3")]
+    book, source = (100 * worst.get(name, math.nan) for name in ("retyped", "source"))
+    text = (f"The strongest rule of reach $W$ scores up to {book:.1f}% "
+            f"on the book's layout and {source:.1f}% with the word as "
+            f"member, both at $W = \\lceil n/3 \\rceil$; on the spread layout no rule of reach $W$ "
+            f"passes {100 * worst.get('spread', math.nan):.1f}%")
+    if third:
+        text += (f", but rules that read $n/3$ symbols reach {100 * max(third):.1f}% on it, as its "
+                 f"$W$ is only about $n/6$")
+    return (text + ". So at these lengths a set can defeat every rule of reach $W$ only with "
+            "$W$ well below $n/3$; with $W = n/3$ it holds against the exact checks, the tallies "
+            "and the counted models, not against a pooled CNN.")
