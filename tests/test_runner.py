@@ -209,6 +209,15 @@ def _named_summary(stage: int = 9, group: str = "book/results/smoke/fixture_ok/a
     return edit
 
 
+def test_text_longer_than_a_file_name_names_no_file(tmp_path: Path) -> None:
+    """Issue 52: a recipe written in a parameter is longer than a file name may be; asking the
+    disk whether it is a file raised ENAMETOOLONG and broke `dyckbook pages`."""
+    recipe = "lm@k3-L2-causal-learned-mean " + "objective:language_model " * 20
+    runs = {r.name: r for r in runner.resolve_profile(runner.load_manifest(
+        manifest(tmp_path, _named_summary(group=recipe))), "smoke")}
+    assert runner.run_inputs(runs["summary"], list(runs.values()), tmp_path / "out") == {}
+
+
 def test_a_run_depends_on_the_runs_and_files_its_parameters_name_only(tmp_path: Path) -> None:
     root = tmp_path / "out"
     runs = {r.name: r for r in runner.resolve_profile(

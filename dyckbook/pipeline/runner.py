@@ -161,9 +161,18 @@ def run_inputs(run: Run, every: Sequence[Run], root: Path) -> dict[str, str]:
         for rel in paths:
             path = source / rel
             if (not Path(rel).is_absolute() and ".." not in Path(rel).parts
-                    and not rel.startswith(RESULTS_DIR.as_posix()) and path.is_file()):
+                    and not rel.startswith(RESULTS_DIR.as_posix()) and _is_file(path)):
                 out[f"file:{rel}"] = hashlib.sha256(path.read_bytes()).hexdigest()
     return dict(sorted(out.items()))
+
+
+def _is_file(path: Path) -> bool:
+    """Whether a parameter's text names a file; text that is no path (a recipe longer than a
+    file name may be) names none."""
+    try:
+        return path.is_file()
+    except OSError:  # ENAMETOOLONG and the like
+        return False
 
 
 def run_status(run: Run, inputs: Mapping[str, str], root: Path) -> str:
