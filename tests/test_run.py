@@ -417,3 +417,22 @@ def test_the_adversary_is_scored_beside_a_model_on_its_long_range_sets_only():
     assert set(record.baselines["stack"]) == set(B.STACK_FREE) | set(A.ADVERSARY)
     assert set(record.baselines["hard"]) == set(B.STACK_FREE)
     assert all(s.n == record.scores["stack"].n for s in record.baselines["stack"].values())
+
+
+def test_a_rule_that_cannot_read_the_longest_strings_is_left_out_there():
+    """The length study tests to 8N = 128 symbols; edit_knn reads strings of one machine word
+    (64) and failed the cpu profile's 07 run. Where a stack set holds longer strings every
+    other rule is still scored."""
+    from dyckbook import baselines as B
+    from dyckbook.run import _rules_for
+
+    rules = (*B.STACK_FREE, *A.ADVERSARY)
+    assert "edit_knn" in _rules_for(rules, ("member", "stack"), 64)
+    assert set(_rules_for(rules, ("member", "stack"), 65)) == set(rules) - {"edit_knn"}
+    assert set(_rules_for(rules, ("dip", "member"), 128)) == set(B.STACK_FREE)
+    data = DataConfig(k=1, min_length=2, max_length=8, test_min_length=66, test_max_length=70,
+                      n_train=200, n_val=0, n_test=40, test_sets=("stack",))
+    record = run_seeds(RunConfig(data, replace(MODEL, k=1, n_ctx=70),
+                                 replace(TRAIN, max_steps=2), seed=1), [1])[0].record
+    scored = set(record.baselines["stack"])
+    assert "edit_knn" not in scored and {"cnn", "skipgrams", "height_stats"} <= scored
