@@ -131,7 +131,7 @@ def layout_rows(layouts: Mapping[str, object]) -> list[dict[str, str]]:
     for key, scores in table.items():
         language, layout = key.rsplit(" ", 1)
         rows.append({"set": language, "layout": _LAYOUT_NAMES.get(layout, layout),
-                     "W": spans[layout].replace("ceil(", "⌈").replace(")", "⌉"),
+                     "W": spans[layout].replace("ceil(", "⌈").replace(")", "⌉").replace(" ", ""),
                      **{rule.replace("_n/3", " at n/3").replace("window_span", "window W"):
                         f"{100 * scores[rule]:.1f}%" if rule in scores else "—"
                         for rule in rules}})
