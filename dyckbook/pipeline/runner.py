@@ -153,26 +153,17 @@ def _relative_folder(run: Run) -> str:
 def run_inputs(run: Run, every: Sequence[Run], root: Path) -> dict[str, str]:
     """What ``run`` reads, each with the digest of its contents: the runs of ``_reads`` (name ->
     digest of their published files) and the committed files its parameters name (``file:``
-    path -> SHA-256; a path relative to the repository, like a benchmark's results). A change
-    in any of them makes the run stale; a run it does not read never does."""
+    path -> SHA-256; a path relative to the repository, like a benchmark's results; text of 256
+    characters or more, a recipe, names none). A change makes the run stale; others never do."""
     out = {r.name: _digest(_record(r, root).get("files")) for r in _reads(run, every)}
     source = R.source_root()
     for paths in _named(run).values():
         for rel in paths:
             path = source / rel
-            if (not Path(rel).is_absolute() and ".." not in Path(rel).parts
-                    and not rel.startswith(RESULTS_DIR.as_posix()) and _is_file(path)):
+            if (len(rel) < 256 and not Path(rel).is_absolute() and ".." not in Path(rel).parts
+                    and not rel.startswith(RESULTS_DIR.as_posix()) and path.is_file()):
                 out[f"file:{rel}"] = hashlib.sha256(path.read_bytes()).hexdigest()
     return dict(sorted(out.items()))
-
-
-def _is_file(path: Path) -> bool:
-    """Whether a parameter's text names a file; text that is no path (a recipe longer than a
-    file name may be) names none."""
-    try:
-        return path.is_file()
-    except OSError:  # ENAMETOOLONG and the like
-        return False
 
 
 def run_status(run: Run, inputs: Mapping[str, str], root: Path) -> str:
