@@ -175,7 +175,7 @@ def plot_curves(records: Mapping[str, Sequence[Any]]) -> Figure:
                 steps = [h["step"] for h in record.history]
                 acc = [h["val_accuracy"][0] if isinstance(h["val_accuracy"], list)
                        else h["val_accuracy"] for h in record.history]
-                ax.plot(steps, acc, color=colour, lw=1, alpha=0.8,
+                ax.plot(steps, acc, color=colour, lw=1, alpha=0.8, marker="o", ms=2,
                         label=label if j == 0 else None)
         ax.axhline(0.99, color="0.5", lw=0.8, ls="--")
         ax.set(xlabel="optimiser steps", ylabel="validation accuracy", ylim=(0.4, 1.01))
