@@ -230,10 +230,15 @@ def plot_seeds(rows: Sequence[Mapping[str, Any]], value: str = "accuracy",
     failed = [r for r in rows if r.get("status", "ok") != "ok"]
     with style_context():
         fig, ax = new_panel((6.5, 0.5 * len(configs) + 1.4), title)
-        if ok:
-            sns.stripplot(x=[r[value] for r in ok], y=[r["config"] for r in ok], order=configs,
-                          orient="h", ax=ax, color=PALETTE[0], alpha=0.6, size=4, jitter=0.15,
-                          label="seed")
+        if ok:  # seaborn jitters with numpy's global generator: seeded here, then restored,
+            state = np.random.get_state()  # so that a rerun draws the same figure
+            np.random.seed(0)
+            try:
+                sns.stripplot(x=[r[value] for r in ok], y=[r["config"] for r in ok],
+                              order=configs, orient="h", ax=ax, color=PALETTE[0], alpha=0.6,
+                              size=4, jitter=0.15, label="seed")
+            finally:
+                np.random.set_state(state)
         else:  # nothing trained: the failed seeds below are the whole figure
             ax.set_yticks(range(len(configs)), configs)
             ax.set_ylim(max(len(configs), 1) - 0.5, -0.5)
