@@ -15,7 +15,7 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -138,6 +138,18 @@ def append_records(path: str | os.PathLike[str], records: Iterable[RunRecord | d
     lines = [json.dumps(_plain(r.to_dict() if isinstance(r, RunRecord) else r), sort_keys=True)
              for r in records]
     return write_bytes(path, old + "".join(line + "\n" for line in lines).encode())
+
+
+def keep_records(path: str | os.PathLike[str], keep: Callable[[RunRecord], bool]
+                 ) -> list[RunRecord]:
+    """The records of a JSONL file that ``keep`` accepts; the file is rewritten to hold only
+    those when it held others (a resume cache of another recipe's records)."""
+    found = read_records(path)
+    kept = [r for r in found if keep(r)]
+    if len(kept) < len(found):
+        write_bytes(path, b"")
+        append_records(path, kept)
+    return kept
 
 
 def read_records(path: str | os.PathLike[str]) -> list[RunRecord]:

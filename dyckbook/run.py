@@ -369,7 +369,7 @@ def _fitted(data: DataConfig, seed: int, test_kinds: tuple[str, ...],
 
 
 #: the longest strings a rule can fit or score (``adversary.EditKNN``: one machine word each)
-_LONGEST = {"edit_knn": 64}
+_LONGEST = {"edit_knn": A._KNN_BITS}
 
 
 def _rules_for(names: tuple[str, ...], kinds: tuple[str, ...],

@@ -249,3 +249,17 @@ def test_write_bytes_writes_through_a_link_and_keeps_permissions(tmp_path):
     results.write_bytes(link, b"new")
     assert link.is_symlink() and target.read_bytes() == b"new"
     assert stat.S_IMODE(target.stat().st_mode) == 0o600
+
+
+def test_keep_records_drops_the_others_and_rewrites_only_then(tmp_path):
+    """The resume caches of the grid and of the learning study keep the records of the recipe
+    they run; the file is rewritten only when it held another's."""
+    path = tmp_path / "records.jsonl"
+    results.append_records(path, [_record(0), _record(1), _record(2)])
+    before = path.stat().st_mtime_ns
+    assert [r.seed for r in results.keep_records(path, lambda r: True)] == [0, 1, 2]
+    assert path.stat().st_mtime_ns == before  # nothing dropped: untouched
+    kept = results.keep_records(path, lambda r: r.seed != 1)
+    assert [r.seed for r in kept] == [0, 2]
+    assert [r.seed for r in results.read_records(path)] == [0, 2]
+    assert results.keep_records(tmp_path / "absent.jsonl", lambda r: True) == []

@@ -213,12 +213,9 @@ def run_grid(cells: Iterable[Cell], spec: GridSpec, seeds: Sequence[int],
     cells = list(cells)
     done = {}
     if records_path is not None:
-        found = results.read_records(records_path)
-        done = {d: r for r in found if (d := config_digest(r.config))
-                == spec.config(cell_of(r), r.config["seed"]).digest()}
-        if len(done) < len(found):  # records of another recipe: the file keeps this one only
-            results.write_bytes(records_path, b"")
-            results.append_records(records_path, done.values())
+        kept = results.keep_records(records_path, lambda r: config_digest(r.config)
+                                    == spec.config(cell_of(r), r.config["seed"]).digest())
+        done = {config_digest(r.config): r for r in kept}
     todo = []
     for cell in cells:
         missing = [s for s in seeds if spec.config(cell, s).digest() not in done]

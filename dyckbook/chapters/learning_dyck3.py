@@ -106,10 +106,7 @@ def run_recipes(configs: Mapping[str, RunConfig], seeds: Sequence[int],
     its records on another; within a machine ``DYCKBOOK_RUN_CACHE`` resumes a stopped one."""
     path = Path(records_path)
     wanted = {c.with_seed(s).digest(): (label, s) for label, c in configs.items() for s in seeds}
-    found = [r for r in results.read_records(path) if config_digest(r.config) in wanted]
-    if len(found) < len(results.read_records(path)):  # another recipe's records: dropped
-        results.write_bytes(path, b"")
-        results.append_records(path, found)
+    found = results.keep_records(path, lambda r: config_digest(r.config) in wanted)
     have = {config_digest(r.config): r for r in found}
     out: dict[str, list[RunRecord]] = {}
     for label, config in configs.items():
