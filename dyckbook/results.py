@@ -27,9 +27,10 @@ from dyckbook.languages import Dyck
 if TYPE_CHECKING:  # torch loads only when records are touched
     from dyckbook.record import RunRecord
 
-__all__ = ["ROOT_ENV", "append_records", "dataset_text", "read_bigbench", "read_dataset",
-           "read_json", "read_records", "repo_root", "resolve", "source_root", "write_bytes",
-           "write_dataset", "write_json", "write_text"]
+__all__ = ["ROOT_ENV", "append_records", "baselines_path", "dataset_text", "expand_records",
+           "keep_records", "read_bigbench", "read_dataset", "read_json", "read_records",
+           "record_files", "repo_root", "resolve", "source_root", "write_bytes", "write_dataset",
+           "write_json", "write_records", "write_text"]
 
 ROOT_ENV = "DYCKBOOK_ROOT"
 _DATASET_FORMAT = "dyckbook.dataset/2"
@@ -129,15 +130,116 @@ def read_json(path: str | os.PathLike[str]) -> Any:
 
 
 # ------------------------------------------------------------------------------ records
+# A run record carries the shortcut baselines' scores on its test sets (``RunRecord.baselines``,
+# about 40 KB with every per-length count). They depend on the data alone, so every
+# configuration trained on the same strings repeats them (07: eight records a blob, 9.4 MB).
+# The file therefore holds each distinct blob once, in a companion ``<stem>.baselines.jsonl``
+# (lines ``{"digest", "baselines"}``), and a record names it by digest; reading puts it back.
+_SHARED = ".baselines.jsonl"
+
+
+def baselines_path(path: str | os.PathLike[str]) -> Path:
+    """The companion of a records file that holds its baselines' scores once each
+    (``records.jsonl`` -> ``records.baselines.jsonl``)."""
+    path = Path(path)
+    return path.with_name(path.name[:-len(".jsonl")] + _SHARED if path.name.endswith(".jsonl")
+                          else path.name + _SHARED)
+
+
+def record_files(name: str) -> list[str]:
+    """A records file's relative name and its companion's (what a resume cache must keep)."""
+    return [name, baselines_path(name).as_posix()] if name.endswith(".jsonl") else [name]
+
+
+def _digest_baselines(blob: Any) -> str:
+    import hashlib
+
+    text = json.dumps(blob, sort_keys=True)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def _json_lines(path: Path) -> list[tuple[int, Any]]:
+    out = []
+    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                out.append((i, json.loads(line)))
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{path}:{i} is not JSON: {error}") from None
+    return out
+
+
+def _read_shared(path: Path) -> dict[str, Any]:
+    shared = baselines_path(path)
+    if not shared.is_file():
+        return {}
+    out = {}
+    for i, row in _json_lines(shared):
+        if not isinstance(row, dict) or set(row) != {"digest", "baselines"}:
+            raise ValueError(f"{shared}:{i} is not a baselines line ({{digest, baselines}})")
+        out[row["digest"]] = row["baselines"]
+    return out
+
+
+def expand_records(lines: Iterable[Mapping[str, Any]], shared: Iterable[Mapping[str, Any]],
+                   where: str = "records", companion: str = "its companion", first: int = 1
+                   ) -> list[dict[str, Any]]:
+    """Record dicts with the baselines they name by digest put back (``shared``: the
+    companion's lines); a digest the companion lacks is a ValueError naming it, the file
+    ``where`` and the line (``first``: the first record's)."""
+    table = {row["digest"]: row["baselines"] for row in shared}
+    out = []
+    for i, line in enumerate(lines, first):
+        if not isinstance(line, Mapping):  # not a record: as it is
+            out.append(line)
+            continue
+        line = dict(line)
+        ref = line.get("baselines")
+        if isinstance(ref, str):
+            if ref not in table:
+                raise ValueError(f"{where}:{i} names baselines {ref}, which "
+                                 f"{companion} does not hold")
+            line["baselines"] = table[ref]
+        out.append(line)
+    return out
+
+
 def append_records(path: str | os.PathLike[str], records: Iterable[RunRecord | dict]) -> Path:
-    """Append run records to a JSONL file, one per line (the file is rewritten atomically)."""
+    """Append run records to a JSONL file, one per line, their baselines' scores to its
+    companion (:func:`baselines_path`) once per distinct blob (both rewritten atomically, the
+    companion first)."""
     from dyckbook.record import RunRecord
 
     path = Path(path)
     old = path.read_bytes() if path.is_file() else b""
-    lines = [json.dumps(_plain(r.to_dict() if isinstance(r, RunRecord) else r), sort_keys=True)
-             for r in records]
+    known = _read_shared(path)
+    new_shared, lines = [], []
+    for r in records:
+        data = _plain(r.to_dict() if isinstance(r, RunRecord) else dict(r))
+        blob = data.get("baselines")
+        if isinstance(blob, dict) and blob:
+            digest = _digest_baselines(blob)
+            if digest not in known:
+                known[digest] = blob
+                new_shared.append(json.dumps({"digest": digest, "baselines": blob},
+                                             sort_keys=True))
+            data["baselines"] = digest
+        lines.append(json.dumps(data, sort_keys=True))
+    if new_shared:
+        shared = baselines_path(path)
+        before = shared.read_bytes() if shared.is_file() else b""
+        write_bytes(shared, before + "".join(line + "\n" for line in new_shared).encode())
     return write_bytes(path, old + "".join(line + "\n" for line in lines).encode())
+
+
+def write_records(path: str | os.PathLike[str], records: Iterable[RunRecord | dict]) -> Path:
+    """Replace a records file (and its companion) by ``records``."""
+    path = Path(path)
+    records = list(records)
+    for p in (baselines_path(path), path):
+        if p.is_file():
+            write_bytes(p, b"")
+    return append_records(path, records)
 
 
 def keep_records(path: str | os.PathLike[str], keep: Callable[[RunRecord], bool]
@@ -147,25 +249,26 @@ def keep_records(path: str | os.PathLike[str], keep: Callable[[RunRecord], bool]
     found = read_records(path)
     kept = [r for r in found if keep(r)]
     if len(kept) < len(found):
-        write_bytes(path, b"")
-        append_records(path, kept)
+        write_records(path, kept)
     return kept
 
 
 def read_records(path: str | os.PathLike[str]) -> list[RunRecord]:
-    """Run records of a JSONL file (a missing file holds none)."""
+    """Run records of a JSONL file (a missing file holds none), with the baselines' scores
+    its companion holds put back (a file written before there was one holds them inline)."""
     from dyckbook.record import RunRecord
 
     path = Path(path)
     if not path.is_file():
         return []
+    shared = [{"digest": d, "baselines": b} for d, b in _read_shared(path).items()]
     out = []
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
-            try:
-                out.append(RunRecord.from_dict(json.loads(line)))
-            except (json.JSONDecodeError, KeyError, TypeError) as error:
-                raise ValueError(f"{path}:{i} is not a run record: {error}") from None
+    for i, line in _json_lines(path):
+        try:
+            [data] = expand_records([line], shared, str(path), str(baselines_path(path)), i)
+            out.append(RunRecord.from_dict(data))
+        except (KeyError, TypeError, AttributeError) as error:
+            raise ValueError(f"{path}:{i} is not a run record: {error}") from None
     return out
 
 

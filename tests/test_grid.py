@@ -107,6 +107,12 @@ def first_run(tmp_path_factory):
     return path, records, finished
 
 
+def _copy_records(src, dest):
+    """A records file with its companion (the baselines it names by digest)."""
+    for a, b in ((src, dest), (results.baselines_path(src), results.baselines_path(dest))):
+        b.write_bytes(a.read_bytes())
+
+
 def test_run_grid_gives_a_record_per_cell_and_seed(first_run):
     path, records, finished = first_run
     cells = cells_named("smoke")
@@ -134,7 +140,7 @@ def test_run_grid_resumes_without_training(first_run, monkeypatch):
 
 def test_a_new_recipe_replaces_the_old_records_in_the_file(first_run, tmp_path):
     path = tmp_path / "records.jsonl"
-    path.write_bytes(first_run[0].read_bytes())  # 3 smoke cells x 2 seeds at TINY
+    _copy_records(first_run[0], path)  # 3 smoke cells x 2 seeds at TINY
     longer = GridSpec(**{**TINY.to_dict(), "max_steps": 9})
     cells = cells_named("smoke")[:1]
     records = run_grid(cells, longer, [0], records_path=path)
@@ -155,6 +161,7 @@ def test_a_record_written_before_a_field_existed_is_not_reused(first_run, tmp_pa
         del data["config"]["train"]["target_window"]
         lines.append(json.dumps(data))
     path.write_text("\n".join(lines) + "\n")
+    results.baselines_path(path).write_bytes(results.baselines_path(first_run[0]).read_bytes())
 
     def no_training(*args, **kwargs):
         raise AssertionError("trained")

@@ -263,3 +263,69 @@ def test_keep_records_drops_the_others_and_rewrites_only_then(tmp_path):
     assert [r.seed for r in kept] == [0, 2]
     assert [r.seed for r in results.read_records(path)] == [0, 2]
     assert results.keep_records(tmp_path / "absent.jsonl", lambda r: True) == []
+
+
+def _with_baselines(seed, rule_accuracy):
+    record = _record(seed)
+    score = Score(4, round(4 * rule_accuracy), {2: [4, round(4 * rule_accuracy)]}, {}, {})
+    record.baselines = {"hard": {"counts": score}}
+    return record
+
+
+def test_records_hold_each_baselines_blob_once(tmp_path):
+    """Records trained on the same strings share their baselines' scores: the companion file
+    holds each distinct blob once, every record names its blob, and reading puts it back."""
+    path = tmp_path / "records.jsonl"
+    companion = results.baselines_path(path)
+    assert companion == tmp_path / "records.baselines.jsonl"
+    written = [_with_baselines(s, 0.5) for s in range(4)] + [_with_baselines(9, 0.25)]
+    results.append_records(path, written[:3])
+    results.append_records(path, written[3:])
+    assert len(companion.read_text().splitlines()) == 2  # two distinct blobs, once each
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert all(isinstance(line["baselines"], str) for line in lines)
+    assert len({line["baselines"] for line in lines}) == 2
+    back = results.read_records(path)
+    assert [_json(r.to_dict()) for r in back] == [_json(r.to_dict()) for r in written]
+    # a record with no baselines keeps its empty mapping inline
+    bare = _record(5)
+    bare.baselines = {}
+    results.append_records(path, [bare])
+    assert results.read_records(path)[-1].baselines == {}
+    assert len(companion.read_text().splitlines()) == 2
+
+
+def test_records_written_inline_before_the_companion_still_read(tmp_path):
+    path = tmp_path / "records.jsonl"
+    record = _with_baselines(0, 0.5)
+    path.write_text(json.dumps(record.to_dict(), sort_keys=True) + "\n")
+    assert _json(results.read_records(path)[0].to_dict()) == _json(record.to_dict())
+    results.append_records(path, [_with_baselines(1, 0.5)])  # a mixed file reads too
+    assert [r.baselines["hard"]["counts"].accuracy for r in results.read_records(path)] \
+        == [0.5, 0.5]
+
+
+def test_a_missing_or_broken_companion_is_named(tmp_path):
+    path = tmp_path / "records.jsonl"
+    results.append_records(path, [_with_baselines(0, 0.5)])
+    digest = json.loads(path.read_text())["baselines"]
+    companion = results.baselines_path(path)
+    companion.write_text("")
+    with pytest.raises(ValueError,
+                       match=f"{path}:1 names baselines {digest}, which .*records.baselines"):
+        results.read_records(path)
+    companion.write_text('{"digest": "x"}\n')
+    with pytest.raises(ValueError, match=f"{companion}:1 is not a baselines line"):
+        results.read_records(path)
+
+
+def test_keep_records_prunes_the_companion_too(tmp_path):
+    path = tmp_path / "records.jsonl"
+    results.append_records(path, [_with_baselines(0, 0.5), _with_baselines(1, 0.25)])
+    kept = results.keep_records(path, lambda r: r.seed == 1)
+    assert [r.seed for r in kept] == [1]
+    assert len(results.baselines_path(path).read_text().splitlines()) == 1
+    assert results.read_records(path)[0].baselines["hard"]["counts"].accuracy == 0.25
+    assert results.record_files("references/records.jsonl") == [
+        "references/records.jsonl", "references/records.baselines.jsonl"]
+    assert results.record_files("evidence.json") == ["evidence.json"]

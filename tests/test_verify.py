@@ -86,6 +86,27 @@ def test_files_json_lines_and_figures() -> None:
     assert report.equal == 3  # a.json's x, r.jsonl's first y, m.pt's bytes
 
 
+def test_records_are_compared_with_their_baselines_put_back(tmp_path: Path) -> None:
+    """A baseline that moved within the tolerance changes its digest in the records file but
+    reads as equal; one that moved beyond it is named at its place in the record."""
+    def written(rule_accuracy: float) -> dict[str, bytes]:
+        folder = tmp_path / str(rule_accuracy)
+        R.append_records(folder / "records.jsonl", [{"seed": 0, "baselines": {
+            "stack": {"cnn": rule_accuracy}}}])
+        return {p.name: p.read_bytes() for p in folder.iterdir()}
+
+    published, close, far = written(0.5), written(0.5000001), written(0.6)
+    assert set(published) == {"records.jsonl", "records.baselines.jsonl"}
+    assert published["records.jsonl"] != close["records.jsonl"]  # the digest moved
+    report = Report("r")
+    compare_files(published, close, Tolerance(abs=1e-3), report)
+    assert report.ok and report.equal == 1 and [d.verdict for d in report.differences] == [
+        "within"]  # the seed equal, the rule within: the digest is no number
+    report = Report("r")
+    compare_files(published, far, Tolerance(abs=1e-3), report)
+    assert [d.where for d in report.different] == ["records.jsonl[0].baselines.stack.cnn"]
+
+
 def test_glued_texts_are_read_and_images_left_out() -> None:
     nb = {"cells": [{"outputs": [
         {"metadata": {"scrapbook": {"name": "s", "mime_prefix": "application/papermill.record/"}},

@@ -133,7 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
                                  "when stale, failed or never published"),
                        ("register", "register the recipes of a profile's verdict-bearing runs"),
                        ("verify", "recompute published runs in a scratch folder and compare "
-                                  "them with their publication, number by number")):
+                                  "them with their publication, number by number"),
+                       ("compact", "rewrite published records with each baselines blob once "
+                                   "(no value changes; run.json records it)")):
         cmd = sub.add_parser(name, parents=[common], help=text)
         cmd.add_argument("--profile", default="cpu",
                          help=f"a profile of the manifest ({PROFILES}; default: cpu)")
@@ -146,6 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--out", default=None, type=Path,
                        help="where the recomputed files and report.json go "
                             "(default: scratch/verify/PROFILE)")
+    sub.choices["compact"].add_argument("--only", nargs="+", default=None, metavar="RUN",
+                                        help="run names, notebook keys or glob patterns "
+                                             "(default: every published run)")
     run = sub.choices["run"]
     run.add_argument("--only", nargs="+", default=None, metavar="RUN",
                      help="run names, notebook keys or glob patterns")
@@ -401,6 +406,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
                       scheduler=args.scheduler, manifest=manifest, device=args.device)
 
 
+def _cmd_compact(args: argparse.Namespace) -> int:
+    from dyckbook.pipeline import compact
+
+    manifest = _manifest(args)
+    _where(manifest)
+    changed = compact.compact(args.profile, args.only, manifest)
+    for run, files in changed.items():
+        for rel, (before, after) in files.items():
+            print(f"  {run}: {rel} {before:,} -> {after:,} bytes (with its companion)")
+    print(f"{len(changed)} run(s) compacted" + ("; runs that read them are now stale: rerun "
+                                                "them" if changed else ""))
+    return 0
+
+
 def _cmd_verify(args: argparse.Namespace) -> int:
     from dyckbook.pipeline import verify
 
@@ -515,7 +534,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               sys.version.split()[0], " ".join(map(shlex.quote, parser.argv)))
     command = {"generate": _cmd_generate, "check": _cmd_check, "list": _cmd_list,
                "pages": _cmd_pages, "register": _cmd_register, "run": _cmd_run,
-               "verify": _cmd_verify,
+               "verify": _cmd_verify, "compact": _cmd_compact,
                "train-lengths": _cmd_train_lengths}[args.command]
     try:
         return command(args)

@@ -39,7 +39,8 @@ class Notebook:
     group: str  # book/runs/<group>/: the key, or "chapters" for chapters
     stage: int  # every run of a stage finishes before the next stage starts
     outputs: tuple[str, ...]  # files a successful run must have written into results_dir
-    keep: tuple[str, ...]  # files of results_dir that survive a rerun (resume caches)
+    keep: tuple[str, ...]  # files of results_dir that survive a rerun (resume caches; a
+    # records file brings its companion, ``results.baselines_path``)
     defaults: dict[str, Any]  # declared parameter -> default (a literal of the parameters cell)
     reads: str = "named"  # "named" (runs its parameters name) or "every" (runner.run_inputs)
     # what `dyckbook verify` accepts: {"abs": x, "rel": y, "ignore": [names]} (verify.Tolerance)
@@ -104,9 +105,12 @@ def _parse(raw: Any, mpath: Path) -> Manifest:
                 raise ValueError(f"{where}.reads must be one of {list(READS)}, got "
                                  f"{entry['reads']!r}")
             path = (mpath.parent / str(entry["path"])).resolve()
+            # a records file's companion (its baselines, written once each) is kept with it
+            keep = tuple(name for k in _names(entry.get("keep", []), f"{where}.keep")
+                         for name in R.record_files(k))
             notebooks[key] = Notebook(
                 key, path, str(entry.get("title", key)), CHAPTERS_GROUP if chapter else key, stage,
-                *(_names(entry.get(f, []), f"{where}.{f}") for f in ("outputs", "keep")),
+                _names(entry.get("outputs", []), f"{where}.outputs"), keep,
                 _declared(path, where), entry.get("reads", "named"),
                 _tolerance(entry.get("tolerance"), f"{where}.tolerance"))
             if chapter:

@@ -1,0 +1,105 @@
+"""`dyckbook compact`: a run published before records shared their baselines is rewritten in
+today's form, every value as it was, and its run.json says so."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dyckbook import results as R
+from dyckbook.evaluate import Score
+from dyckbook.pipeline import cli, compact, runner
+from dyckbook.record import RunRecord
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def _manifest(tmp_path: Path) -> Path:
+    raw = yaml.safe_load((FIXTURES / "experiments.yml").read_text())
+    for section in ("chapters", "notebooks"):
+        for entry in raw[section].values():
+            entry["path"] = str(FIXTURES / entry["path"])
+    path = tmp_path / "m.yml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+def _record(seed: int, rule: float) -> RunRecord:
+    score = Score(4, 3, {2: [4, 3]}, {"member": [4, 3]}, {1: [4, 3]})
+    rule_score = Score(8, round(8 * rule), {30: [8, round(8 * rule)]}, {}, {})
+    return RunRecord(config={"seed": seed, "data": {"k": 3}}, status="ok", failure=None,
+                     train_accuracy=0.9, margin_std=0.1, scores={"stack": score},
+                     baselines={"stack": {"cnn": rule_score, "window": rule_score}},
+                     baseline_train={"cnn": 0.5}, data={"train": {"n": 4}}, steps=3,
+                     stopped_at=None, seconds=0.1, n_params=10,
+                     history=[{"step": 3, "train_loss": 0.5}], label=f"c{seed}")
+
+
+def _publish_inline(tmp_path: Path) -> tuple[Path, Path, list[str]]:
+    """The fixture run `alpha` published with records written the old way (inline)."""
+    manifest, root = _manifest(tmp_path), tmp_path / "out"
+    run = {r.name: r for r in runner.resolve_profile(runner.load_manifest(manifest), "smoke")
+           }["alpha"]
+    folder = runner._folder(run, root)
+    lines = [json.dumps(R._plain(_record(s, rule).to_dict()), sort_keys=True)  # the old writer
+             for s, rule in ((0, 0.5), (1, 0.5), (2, 0.75))]
+    (folder / "sub").mkdir(parents=True)
+    (folder / "records.jsonl").write_text("\n".join(lines) + "\n")
+    (folder / "sub" / "records.jsonl").write_text(lines[0] + "\n" + lines[1] + "\n")
+    (folder / "metrics.json").write_text("{}")
+    R.write_json(folder / "run.json", {"status": "ok", "files": runner.file_hashes(folder)})
+    page = runner._page(run, root)
+    page.parent.mkdir(parents=True)
+    page.write_text("{}")
+    return manifest, root, lines
+
+
+def test_compact_keeps_every_value_and_records_what_it_did(tmp_path: Path) -> None:
+    manifest, root, lines = _publish_inline(tmp_path)
+    folder = root / "book" / "results" / "smoke" / "fixture_ok" / "alpha"
+    before = {rel: (folder / rel).stat().st_size for rel in ("records.jsonl",
+                                                            "sub/records.jsonl")}
+    changed = compact.compact("smoke", None, manifest, root)
+    assert set(changed) == {"alpha"}
+    assert {rel: sizes[0] for rel, sizes in changed["alpha"].items()} == before
+    # every record reads back exactly as written, from the compact file and its companion
+    back = R.read_records(folder / "records.jsonl")
+    assert [json.dumps(R._plain(r.to_dict()), sort_keys=True) for r in back] == lines
+    assert len(R.baselines_path(folder / "records.jsonl").read_text().splitlines()) == 2
+    assert R.read_records(folder / "sub" / "records.jsonl")[0].label == "c0"
+    # run.json: the files as they now are, and what was done to them
+    record = json.loads((folder / "run.json").read_text())
+    assert record["files"] == runner.file_hashes(folder)
+    [entry] = record["compacted"]
+    assert entry["files"] == changed["alpha"] and "values unchanged" in entry["by"]
+    # a second pass finds nothing to do
+    assert compact.compact("smoke", None, manifest, root) == {}
+
+
+def test_a_file_whose_blobs_never_repeat_is_left_inline(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    path.write_text(json.dumps(R._plain(_record(0, 0.5).to_dict()), sort_keys=True) + "\n")
+    assert compact.compact_folder(tmp_path) == {}
+    assert not R.baselines_path(path).exists()
+
+
+def test_an_edited_publication_is_refused_by_name(tmp_path: Path, capsys) -> None:
+    manifest, root, _ = _publish_inline(tmp_path)
+    folder = root / "book" / "results" / "smoke" / "fixture_ok" / "alpha"
+    (folder / "metrics.json").write_text('{"edited": 1}')
+    with pytest.raises(ValueError, match="run 'alpha' of profile 'smoke' is edited"):
+        compact.compact("smoke", ["alpha"], manifest, root)
+    assert compact.compact("smoke", None, manifest, root) == {}  # skipped when not named
+    assert json.loads((folder / "records.jsonl").read_text().splitlines()[0])["baselines"]
+
+
+def test_the_command_line_reports_sizes(tmp_path: Path, capsys, monkeypatch) -> None:
+    manifest, root, _ = _publish_inline(tmp_path)
+    monkeypatch.setenv(R.ROOT_ENV, str(root))
+    assert cli.main(["compact", "--profile", "smoke", "--manifest", str(manifest),
+                     "--only", "alpha"]) == 0
+    out = capsys.readouterr().out
+    assert "alpha: records.jsonl" in out and "1 run(s) compacted" in out
