@@ -110,6 +110,11 @@ def test_every_page_says_where_its_numbers_come_from(tmp_path):
     assert "at commit not recorded" in pages.provenance({})["text"]
     assert "(cuda:0)" in pages.provenance({**record, "device": "cuda:0"})["text"]
     assert pages.provenance({**record, "device": "cpu"})["text"] == said["text"]
+    compacted = pages.provenance({**record, "compacted": [
+        {"on": "2026-11-29T10:00:00+00:00", "commit": "abcdef012345"}]})["text"]
+    assert compacted.startswith(said["text"]) and compacted.endswith(
+        "rewritten with each block of baseline scores once on 2026-11-29 (commit abcdef012345; "
+        "values unchanged).")
     assert pages.machine().endswith(" cores")
     assert pages.source_commit(tmp_path) is None  # not a checkout
     git = ["git", "-C", str(tmp_path), "-c", "user.email=a@b", "-c", "user.name=a"]

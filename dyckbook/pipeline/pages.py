@@ -208,7 +208,8 @@ def source_commit(root: str | os.PathLike[str]) -> str | None:
 def provenance(record: Mapping[str, Any]) -> dict[str, Any]:
     """What a page says of where its numbers come from, from its ``run.json``: the commit and
     package version that computed it, its results version, when it finished, on what machine
-    and in how long (``text``: one sentence; missing parts say "not recorded")."""
+    and in how long (``text``: one sentence, and one per later rewrite of its records' format
+    by ``dyckbook compact``; missing parts say "not recorded")."""
     fields = {"commit": record.get("commit"), "dyckbook": record.get("dyckbook"),
               "results_version": record.get("results_version"),
               "finished": record.get("finished"), "machine": record.get("machine"),
@@ -221,4 +222,8 @@ def provenance(record: Mapping[str, Any]) -> dict[str, Any]:
     fields["text"] = (f"Computed by dyckbook {say['dyckbook']} at commit {say['commit']} "
                       f"(results version {say['results_version']}) on {say['machine']}{card}"
                       f" in {minutes}, finished {when}.")
+    for entry in record.get("compacted", []):  # `dyckbook compact`: the format, not a value
+        fields["text"] += (f" Its records were rewritten with each block of baseline scores "
+                           f"once on {str(entry.get('on', 'an unrecorded date'))[:10]} (commit "
+                           f"{entry.get('commit', 'not recorded')}; values unchanged).")
     return fields
