@@ -9,7 +9,10 @@ folder; the published tree is only read.
 What is compared:
 
 - every JSON and JSONL file of the results folder, value by value (numbers within the
-  tolerance, other values equal, keys and lengths the same);
+  tolerance, other values equal, keys and lengths the same), a records file with the baseline
+  scores its companion holds put back; not the files the manifest's ``keep`` names (resume
+  caches: a resumed run's may hold its records in another order, or more lines than a run from
+  nothing), whose numbers are compared where the page prints them;
 - every glued text of the published page (the numbers the page prints), split into its numbers
   and the text between them: the text must be equal, the numbers within the tolerance;
 - every other file byte for byte; a figure (``.png``, ``.svg``) that differs is reported but
