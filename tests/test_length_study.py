@@ -130,7 +130,9 @@ def test_run_records_resumes_from_its_records_and_keeps_only_this_recipes(tmp_pa
     other = generalisation.run_records({"x": generalisation.config(_base(window=3), "lstm")},
                                      [0], tmp_path / "other")
     path = tmp_path / "records.jsonl"
-    path.write_text(path.read_text() + (tmp_path / "other" / "records.jsonl").read_text())
+    for name in ("records.jsonl", "records.baselines.jsonl"):  # the records and their companion
+        (tmp_path / name).write_text((tmp_path / name).read_text()
+                                     + (tmp_path / "other" / name).read_text())
     trained = []
     real = generalisation._records
 
@@ -145,6 +147,10 @@ def test_run_records_resumes_from_its_records_and_keeps_only_this_recipes(tmp_pa
     assert [r.label for r in again["b"]] == ["b", "b"]
     lines = path.read_text().splitlines()  # x's record (another recipe) is gone
     assert len(lines) == 4 and other["x"][0].to_dict() not in map(json.loads, lines)
+    # and its baselines with it: the companion holds only blobs the kept records name
+    named = {json.loads(line)["baselines"] for line in lines}
+    assert {json.loads(line)["digest"] for line in (tmp_path / "records.baselines.jsonl")
+            .read_text().splitlines()} == named
     trained.clear()
     more = generalisation.run_records(configs, [0, 1, 2], tmp_path)  # a third seed only
     assert trained == [[2], [2]] and [r.seed for r in more["b"]] == [0, 1, 2]

@@ -226,8 +226,7 @@ def run_records(configs: Mapping[str, Any], seeds: Sequence[int], out: Any,
             r.label = key[0]
             done[key] = r
     if len(done) < len(found):  # records of another recipe: the file keeps this call's only
-        results.write_bytes(path, b"")
-        results.append_records(path, done.values())
+        results.write_records(path, done.values())
     if done:
         print(f"resumed {len(done)} of {len(wanted)} (configuration, seed) records from "
               f"{path}", flush=True)
