@@ -33,8 +33,7 @@ __all__ = ["compact", "compact_folder"]
 
 
 def _lines(path: Path) -> list[Any]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
-            if line.strip()]
+    return [row for _, row in R._json_lines(path)]  # the reader read_records uses
 
 
 def _inline(lines: Sequence[Any]) -> bool:
