@@ -8,8 +8,12 @@ matplotlib, seaborn and pyyaml suffice)::
 
     PYTHONUNBUFFERED=1 python3 benchmarks/bench_gpu.py --out $OUT/gpu.json
 
-then copy ``gpu.json`` into ``benchmarks/results/`` and run ``bench_profile_cost.py``, whose GPU
-column is made from its ``runs`` part (about 6 minutes with the default parts and budget).
+then ``python benchmarks/bench_gpu.py --adopt PATH/gpu.json`` here (the parts it did not measure
+stay, under ``raw.earlier`` with their card and date) and run ``bench_profile_cost.py``, whose GPU
+column is made from its ``runs`` part. Measured on an H200 on 2026-11-28 with ``--budget-s 60``:
+check 9 s, speed 17 s, runs 60 s of timing (39 of the ablation grid's 72 groups and the first
+group of every other run timed, the rest at their run's mean); the package's tests marked for
+CUDA passed there.
 
 - ``check``: the same seeded networks (the grid's classifier, exp. 1's shape, and seed 001's
   encoder-decoder, two models each) trained 20 steps on the CPU and on the GPU with float32
@@ -60,6 +64,7 @@ import platform
 import statistics
 import sys
 import time
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -275,9 +280,9 @@ def part_lengths(params_path: str | None = None) -> tuple[dict[str, Any], list[d
 
 #: the runs that train, by the manifest's names (bench_profile_cost's runs that train)
 HEAVY = ("thesis-literal", "dyck1", "dyck3", "ood", "long", "explainability", "ablation-grid",
-         "generalisation", "dyck3-budget", "intervention", "completion")
+         "generalisation", "dyck3-budget", "intervention", "completion", "learning-dyck3")
 PROFILES = ("thesis", "cpu")
-_TRAINING_CALLS = ("run_all", "run_grid", "run_records", "run_seeds", "run.run(")
+_TRAINING_CALLS = ("run_all", "run_grid", "run_records", "run_recipes", "run_seeds", "run.run(")
 
 
 def _declared(path: Path, where: str) -> dict[str, Any]:
@@ -309,7 +314,7 @@ def training_groups(run: Any, scratch: Path) -> list[tuple[str, Any, int]]:
     import ast
     import contextlib
 
-    from dyckbook.chapters import ablation_grid, generalisation, page
+    from dyckbook.chapters import ablation_grid, generalisation, learning_dyck3, page
     from dyckbook.pipeline import devices, executors
 
     found: list[tuple[str, Any, int]] = []
@@ -330,7 +335,8 @@ def training_groups(run: Any, scratch: Path) -> list[tuple[str, Any, int]]:
     def nothing(*args: Any, **kwargs: Any) -> Any:
         return contextlib.nullcontext(SimpleNamespace(update=lambda *a: None))
 
-    patched = [(page, "run_all", run_all), (ablation_grid, "run_grid", run_grid),
+    patched = [(page, "run_all", run_all), (learning_dyck3, "run_all", run_all),
+               (ablation_grid, "run_grid", run_grid),
                (generalisation, "run_records", run_records), (devices, "executor", nothing),
                (executors, "make_executor", nothing), (executors, "progress", nothing)]
     saved = [(module, name, getattr(module, name)) for module, name, _ in patched]
@@ -352,7 +358,8 @@ def training_groups(run: Any, scratch: Path) -> list[tuple[str, Any, int]]:
                     t in (ast.get_source_segment(src, node) or "") for t in _TRAINING_CALLS))]
             for node in body:
                 try:
-                    with contextlib.redirect_stdout(io.StringIO()):
+                    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+                        warnings.simplefilter("ignore")  # figures of the empty records
                         exec(compile(ast.Module([node], []), run.notebook.path.name, "exec"),
                              namespace)
                 except Exception:  # noqa: BLE001 - past its training calls: the analysis
@@ -515,11 +522,36 @@ PARTS = {"check": part_check, "speed": part_speed, "dropout": part_dropout,
 DEFAULT_PARTS = "check,speed,runs"
 
 
+def adopt(new_path: Path, out: Path) -> None:
+    """``out`` becomes the gpu.json at ``new_path``; each part of the old ``out`` that the new
+    one did not measure is kept under ``raw.earlier[part]`` with its card and date."""
+    new = json.loads(new_path.read_text(encoding="utf-8"))
+    if "raw" not in new or "device" not in new["raw"]:
+        raise SystemExit(f"--adopt: {new_path} is not a gpu.json of bench_gpu (no raw.device)")
+    earlier = {}
+    if out.exists():
+        old = json.loads(out.read_text(encoding="utf-8"))
+        raw = old.get("raw", {})
+        earlier = dict(raw.get("earlier", {}))
+        header = ("device", "torch", "platform", "cpu_count_visible", "earlier")
+        for part, value in raw.items():
+            if part not in header and part not in new["raw"]:
+                earlier[part] = {"device": raw.get("device"), "date": old.get("date"),
+                                 "value": value}
+    new["raw"]["earlier"] = {k: v for k, v in earlier.items() if k not in new["raw"]}
+    out.write_text(json.dumps(new, indent=1, default=str) + "\n", encoding="utf-8")
+    print(f"wrote {out} ({new['raw']['device']}, {new.get('date')}); kept earlier parts: "
+          f"{sorted(new['raw']['earlier']) or 'none'}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parts", default=DEFAULT_PARTS, help=f"of {list(PARTS)}")
     parser.add_argument("--budget-s", type=float, default=300.0,
                         help="part runs: seconds of timing before the rest are estimated")
+    parser.add_argument("--adopt", default=None, metavar="PATH",
+                        help="make the gpu.json a device machine wrote at PATH this one, the "
+                             "parts it did not measure kept from this one (no CUDA)")
     parser.add_argument("--plan", action="store_true",
                         help="print every heavy run's training groups and stop (no CUDA)")
     parser.add_argument("--out", default=str(table.RESULTS / "gpu.json"))
@@ -531,6 +563,9 @@ def main() -> None:
     unknown = [p for p in parts if p not in PARTS]
     if unknown:
         parser.error(f"--parts: {unknown[0]!r} is not one of {list(PARTS)}")
+    if args.adopt:
+        adopt(Path(args.adopt), Path(args.out))
+        return
     if args.plan:
         for name, profiles in plan().items():
             for profile, groups in profiles.items():

@@ -32,9 +32,13 @@ measured it (data, scoring, the stack-free rules, figures: at the cpu size, a lo
 run that trains nothing, its cpu time. A thesis run already published is shown beside its
 estimate. Writes benchmarks/results/profile_cost.json and prints a table.
 
-    python benchmarks/bench_profile_cost.py [--manifest notebooks/experiments.yml]
+    python benchmarks/bench_profile_cost.py [--manifest notebooks/experiments.yml] [--partial]
 
-It needs every cpu run published (``make book``); without them it stops and writes nothing.
+It needs every cpu run published (``make book``); without them it stops and writes nothing,
+unless ``--partial``: a run not published here is then taken from the profile_cost.json already
+here (its row marked with that record's date; a training run's GPU row is its training on the
+card alone, a lower bound, since its host work is measured by its cpu run), and a run in
+neither is named and left out of the totals.
 """
 
 from __future__ import annotations
@@ -58,7 +62,9 @@ import table
 ROOT = Path(__file__).resolve().parent.parent
 EPOCH_RUNS = ("dyck1", "dyck3", "ood", "long")
 STEP_RUNS = ("explainability", "ablation-grid", "generalisation", "intervention")
-TRAINING = (*EPOCH_RUNS, *STEP_RUNS, "thesis-literal", "completion", "dyck3-budget")  # bench_gpu
+#: the runs that train (bench_gpu's HEAVY); learning-dyck3 has the same budgets in both profiles
+TRAINING = (*EPOCH_RUNS, *STEP_RUNS, "thesis-literal", "completion", "dyck3-budget",
+            "learning-dyck3")
 
 
 def published(profile: str, m: manifest.Manifest) -> dict[str, dict[str, Any]]:
@@ -72,6 +78,8 @@ def groups(profile_run: manifest.Run) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = defaultdict(lambda: {"seconds": 0.0, "steps": 0.0})
     folder = ROOT / profile_run.params["results_dir"]
     for path in sorted(folder.glob("records*.jsonl")):
+        if path.name.endswith(".baselines.jsonl"):  # the baselines' companion (results)
+            continue
         for line in path.read_text(encoding="utf-8").splitlines():
             record = json.loads(line)
             key = f"{path.stem}|{record['label']}|k{record['config']['data']['k']}"
@@ -167,6 +175,7 @@ def estimate(name: str, cpu: manifest.Run, thesis: manifest.Run, done: dict[str,
         how = ("training work ratio (an upper bound: early stops)" if name in STEP_RUNS
                or name == "dyck3-budget" else "training work ratio (a lower bound: length²)"
                if name == "long" else "training work ratio" if ratio != 1.0
+               else "the same budgets in both profiles: its cpu time" if name in TRAINING
                else "no training at a larger size: its cpu time")
     return {"run": name, "cpu_seconds": round(measured, 1), "thesis_seconds": round(seconds),
             "how": how, "measured_thesis_seconds": mine and round(
@@ -181,6 +190,8 @@ def gpu_rows(data: dict[str, Any] | None, thesis: Sequence[str],
     a run that trains (:data:`TRAINING`), its groups' training seconds there at the thesis size
     plus ``host[run]`` (its cpu run's time outside training); one that trains nothing,
     ``host[run]`` (its cpu time); a training run the card did not time, ``gpu_seconds`` None.
+    A run missing from ``host`` (``--partial``: its cpu run not published here) counts its
+    training alone (``lower_bound``), or None if it trains nothing.
     No ``runs`` part (a ``gpu.json`` from before it): no rows."""
     measured = ((data or {}).get("raw") or {}).get("runs")
     if not isinstance(measured, dict):
@@ -189,17 +200,41 @@ def gpu_rows(data: dict[str, Any] | None, thesis: Sequence[str],
     out = []
     for name in thesis:
         entry = (measured.get(name) or {}).get("thesis") or {}
-        seconds = entry.get("training_seconds")
+        seconds, work = entry.get("training_seconds"), host.get(name)
         if name not in TRAINING:
-            row = {"gpu_seconds": round(host[name]), "how": "trains nothing: its cpu time"}
+            row = ({"gpu_seconds": None, "how": "its cpu run is not published here"}
+                   if work is None else
+                   {"gpu_seconds": round(work), "how": "trains nothing: its cpu time"})
         elif seconds is None:
             row = {"gpu_seconds": None, "how": "not timed on the card"}
         else:
-            row = {"gpu_seconds": round(seconds + host[name]),
+            plus = ("its training alone (a lower bound: its cpu run, which measures its host "
+                    "work, is not published here)" if work is None
+                    else "plus its host work at the cpu size")
+            row = {"gpu_seconds": round(seconds + (work or 0.0)), "lower_bound": work is None,
                    "how": f"{len(entry['groups'])} training groups' steps x their step on the "
-                          f"card ({entry['estimated']} untimed, at their run's mean), plus its "
-                          f"host work at the cpu size; measured {when}"}
+                          f"card ({entry['estimated']} untimed, at their run's mean), {plus}; "
+                          f"measured {when}"}
         out.append({"run": name, "gpu": card, **row})
+    return out
+
+
+def earlier_estimates(names: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``--partial``: the rows of ``names`` from the profile_cost.json already here (a cpu run
+    published on another machine, costed there), marked as such; their host work unknown."""
+    path = table.RESULTS / "profile_cost.json"
+    if not path.exists():
+        return {}
+    data = json.loads(path.read_text(encoding="utf-8"))
+    when = str(data.get("date", "an unrecorded date"))[:10]
+    out = {}
+    for row in data.get("raw", {}).get("runs", []):
+        if row.get("run") in names:
+            previous = row.get("from_record") or when
+            host = None if row["run"] in TRAINING else row["cpu_seconds"]  # trains nothing
+            out[row["run"]] = {**row, "host_seconds": host, "from_record": previous,
+                               "how": row["how"].split(" [")[0]
+                               + f" [its cpu run costed on {previous}: not published here]"}
     return out
 
 
@@ -223,6 +258,9 @@ def long_training(thesis: dict[str, manifest.Run]) -> dict[str, Any] | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--manifest", default=None)
+    parser.add_argument("--partial", action="store_true",
+                        help="cost a cpu run not published here from the earlier "
+                             "profile_cost.json's record of it (its GPU row: training alone)")
     args = parser.parse_args()
     m = manifest.load_manifest(args.manifest)
     cpu = {r.name: r for r in manifest.resolve_profile(m, "cpu")}
@@ -232,22 +270,35 @@ def main() -> None:
         raise ValueError(f"runs of the thesis profile with no cpu run to scale from: {missing}")
     done, mine = published("cpu", m), published("thesis", m)
     unpublished = sorted(set(thesis) - set(done))
-    if unpublished:  # an estimate from part of the profile would replace the whole one
-        raise SystemExit(f"the cpu profile's runs {unpublished} are not published here: run "
-                         "`make book` (or `python -m dyckbook run --profile cpu`) first")
-    runs = [estimate(name, cpu[name], thesis[name], done[name], mine.get(name)) for name in thesis]
+    earlier = earlier_estimates(unpublished) if args.partial else {}
+    missing = [name for name in unpublished if name not in earlier]
+    if args.partial:  # costed nowhere: named, left out of the totals
+        earlier.update({name: {"run": name, "cpu_seconds": None, "thesis_seconds": None,
+                               "host_seconds": None, "measured_thesis_seconds": None,
+                               "how": "not costed: not published here nor in the earlier "
+                                      "record"} for name in missing})
+        missing = []
+    if missing:  # an estimate from part of the profile would replace the whole one
+        raise SystemExit(f"the cpu profile's runs {missing} are not published here"
+                         f"{' nor in the earlier profile_cost.json' if args.partial else ''}: "
+                         "run `make book` (or `python -m dyckbook run --profile cpu`) first")
+    runs = [earlier[name] if name in earlier else
+            estimate(name, cpu[name], thesis[name], done[name], mine.get(name)) for name in thesis]
     path = table.RESULTS / "gpu.json"
     gpu = gpu_rows(json.loads(path.read_text(encoding="utf-8")) if path.exists() else None,
-                   list(thesis), {r["run"]: r["host_seconds"] for r in runs})
+                   list(thesis), {r["run"]: r["host_seconds"] for r in runs
+                                  if r.get("host_seconds") is not None})
     long = long_training(thesis)
-    total = sum(r["thesis_seconds"] for r in runs)
+    uncosted = [r["run"] for r in runs if r["thesis_seconds"] is None]
+    total = sum(r["thesis_seconds"] for r in runs if r["thesis_seconds"] is not None)
     bench = "thesis profile on this machine, 2 cores (the cpu profile's wall time, scaled)"
     rows = [table.row(bench, f"{r['run']}: hours ({r['how']})", r["thesis_seconds"] / 3600)
-            for r in runs]
+            for r in runs if r["thesis_seconds"] is not None]
     rows += [table.row(bench, f"{r['run']}: hours measured (the thesis run, published)",
                        r["measured_thesis_seconds"] / 3600)
              for r in runs if r.get("measured_thesis_seconds") is not None]
-    rows.append(table.row(bench, "every run: hours", total / 3600))
+    rows.append(table.row(bench, "every run: hours" + (
+        f" (without {', '.join(uncosted)}: not costed)" if uncosted else ""), total / 3600))
     if long:
         rows.append(table.row(bench, f"long: CPU hours of its training alone, "
                               f"{long['sequences']:,} sequences at bench_dropout.py's rate at "
@@ -256,16 +307,25 @@ def main() -> None:
     rows += [table.row(f"thesis profile on a GPU ({g['gpu']}, results/gpu.json)",
                        f"{g['run']}: GPU hours ({g['how']})", g["gpu_seconds"] / 3600)
              for g in gpu if g["gpu_seconds"] is not None]
-    if gpu and all(g["gpu_seconds"] is not None for g in gpu):
+    if gpu:
+        short = sum(bool(g.get("lower_bound")) for g in gpu)
+        left = [g["run"] for g in gpu if g["gpu_seconds"] is None]
+        notes = ([f"{short} runs without their host work"] if short else []) + (
+            [f"without {', '.join(left)}: not costed"] if left else [])
         rows.append(table.row(f"thesis profile on a GPU ({gpu[0]['gpu']}, results/gpu.json)",
-                              "every run: GPU hours, one after another",
-                              sum(g["gpu_seconds"] for g in gpu) / 3600))
+                              "every run: GPU hours, one after another" + (
+                                  f" (a lower bound: {'; '.join(notes)})" if notes else ""),
+                              sum(g["gpu_seconds"] or 0 for g in gpu) / 3600))
     path = table.save("profile_cost", rows, {"runs": runs, "gpu": gpu, "total_seconds": total,
-                                             "long_training": long},
+                                             "long_training": long,
+                                             "from_earlier_record": sorted(earlier)},
                       os.getloadavg(), "full")
     width = max(len(r["run"]) for r in runs)
     print(f"{'run':{width}}  {'cpu h':>7}  {'thesis h':>9}  {'measured':>8}  how")
     for r in runs:
+        if r["thesis_seconds"] is None:
+            print(f"{r['run']:{width}}  {'-':>7}  {'-':>9}  {'-':>8}  {r['how']}")
+            continue
         cpu_h, th_h = f"{r['cpu_seconds'] / 3600:.2f}", f"{r['thesis_seconds'] / 3600:,.1f}"
         got = r.get("measured_thesis_seconds")
         print(f"{r['run']:{width}}  {cpu_h:>7}  {th_h:>9}  "

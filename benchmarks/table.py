@@ -231,14 +231,20 @@ def _make_and_cost(make: dict[str, Any] | None, cost: dict[str, Any] | None) -> 
     if cost is None:
         return text
     long = {r["run"]: r for r in cost["raw"]["runs"]}.get("long", {}).get("thesis_seconds")
-    gpu = {g["run"]: {"hours": g["gpu_seconds"] / 3600, "name": " ".join(g["gpu"].split()[1:2])}
-           for g in cost["raw"]["gpu"]}
+    uncosted = [r["run"] for r in cost["raw"]["runs"] if r.get("thesis_seconds") is None]
+    rows = cost["raw"].get("gpu", [])
+    gpu = {g["run"]: g["gpu_seconds"] / 3600 for g in rows if g["gpu_seconds"] is not None}
+    card = " ".join(rows[0]["gpu"].split()[1:2]) if rows else ""
+    short = [g["run"] for g in rows if g["gpu_seconds"] is None or g.get("lower_bound")]
+    whole = (f"; on one {card}: at least {sum(gpu.values()):,.1f} h ({len(short)} of its runs "
+             "costed by their training alone or not at all)" if short else
+             f"; on one {card}: about {sum(gpu.values()):,.1f} h") if len(rows) > 1 else ""
     return (f"{text} `PROFILE=thesis`: about "
             f"{cost['raw']['total_seconds'] / 3600:,.0f} h here"
+            + (f" without {', '.join(uncosted)}" if uncosted else "")
             + (f", {long / 3600:,.0f} h of it long context" if long else "")
-            + (f" (at most {gpu['long']['hours']:,.0f} h on an {gpu['long']['name']})"
-               if "long" in gpu else "")
-            + f" (`bench_profile_cost.py`, {cost['date'][:10]}).")
+            + (f" (about {gpu['long']:,.1f} h on an {card})" if "long" in gpu else "")
+            + whole + f" (`bench_profile_cost.py`, {cost['date'][:10]}).")
 
 
 def between(text: str, markers: tuple[str, str], body: str, path: Path) -> str:

@@ -175,7 +175,16 @@ def test_readme_times_state_the_profiles_cost_from_its_numbers() -> None:
         "gpu": [{"run": "long", "gpu_seconds": 360000, "gpu": "NVIDIA H100 80GB HBM3"}],
         "total_seconds": 7236000}}
     text = table.render_times(None, cost)
-    assert "about 2,010 h here, 2,000 h of it long context (at most 100 h on an H100)" in text
+    assert ("about 2,010 h here without b, 2,000 h of it long context (about 100.0 h on an H100)"
+            " (`bench") in text  # one GPU row: no whole-profile figure
+    cost["raw"]["gpu"] += [{"run": "a", "gpu_seconds": 7200, "gpu": "NVIDIA H100 80GB HBM3"}]
+    assert "; on one H100: about 102.0 h (`bench" in table.render_times(None, cost)
+    cost["raw"]["gpu"][1]["lower_bound"] = True
+    assert ("; on one H100: at least 102.0 h (1 of its runs costed by their training alone or "
+            "not at all)") in table.render_times(None, cost)
+    cost["raw"]["gpu"][1]["lower_bound"] = False
+    cost["raw"]["gpu"][1]["gpu_seconds"] = None
+    assert "at least 100.0 h (1 of its runs" in table.render_times(None, cost)
     assert "2026-11-27" in text and table.render_times(None) in text
     make = {"raw": {"runs": {"book": {"target_seconds": 600, "date": "2026-11-25 10:00",
                                       "cores": 2, "load_average": [1.0], "venv_seconds": 60}}}}
@@ -285,3 +294,68 @@ def test_profile_cost_gpu_column_from_the_cards_rates() -> None:
     assert "1 untimed" in rows["long"]["how"] and "2026-12-01" in rows["long"]["how"]
     old = {"date": "2026-11-26 10:00", "raw": {"device": "NVIDIA H200"}, "table": []}
     assert cost.gpu_rows(old, thesis, host) == [] and cost.gpu_rows(None, thesis, host) == []
+    partial = {k: v for k, v in host.items() if k not in ("long", "summary")}  # --partial
+    rows = {r["run"]: r for r in cost.gpu_rows(data, thesis, partial)}
+    assert rows["long"]["gpu_seconds"] == 3600 and rows["long"]["lower_bound"]  # training alone
+    assert "lower bound" in rows["long"]["how"] and not rows["dyck1"]["lower_bound"]
+    assert rows["summary"]["gpu_seconds"] is None  # trains nothing, and no cpu time here
+
+
+def test_profile_cost_partial_takes_unpublished_runs_from_the_earlier_record(tmp_path,
+                                                                            monkeypatch):
+    """``--partial``: a cpu run not published here is costed from the profile_cost.json
+    already here, marked with that record's date; its host work is unknown where it trains."""
+    cost = load_bench("bench_profile_cost")
+    monkeypatch.setattr(cost.table, "RESULTS", tmp_path)
+    assert cost.earlier_estimates(["ablation-grid"]) == {}  # no earlier record
+    runs = [{"run": "ablation-grid", "cpu_seconds": 8442.5, "thesis_seconds": 14071,
+             "how": "training work ratio", "measured_thesis_seconds": None},
+            {"run": "summary", "cpu_seconds": 4.0, "thesis_seconds": 4,
+             "how": "no training at a larger size: its cpu time"}]
+    (tmp_path / "profile_cost.json").write_text(json.dumps(
+        {"date": "2026-11-27 15:56", "raw": {"runs": runs}}))
+    got = cost.earlier_estimates(["ablation-grid", "summary", "completion"])
+    assert set(got) == {"ablation-grid", "summary"}  # completion: in no record
+    grid = got["ablation-grid"]
+    assert grid["thesis_seconds"] == 14071 and grid["host_seconds"] is None
+    assert grid["from_record"] == "2026-11-27" and "costed on 2026-11-27" in grid["how"]
+    assert got["summary"]["host_seconds"] == 4.0  # trains nothing: its cpu time is its cost
+    (tmp_path / "profile_cost.json").write_text(json.dumps(  # carried again: one mark, first date
+        {"date": "2026-11-30 10:00", "raw": {"runs": list(got.values())}}))
+    again = cost.earlier_estimates(["ablation-grid"])["ablation-grid"]
+    assert again["from_record"] == "2026-11-27" and again["how"].count("costed on") == 1
+
+
+def test_profile_cost_groups_skip_the_baselines_companion(tmp_path, monkeypatch) -> None:
+    """A run's records with their baselines' companion file (results.append_records): the
+    groups are read from the records alone."""
+    cost = load_bench("bench_profile_cost")
+    monkeypatch.setattr(cost, "ROOT", tmp_path)
+    record = {"label": "x", "seconds": 5.0, "steps": 10, "config": {"data": {"k": 3}}}
+    (tmp_path / "records.jsonl").write_text(json.dumps(record) + "\n")
+    (tmp_path / "records.baselines.jsonl").write_text(json.dumps({"digest": "d",
+                                                                   "baselines": {}}) + "\n")
+
+    class Run:
+        params = {"results_dir": "."}
+    assert cost.groups(Run()) == {"records|x|k3": {"seconds": 5.0, "steps": 10.0}}
+
+
+def test_bench_gpu_adopts_a_device_file_keeping_the_parts_it_did_not_measure(tmp_path):
+    gpu = load_bench("bench_gpu")
+    old = {"date": "2026-11-26 10:54", "raw": {"device": "NVIDIA H100 80GB HBM3", "torch": "2",
+                                               "speed": {"a": 1}, "dropout": {"b": 2}}}
+    new = {"date": "2026-11-28 18:33", "table": [], "raw": {"device": "NVIDIA H200",
+                                                            "speed": {"a": 3}, "runs": {}}}
+    out, got = tmp_path / "gpu.json", tmp_path / "device.json"
+    out.write_text(json.dumps(old))
+    got.write_text(json.dumps(new))
+    gpu.adopt(got, out)
+    merged = json.loads(out.read_text())
+    assert merged["raw"]["speed"] == {"a": 3} and merged["raw"]["device"] == "NVIDIA H200"
+    assert merged["raw"]["earlier"] == {"dropout": {"device": "NVIDIA H100 80GB HBM3",
+                                                    "date": "2026-11-26 10:54",
+                                                    "value": {"b": 2}}}
+    got.write_text(json.dumps({"raw": {}}))
+    with pytest.raises(SystemExit, match="not a gpu.json"):
+        gpu.adopt(got, out)
