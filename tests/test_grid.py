@@ -3,6 +3,7 @@
 import json
 from concurrent.futures import ThreadPoolExecutor
 from itertools import product
+from pathlib import Path
 
 import pytest
 
@@ -178,6 +179,45 @@ def test_executor_results_equal_serial_results(first_run, tmp_path):
                             records_path=tmp_path / "r.jsonl")
     assert [_numbers(r) for r in threaded] == [_numbers(r) for r in records]
     assert len(results.read_records(tmp_path / "r.jsonl")) == 6
+
+
+def test_a_grid_on_workers_makes_each_data_split_once_before_the_cells(tmp_path, monkeypatch):
+    """With an executor, each distinct (data config, seed) is made once, into the data cache
+    (a temporary folder where none is set), and the cells read it there: a cell that made its
+    own splits fails here."""
+    from dyckbook import cache
+    from dyckbook import run as R
+    from dyckbook.chapters import page
+
+    monkeypatch.delenv(cache.DATA_ENV, raising=False)
+    cells = cells_named("smoke")
+    configs = {c.name: TINY.config(c) for c in cells}
+    pairs = {(c.data, s) for c in configs.values() for s in (0, 1)}
+    made = []
+    real = cache.make_splits
+
+    def counted(data, seed):
+        made.append((data, seed))
+        return real(data, seed)
+
+    monkeypatch.setattr(cache, "make_splits", counted)
+    R.data_splits.cache_clear()
+    with ThreadPoolExecutor(max_workers=2) as pool, page.shared_data(configs, [0, 1],
+                                                                     pool) as folder:
+        assert len(list(Path(folder).glob("*.pkl.gz"))) == len(pairs) == len(made)
+        R.data_splits.cache_clear()  # the cells read the folder, not this process's memory
+        monkeypatch.setattr(cache, "make_splits", lambda *a: pytest.fail("made again"))
+        got = ablation_grid.run_cell(TINY.config(cells[0]).to_dict(), [0, 1], "cpu", folder)
+    assert len(got) == 2 and not Path(folder).exists()  # the temporary folder is removed
+    monkeypatch.setenv(cache.DATA_ENV, str(tmp_path / "data"))  # one set: kept and used
+    monkeypatch.setattr(cache, "make_splits", real)
+    R.data_splits.cache_clear()
+    with page.shared_data(configs, [0], ThreadPoolExecutor(1)) as folder:
+        assert folder == str(tmp_path / "data")
+    assert len(list((tmp_path / "data").glob("*.pkl.gz"))) == len({d for d, s in pairs})
+    with page.shared_data(configs, [0], None) as folder:
+        assert folder is None  # no workers: made where needed
+    R.data_splits.cache_clear()
 
 
 def _record(cell, seed, accuracy, status="ok"):

@@ -24,9 +24,11 @@ from dyckbook import blocks, results
 from dyckbook.chapters.figure_style import HIDDEN, new_figure, style_context
 from dyckbook.chapters.page import (
     accuracy_text,
+    data_cache,
     failed_text,
     pct,
     plural,
+    shared_data,
     strongest_text,
     summary_rows,
 )
@@ -181,11 +183,13 @@ def cell_of(record: RunRecord) -> Cell:
     return Cell(d["k"], m["n_layers"], m["mask"], m["pos_encoding"], m["readout"])
 
 
-def run_cell(config: dict[str, Any], seeds: Sequence[int],
-             device: str = "cpu") -> list[dict[str, Any]]:
-    """Train one cell's seeds together on ``device``; records as dicts (what executors send
+def run_cell(config: dict[str, Any], seeds: Sequence[int], device: str = "cpu",
+             data: str | None = None) -> list[dict[str, Any]]:
+    """Train one cell's seeds together on ``device``, their splits read from the data cache
+    folder ``data`` where given (``page.shared_data``); records as dicts (what executors send
     back)."""
-    results_ = run_seeds(RunConfig.from_dict(config), list(seeds), device=device)
+    with data_cache(data):
+        results_ = run_seeds(RunConfig.from_dict(config), list(seeds), device=device)
     return [r.record.to_dict() for r in results_]
 
 
@@ -234,11 +238,13 @@ def run_grid(cells: Iterable[Cell], spec: GridSpec, seeds: Sequence[int],
     if executor is None:
         for cell, missing in todo:
             finish(cell, run_cell(spec.config(cell).to_dict(), missing, device))
-    else:
-        futures = {executor.submit(run_cell, spec.config(cell).to_dict(), missing, device): cell
-                   for cell, missing in todo}
-        for future in as_completed(futures):
-            finish(futures[future], future.result())
+    else:  # each (data, seed) made once, over the workers, before the cells
+        with shared_data({c.name: spec.config(c) for c, _ in todo},
+                         sorted({s for _, m in todo for s in m}), executor) as data:
+            futures = {executor.submit(run_cell, spec.config(cell).to_dict(), missing, device,
+                                       data): cell for cell, missing in todo}
+            for future in as_completed(futures):
+                finish(futures[future], future.result())
     return [done[spec.config(cell, s).digest()] for cell in cells for s in seeds]
 
 

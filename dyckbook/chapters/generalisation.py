@@ -169,30 +169,6 @@ def _records(run_config: Any, seeds: Sequence[int], device: str = "cpu") -> list
         progress=not os.environ.get("DYCKBOOK_QUIET"))]
 
 
-def _make_data(data: Any, seed: int) -> None:
-    from dyckbook.run import data_splits
-
-    data_splits(data, seed)
-
-
-def make_data(configs: Mapping[str, Any], seeds: Sequence[int], executor: Any = None) -> int:
-    """The splits of every (data config, seed) the labelled ``RunConfig``s train on, made into
-    the data cache (``cache``: ``DYCKBOOK_DATA_CACHE`` must name its folder), here or on
-    ``executor``'s processes; returns how many. A GPU machine given the folder then trains only."""
-    from dyckbook import cache
-
-    if cache.folder(cache.DATA_ENV) is None:
-        raise ValueError(f"make_data writes the data cache: set {cache.DATA_ENV} to its folder")
-    tasks = list(dict.fromkeys((c.data, int(s)) for c in configs.values() for s in seeds))
-    if executor is None:
-        for data, seed in tasks:
-            _make_data(data, seed)
-    else:
-        for future in [executor.submit(_make_data, data, seed) for data, seed in tasks]:
-            future.result()
-    return len(tasks)
-
-
 def run_records(configs: Mapping[str, Any], seeds: Sequence[int], out: Any,
                 executor: Any = None, device: str = "cpu") -> dict[str, list[Any]]:
     """Every labelled ``RunConfig`` for every seed (its seeds trained together), here in turn

@@ -6,8 +6,10 @@ from __future__ import annotations
 import logging
 import math
 import os
+import tempfile
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +150,69 @@ def run_all(configs: Mapping[str, Any], seeds: Sequence[int], out: str | os.Path
         results.append_records(results.resolve(out) / "records.jsonl",
                                [r.record for r in done[label]])
     return done
+
+
+@contextmanager
+def data_cache(folder: str | None) -> Iterator[None]:
+    """In a worker: ``DYCKBOOK_DATA_CACHE`` is ``folder`` for the duration (None: as set)."""
+    from dyckbook import cache
+
+    before = os.environ.get(cache.DATA_ENV)
+    if folder is not None:
+        os.environ[cache.DATA_ENV] = folder
+    try:
+        yield
+    finally:
+        if folder is not None and before is None:
+            os.environ.pop(cache.DATA_ENV, None)
+        elif folder is not None:
+            os.environ[cache.DATA_ENV] = before
+
+
+def _make_data(data: Any, seed: int, folder: str | None = None) -> None:
+    from dyckbook.run import data_splits
+
+    with data_cache(folder):
+        data_splits(data, seed)
+
+
+def make_data(configs: Mapping[str, Any], seeds: Sequence[int], executor: Any = None,
+              folder: str | None = None) -> int:
+    """The splits of every (data config, seed) the labelled ``RunConfig``s train on, each made
+    once into the data cache (``folder``, else ``DYCKBOOK_DATA_CACHE``, which must then name
+    one), here or spread over ``executor``'s workers; returns how many."""
+    from dyckbook import cache
+
+    if folder is None and cache.folder(cache.DATA_ENV) is None:
+        raise ValueError(f"make_data writes the data cache: set {cache.DATA_ENV} to its folder")
+    tasks = list(dict.fromkeys((c.data, int(s)) for c in configs.values() for s in seeds))
+    if executor is None:
+        for data, seed in tasks:
+            _make_data(data, seed, folder)
+    else:
+        for future in [executor.submit(_make_data, d, s, folder) for d, s in tasks]:
+            future.result()
+    return len(tasks)
+
+
+@contextmanager
+def shared_data(configs: Mapping[str, Any], seeds: Sequence[int],
+                executor: Any) -> Iterator[str | None]:
+    """With ``executor``'s workers, every distinct (data config, seed) made once, spread over
+    them, before they train (each would otherwise make every split it needs: on a card's 16
+    workers the grid's Dyck-3 data, 42 s a seed, came first in each); yields the folder their
+    tasks read (:func:`data_cache`): ``DYCKBOOK_DATA_CACHE`` where set, else a temporary one.
+    No executor: None (the data are made where needed, once per process)."""
+    from dyckbook import cache
+
+    if executor is None:
+        yield None
+        return
+    root = cache.folder(cache.DATA_ENV)
+    with (nullcontext(str(root)) if root is not None
+          else tempfile.TemporaryDirectory(prefix="dyckbook-data-")) as folder:
+        make_data(configs, seeds, executor, folder)
+        yield folder
 
 
 def records_of(runs: Mapping[str, Sequence[Any]]) -> dict[str, list[Any]]:

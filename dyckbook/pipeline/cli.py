@@ -485,7 +485,7 @@ def _cmd_train_lengths(args: argparse.Namespace) -> int:
     if out is None and not args.data_only:
         raise ValueError("--out must name the folder of records.jsonl")
     from dyckbook import cache
-    from dyckbook.chapters import generalisation
+    from dyckbook.chapters import generalisation, page
     from dyckbook.pipeline import executors
 
     if args.data_cache:  # before the workers start: they inherit it
@@ -495,7 +495,7 @@ def _cmd_train_lengths(args: argparse.Namespace) -> int:
     seeds = range(int(params["n_seeds"]))
     if args.data_only:
         with executors.make_executor(None, args.workers) as executor:
-            made = generalisation.make_data(configs, seeds, executor if args.workers > 1 else None)
+            made = page.make_data(configs, seeds, executor if args.workers > 1 else None)
         print(f"{made} (data config, seed) splits in {args.data_cache}")
         return 0
     with executors.make_executor(None, args.workers) as executor:
