@@ -433,3 +433,18 @@ def test_a_device_is_checked_even_when_every_seed_is_cached(run_cache: Path) -> 
     run.run_seeds(CONFIG, [0])
     with pytest.raises(ValueError, match="device"):
         run.run_seeds(CONFIG, [0], device="tpu")
+
+
+def test_the_runner_hands_the_kernel_this_package_first(monkeypatch) -> None:
+    """A kernel imports the dyckbook the runner runs, also from a checkout that pip never
+    installed (a lent GPU machine: the kernel there failed with ModuleNotFoundError)."""
+    import os
+
+    import dyckbook
+    from dyckbook.pipeline import executors
+
+    here = str(Path(dyckbook.__file__).resolve().parents[1])
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["/elsewhere", here]))
+    assert executors.package_path().split(os.pathsep) == [here, "/elsewhere"]
+    monkeypatch.delenv("PYTHONPATH")
+    assert executors.package_path() == here

@@ -263,3 +263,12 @@ def _clock(seconds: float) -> str:
     minutes, secs = divmod(round(seconds), 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def package_path() -> str:
+    """``PYTHONPATH`` for a notebook's kernel: the folder that holds this ``dyckbook`` first, so
+    the kernel imports the package the runner runs (a checkout not installed with pip, as on a
+    lent GPU machine, included), then what was set."""
+    here = str(Path(__file__).resolve().parents[2])
+    return os.pathsep.join([here, *(p for p in os.environ.get("PYTHONPATH", "").split(
+        os.pathsep) if p and p != here)])

@@ -27,7 +27,7 @@ from typing import Any
 
 from dyckbook import cache
 from dyckbook import results as R
-from dyckbook.pipeline import devices, pages
+from dyckbook.pipeline import devices, executors, pages
 from dyckbook.pipeline.executors import (
     TEMP_PREFIX,
     Progress,
@@ -327,7 +327,7 @@ def execute(task: Task) -> dict[str, Any]:
         threads = str(task.params["num_threads"])
         env = {**os.environ, **cache_folders(), **task.env, R.ROOT_ENV: str(root),
                "MPLBACKEND": "Agg",
-               "DYCKBOOK_QUIET": "1",
+               "DYCKBOOK_QUIET": "1", "PYTHONPATH": executors.package_path(),
                "PYDEVD_DISABLE_FILE_VALIDATION": "1", "OMP_NUM_THREADS": threads,
                "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads}
         error = None
