@@ -2,9 +2,10 @@
 
 Usage: ``python benchmarks/bench_gpu.py [--parts check,speed,runs] [--out PATH]
 [--budget-s 300] [--plan]``; writes ``benchmarks/results/gpu.json`` (or ``--out``) with the
-card's name and prints a table. Needs CUDA (``--plan`` does not); CI never runs it. On a lent
-machine, from the repository root (the package imported from the tree; torch, numpy,
-matplotlib, seaborn and pyyaml suffice)::
+card's name and prints a table. Needs CUDA (``--plan`` does not); CI never runs it. A lent
+machine's whole session is prepared in ``gpu_session.sh`` (``prepare`` here; ``check``, then
+``runs`` through the runner, there). By hand, from the repository root (the package imported
+from the tree; torch, numpy, matplotlib, seaborn and pyyaml suffice)::
 
     PYTHONUNBUFFERED=1 python3 benchmarks/bench_gpu.py --out $OUT/gpu.json
 
