@@ -113,3 +113,22 @@ def test_the_sentence_counts_a_recipe_solved_only_in_most_seeds() -> None:
     assert text.startswith("1 recipe of 2 solved the stack set in most of their seeds (a).")
     assert "trained for 20,000 steps on the same data, score LSTM 90.0%" in text
     assert text.endswith("construction, trained on nothing, scores 100.0%.")
+
+
+def test_the_curves_are_a_panel_per_recipe_titled_with_its_seeds_solved() -> None:
+    from types import SimpleNamespace
+
+    def record(acc: float) -> SimpleNamespace:
+        score = SimpleNamespace(correct=round(acc * 100), n=100)
+        return SimpleNamespace(history=[{"step": 50, "val_accuracy": [0.6]},
+                                        {"step": 100, "val_accuracy": [acc]}],
+                               scores={"stack": score},
+                               accuracy=lambda name, a=acc: a)
+
+    groups = {f"r{i}": [record(0.995), record(0.9)] for i in range(5)}
+    fig = L.plot_curves(groups, columns=4)
+    shown = [ax for ax in fig.axes if ax.axison]
+    assert [ax.get_title() for ax in shown] == [f"r{i} (1/2 solved)" for i in range(5)]
+    assert len(fig.axes) == 8 and all(len(ax.lines) == 3 for ax in shown)  # 2 seeds, the 99% line
+    assert shown[3].get_xlabel() == "optimiser steps"  # its column's lowest panel
+    assert shown[0].get_xlabel() == ""

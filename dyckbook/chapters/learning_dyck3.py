@@ -160,23 +160,32 @@ def construction_accuracy(test: Dataset) -> float:
     return scored.correct / scored.n
 
 
-def plot_curves(records: Mapping[str, Sequence[Any]]) -> Figure:
-    """Validation accuracy (half hard, half stack negatives) against steps, each seed a thin
-    line, per recipe."""
+def plot_curves(records: Mapping[str, Sequence[Any]], columns: int = 4) -> Figure:
+    """Validation accuracy (half hard, half stack negatives) against steps: a panel per recipe
+    (its seeds solved on the stack set in the title), each seed a thin line."""
+    rows = max(1, -(-len(records) // columns))
     with style_context():
-        fig, axes = new_figure(1, 1, (7.5, 4.0), "Dyck-3: learning curves of the recipes")
-        ax = axes[0, 0]
-        for i, (label, group) in enumerate(records.items()):
-            colour = f"C{i % 10}"
-            for j, record in enumerate(group):
+        fig, axes = new_figure(rows, columns, (2.3 * columns, 2.1 * rows + 0.4),
+                               "Dyck-3: learning curves of the recipes", sharex=True,
+                               sharey=True)
+        for ax, (label, group) in zip(axes.flat, records.items()):
+            for record in group:
                 steps = [h["step"] for h in record.history]
                 acc = [h["val_accuracy"][0] if isinstance(h["val_accuracy"], list)
                        else h["val_accuracy"] for h in record.history]
-                ax.plot(steps, acc, color=colour, lw=1, alpha=0.8, marker="o", ms=2,
-                        label=label if j == 0 else None)
-        ax.axhline(0.99, color="0.5", lw=0.8, ls="--")
-        ax.set(xlabel="optimiser steps", ylabel="validation accuracy", ylim=(0.4, 1.01))
-        ax.legend(fontsize=8, loc="lower right")
+                ax.plot(steps, acc, lw=0.8, alpha=0.8)
+            solved = sum(r.accuracy("stack") >= 0.99 for r in group if "stack" in r.scores)
+            ax.axhline(0.99, color="0.5", lw=0.8, ls="--")
+            ax.set_title(f"{label} ({solved}/{len(group)} solved)", fontsize=8)
+            ax.set(ylim=(0.4, 1.01))
+        for i, ax in enumerate(axes.flat):
+            if i >= len(records):
+                ax.set_axis_off()
+            elif i + columns >= len(records):  # the lowest panel of its column
+                ax.tick_params(labelbottom=True)
+                ax.set_xlabel("optimiser steps")
+        for ax in axes[:, 0]:
+            ax.set_ylabel("validation accuracy")
         return fig
 
 
