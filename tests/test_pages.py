@@ -110,6 +110,9 @@ def test_every_page_says_where_its_numbers_come_from(tmp_path):
     assert "at commit not recorded" in pages.provenance({})["text"]
     assert "(cuda:0)" in pages.provenance({**record, "device": "cuda:0"})["text"]
     assert pages.provenance({**record, "device": "cpu"})["text"] == said["text"]
+    assert pages.provenance({**record, "longest_s": 300.0})["text"] == said["text"]
+    assert "in 3.8 min (resumed; its longest run took 104.7 min), finished" in pages.provenance(
+        {**record, "longest_s": 6279.6})["text"]  # a rerun from its records says so
     compacted = pages.provenance({**record, "compacted": [
         {"on": "2026-11-29T10:00:00+00:00", "commit": "abcdef012345"}]})["text"]
     assert compacted.startswith(said["text"]) and compacted.endswith(

@@ -217,6 +217,9 @@ def provenance(record: Mapping[str, Any]) -> dict[str, Any]:
     say = {k: ("not recorded" if v is None else v) for k, v in fields.items()}
     minutes = f"{fields['wall_s'] / 60:.1f} min" if fields["wall_s"] is not None \
         else "an unrecorded time"
+    longest = record.get("longest_s")  # a rerun resumed from its records or the run cache
+    if longest and fields["wall_s"] is not None and longest > 1.5 * fields["wall_s"]:
+        minutes += f" (resumed; its longest run took {longest / 60:.1f} min)"
     when = str(say["finished"]).replace("T", " ").replace("+00:00", " UTC")
     card = "" if fields["device"] in (None, "cpu") else f" ({fields['device']})"
     fields["text"] = (f"Computed by dyckbook {say['dyckbook']} at commit {say['commit']} "
