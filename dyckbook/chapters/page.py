@@ -199,10 +199,11 @@ def make_data(configs: Mapping[str, Any], seeds: Sequence[int], executor: Any = 
 def shared_data(configs: Mapping[str, Any], seeds: Sequence[int],
                 executor: Any) -> Iterator[str | None]:
     """With ``executor``'s workers, every distinct (data config, seed) made once, spread over
-    them, before they train (each would otherwise make every split it needs: on a card's 16
-    workers the grid's Dyck-3 data, 42 s a seed, came first in each); yields the folder their
-    tasks read (:func:`data_cache`): ``DYCKBOOK_DATA_CACHE`` where set, else a temporary one.
-    No executor: None (the data are made where needed, once per process)."""
+    them, before they train (else each makes every split its cells need: on a card's 16
+    workers, ten Dyck-3 splits of the cpu grid at 42 s each, before any training); yields the
+    folder their tasks read (:func:`data_cache`): ``DYCKBOOK_DATA_CACHE`` where set, else a
+    temporary one (on a remote cluster name a shared folder: a machine that cannot see it makes
+    its own splits again, with the same result). No executor: None (made where needed)."""
     from dyckbook import cache
 
     if executor is None:
