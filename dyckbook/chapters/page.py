@@ -157,15 +157,17 @@ def data_cache(folder: str | None) -> Iterator[None]:
     """In a worker: ``DYCKBOOK_DATA_CACHE`` is ``folder`` for the duration (None: as set)."""
     from dyckbook import cache
 
+    if folder is None:
+        yield
+        return
     before = os.environ.get(cache.DATA_ENV)
-    if folder is not None:
-        os.environ[cache.DATA_ENV] = folder
+    os.environ[cache.DATA_ENV] = folder
     try:
         yield
     finally:
-        if folder is not None and before is None:
+        if before is None:
             os.environ.pop(cache.DATA_ENV, None)
-        elif folder is not None:
+        else:
             os.environ[cache.DATA_ENV] = before
 
 
