@@ -272,16 +272,14 @@ def main() -> None:
     unpublished = sorted(set(thesis) - set(done))
     earlier = earlier_estimates(unpublished) if args.partial else {}
     missing = [name for name in unpublished if name not in earlier]
-    if args.partial:  # costed nowhere: named, left out of the totals
-        earlier.update({name: {"run": name, "cpu_seconds": None, "thesis_seconds": None,
-                               "host_seconds": None, "measured_thesis_seconds": None,
-                               "how": "not costed: not published here nor in the earlier "
-                                      "record"} for name in missing})
-        missing = []
-    if missing:  # an estimate from part of the profile would replace the whole one
-        raise SystemExit(f"the cpu profile's runs {missing} are not published here"
-                         f"{' nor in the earlier profile_cost.json' if args.partial else ''}: "
-                         "run `make book` (or `python -m dyckbook run --profile cpu`) first")
+    if missing and not args.partial:  # an estimate from part of the profile would replace it
+        raise SystemExit(f"the cpu profile's runs {missing} are not published here: run "
+                         "`make book` (or `python -m dyckbook run --profile cpu`) first, or "
+                         "pass --partial")
+    earlier.update({name: {"run": name, "cpu_seconds": None, "thesis_seconds": None,
+                           "host_seconds": None, "measured_thesis_seconds": None,
+                           "how": "not costed: not published here nor in the earlier record"}
+                    for name in missing})  # --partial: named, left out of the totals
     runs = [earlier[name] if name in earlier else
             estimate(name, cpu[name], thesis[name], done[name], mine.get(name)) for name in thesis]
     path = table.RESULTS / "gpu.json"
