@@ -5,10 +5,12 @@
 #   device run, carry [".whl"]:
 #     bash benchmarks/gpu_session.sh check        # the CUDA-marked tests, then bench_gpu.py
 #     bash benchmarks/gpu_session.sh runs 560 ablation-grid intervention
-#                                                 # cpu-profile runs through the runner, in turn,
-#                                                 # until the seconds are spent; each published
-#                                                 # run comes back as $OUT/RUN.tgz
-#   here: python benchmarks/bench_gpu.py --adopt <files_at>/gpu.json; untar each RUN.tgz at the
+#                                                 # cpu-profile runs through the runner, side by
+#                                                 # side, for at most the seconds given; what
+#                                                 # they published comes back as
+#                                                 # $OUT/published.tgz, the run cache as
+#                                                 # $OUT/run-cache.tgz
+#   here: python benchmarks/bench_gpu.py --adopt <files_at>/gpu.json; untar published.tgz at the
 #   repository root, check it with `python -m dyckbook list`, commit it.
 #
 # The machine's python3 (3.12) has torch but not the notebook stack: `prepare` downloads the
@@ -57,16 +59,20 @@ check)
 runs)
   t0=$(date +%s); limit=$2; shift 2; setup
   export DYCKBOOK_DATA_CACHE=/tmp/dc DYCKBOOK_RUN_CACHE=/tmp/rc
-  for run in "$@"; do
-    left=$(( limit - ($(date +%s) - t0) - 15 )); [ $left -lt 30 ] && break
-    touch /tmp/mark
-    timeout $left python3 -m dyckbook run --profile cpu --device cuda --jobs 0 --only "$run" \
-      > "$OUT/$run.log" 2>&1
-    echo "$run rc=$? at $(( $(date +%s) - t0 )) s; run cache: $(ls /tmp/rc | wc -l) files"
-    tail -3 "$OUT/$run.log"
-    find book/results/cpu book/runs/cpu -newer /tmp/mark -type f > /tmp/files
-    [ -s /tmp/files ] && tar czf "$OUT/$run.tgz" -T /tmp/files
-  done;;
+  touch /tmp/mark
+  for run in "$@"; do  # side by side: one runner each (they may be of different stages)
+    ( timeout $(( limit - 20 )) python3 -m dyckbook run --profile cpu --device cuda --jobs 0 \
+        --only "$run" > "$OUT/$run.log" 2>&1
+      rc=$?; echo "$run rc=$rc at $(( $(date +%s) - t0 )) s"; [ $rc = 0 ] || touch /tmp/unfinished
+    ) &
+  done
+  wait
+  echo "run cache: $(ls /tmp/rc | wc -l) files"
+  for run in "$@"; do tail -3 "$OUT/$run.log"; done
+  find book/results/cpu book/runs/cpu -newer /tmp/mark -type f > /tmp/files
+  [ -s /tmp/files ] && tar czf "$OUT/published.tgz" -T /tmp/files
+  # a run that did not finish resumes from its cached seeds: in parts of 15 MiB (the $OUT limit)
+  [ -e /tmp/unfinished ] && tar czf - -C /tmp rc | split -b 15M - "$OUT/run-cache.tgz.";;
 *)
   sed -n 2,12p "$0"; exit 2;;
 esac

@@ -14,6 +14,7 @@ from dyckbook import cache, results, run
 from dyckbook.chapters import page
 from dyckbook.completion import CompletionDataConfig
 from dyckbook.model import ModelConfig
+from dyckbook.pipeline.executors import make_executor
 from dyckbook.protocol import DataConfig, make_splits
 from dyckbook.run import RunConfig
 from dyckbook.train import TrainConfig
@@ -448,3 +449,33 @@ def test_the_runner_hands_the_kernel_this_package_first(monkeypatch) -> None:
     assert executors.package_path().split(os.pathsep) == [here, "/elsewhere"]
     monkeypatch.delenv("PYTHONPATH")
     assert executors.package_path() == here
+
+
+def test_run_all_side_by_side_is_the_run_in_turn(tmp_path: Path, trained: list,
+                                                  monkeypatch) -> None:
+    """Groups trained at once in worker processes (a card's path, here with a CPU pool), read
+    back here: the records and weights of the groups trained in turn (to
+    rounding: a worker has one thread), in the same order, and nothing trained here."""
+    monkeypatch.delenv(cache.RUN_ENV, raising=False)
+    configs = {"a": CONFIG, "b": CONFIG.override(max_steps=3)}
+    seeds = {"a": [0, 1], "b": [2]}
+    in_turn = page.run_all(configs, seeds, tmp_path / "turn")
+    assert trained == [[0, 1], [2]]
+    with make_executor(None, 2) as executor:
+        side = page.run_all(configs, seeds, tmp_path / "side", executor=executor)
+    assert trained == [[0, 1], [2]]  # the workers trained; this process read them back
+    assert cache.folder(cache.RUN_ENV) is None  # the temporary run cache is gone with its variable
+    for label in configs:
+        for a, b in zip(side[label], in_turn[label], strict=True):
+            assert (a.record.label, a.record.seed, a.record.steps) == (
+                b.record.label, b.record.seed, b.record.steps)
+            for test, score in b.record.scores.items():
+                assert a.record.scores[test].accuracy == pytest.approx(score.accuracy, abs=1e-6)
+            state_a, state_b = a.model.state_dict(), b.model.state_dict()
+            assert all(torch.allclose(state_a[k], state_b[k], rtol=1e-4, atol=1e-6)
+                       for k in state_b)
+            assert a.splits.summary() == b.splits.summary()
+    records = results.read_records(tmp_path / "side" / "records.jsonl")
+    assert [(r.label, r.seed) for r in records] == [("a", 0), ("a", 1), ("b", 2)]
+    with pytest.raises(ValueError, match=r"seeds names no seeds for the label 'b'"):
+        page.run_all(configs, {"a": [0]}, tmp_path / "bad")

@@ -226,3 +226,10 @@ def test_the_command_line_names_a_bad_device(capsys) -> None:
         cli.main(["run", "--profile", "smoke", "--device", "gpu"])
     assert exit_.value.code == 2
     assert "--device must be one of cpu | cuda | cuda:N | auto" in capsys.readouterr().err
+
+
+def test_a_card_executor_is_none_on_the_cpu() -> None:
+    with devices.card_executor("cpu", [], 1) as executor:
+        assert executor is None
+    with pytest.raises(ValueError, match="device must be one of"):
+        devices.card_executor("gpu", [], 1)

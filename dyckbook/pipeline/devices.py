@@ -6,21 +6,22 @@ The device is provenance (a record's ``versions``, a run's ``run.json``), never 
 recipe (``runner.UNHASHED``, ``registry.EXECUTION``).
 
 On a card, independent training groups (the runs of a stage, the grid's cells, 07's
-configurations) run as concurrent CUDA workers; each worker's memory is estimated from its
-configuration (:func:`estimate_bytes`), and no more workers start than fit in the memory the
-card has free, or in the share a kernel was given (:data:`MEMORY_ENV`, which the runner sets
-for each kernel and a test can set to fake a card).
+configurations, a page's groups in ``page.run_all``) run as concurrent CUDA workers; each
+worker's memory is estimated from its configuration (:func:`estimate_bytes`), and no more
+workers start than fit in the memory the card has free, or in the share a kernel was given
+(:data:`MEMORY_ENV`, which the runner sets for each kernel and a test can set to fake a card).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from typing import Any
 
-__all__ = ["CONTEXT_BYTES", "DEVICES", "MEMORY_ENV", "check_device", "device_memory",
-           "estimate_bytes", "executor", "fitting", "kernel_estimate", "kernels", "resolve",
-           "workers"]
+__all__ = ["CONTEXT_BYTES", "DEVICES", "MEMORY_ENV", "card_executor", "check_device",
+           "device_memory", "estimate_bytes", "executor", "fitting", "kernel_estimate", "kernels",
+           "resolve", "workers"]
 
 #: what ``--device`` and a notebook's ``device`` accept
 DEVICES = "cpu | cuda | cuda:N | auto (CUDA where there is one)"
@@ -99,6 +100,15 @@ def executor(scheduler: str | None, requested: int, device: str, configs: Sequen
     if resolve(device) == "cpu":
         return make_executor(scheduler, requested)
     return make_executor(scheduler, workers(device, configs, n_models, requested), gpu=True)
+
+
+def card_executor(device: str, configs: Sequence[Any], n_models: int) -> Any:
+    """For a page's groups (``page.run_all``): on a CUDA device :func:`executor` with a worker
+    per configuration (as many as fit); on the CPU None (the groups train in turn, each on
+    every core), as a context manager either way."""
+    if resolve(device) == "cpu":
+        return nullcontext(None)
+    return executor(None, len(configs), device, configs, n_models)
 
 
 def kernel_estimate(params: Mapping[str, Any]) -> int:
