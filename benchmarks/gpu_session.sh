@@ -18,7 +18,10 @@
 # (pages.source_commit): the shallow clone of HEAD gives the device copy that commit, so a
 # published run's provenance names it (commit first: a dirty tree is marked "+").
 # Measured on an H200, 2026-11-28: `check` 137 s with a 60 s runs budget; the cpu grid through
-# the runner had not finished in 560 s (before page.shared_data).
+# the runner had not finished in 560 s (before page.shared_data), nor in 539 s after it beside
+# intervention (about 400 of its 720 seeds in the run cache: its 16 worker processes and
+# intervention's 6 share the card by time slices, and the steps of such small models are
+# launch-bound).
 set -u
 STACK="papermill nbformat nbclient ipykernel ipython ipython_pygments_lexers jupyter_client
 jupyter_core traitlets pyzmq tornado comm debugpy matplotlib-inline nest-asyncio2 jsonschema
@@ -31,8 +34,7 @@ setup() {  # there, at the start of every call: the packages, the commit
   [ -d /tmp/site/papermill ] || python3 -m pip install -q --no-index --no-deps --no-compile \
     --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 3
   export PYTHONPATH="/tmp/site:$PWD"
-  [ -d .git ] || cp -r .whl/git .git
-  git reset -q
+  rm -rf .git && cp -r .whl/git .git && git reset -q  # the device's copy may hold another .git
   echo "commit $(git rev-parse --short=12 HEAD), $(git status --short -- dyckbook notebooks |
     wc -l) changed files; $(nvidia-smi -L)"
 }
