@@ -320,8 +320,9 @@ def training_groups(run: Any, scratch: Path) -> list[tuple[str, Any, int]]:
 
     found: list[tuple[str, Any, int]] = []
 
-    def run_all(configs, seeds, out, batched=True, device="cpu"):
-        found.extend((label, c, len(list(seeds))) for label, c in configs.items())
+    def run_all(configs, seeds, out, batched=True, device="cpu", executor=None):
+        found.extend((label, c, len(list(seeds[label] if isinstance(seeds, dict) else seeds)))
+                     for label, c in configs.items())
         return {label: [] for label in configs}
 
     def run_grid(cells, spec, seeds, executor=None, records_path=None, on_cell=None,
@@ -339,7 +340,8 @@ def training_groups(run: Any, scratch: Path) -> list[tuple[str, Any, int]]:
     patched = [(page, "run_all", run_all), (learning_dyck3, "run_all", run_all),
                (ablation_grid, "run_grid", run_grid),
                (generalisation, "run_records", run_records), (devices, "executor", nothing),
-               (executors, "make_executor", nothing), (executors, "progress", nothing)]
+               (executors, "make_executor", nothing), (executors, "progress", nothing),
+               (page, "glue", lambda *args, **kwargs: None)]  # myst_nb: not on a GPU machine
     saved = [(module, name, getattr(module, name)) for module, name, _ in patched]
     cells = [c for c in json.loads(run.notebook.path.read_text(encoding="utf-8"))["cells"]
              if c["cell_type"] == "code"

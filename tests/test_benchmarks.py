@@ -247,9 +247,11 @@ def test_profile_cost_of_long_context_training_at_the_measured_rate(tmp_path, mo
     assert cost.long_training({"long": Run()}) is None
 
 
-def test_the_gpu_plan_is_what_each_notebook_trains() -> None:
+def test_the_gpu_plan_is_what_each_notebook_trains(monkeypatch) -> None:
     """bench_gpu's ``runs`` part times what each heavy run's own notebook trains: its code cells
-    run with the profile's parameters, the training calls recording their configurations."""
+    run with the profile's parameters, the training calls recording their configurations, on a
+    GPU machine without the book's packages (myst_nb: 12's first glue, before it trains)."""
+    monkeypatch.setitem(sys.modules, "myst_nb", None)  # import myst_nb: ModuleNotFoundError
     gpu = load_bench("bench_gpu")
     from dyckbook.run import RunConfig
 
