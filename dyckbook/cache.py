@@ -176,14 +176,24 @@ def data_key(data: Any, seed: int) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
-def load_or_make(data: Any, seed: int, make: Callable[[Any, int], T] | None = None) -> T:
+def block_key(data: Any, seed: int, names: tuple[str, ...]) -> str:
+    """A rules' scores entry's name (``run.baseline_block``): its data entry's, the rules, and
+    the code of ``RUN_ROOTS`` (which holds the rules and how they are fitted)."""
+    text = json.dumps({"data": data_key(data, seed), "rules": list(names),
+                       "code": code_digest(RUN_ROOTS)}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def load_or_make(data: Any, seed: int, make: Callable[[Any, int], T] | None = None,
+                 key: str | None = None) -> T:
     """``make(data, seed)`` (default :func:`make_splits`), read from the data cache folder when
-    it holds the entry and written to it when not; ``make`` itself when no folder is set."""
+    it holds the entry (named ``key``, default :func:`data_key`) and written to it when not;
+    ``make`` itself when no folder is set."""
     make = make or make_splits
     root = folder(DATA_ENV)
     if root is None:
         return make(data, seed)
-    path = root / f"{data_key(data, seed)}.pkl.gz"
+    path = root / f"{key or data_key(data, seed)}.pkl.gz"
     if path.is_file():
         try:
             return pickle.loads(gzip.decompress(path.read_bytes()))

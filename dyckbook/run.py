@@ -17,6 +17,7 @@ still learns to count) is not a failed run: what it cannot learn is the finding.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence, Sized
@@ -396,27 +397,55 @@ def _evaluate(config: RunConfig, model: nn.Module, splits: Splits,
     spread = np.concatenate(list(test_margins.values()) or [np.zeros(1)]).std()
     scores = {name: score((m > 0).astype(np.int8), splits.tests[name])
               for name, m in test_margins.items()}
-    names = tuple(b for b in config.baselines if b not in A.recognisers(language))
-    baselines, baseline_train = {}, {}
-    if names:
-        trained = int(splits.train.lengths.max(initial=0))
-        for name, ds in splits.tests.items():
-            kinds = tuple(sorted(set(ds.kinds.astype(str))))
-            longest = max(trained, int(ds.lengths.max(initial=0)))
-            fitted = _fitted(config.data, config.seed, kinds, _rules_for(names, kinds, longest))
-            baselines[name] = {b: score(f.predict(ds.codes, ds.lengths), ds, cells=False)
-                               for b, f in fitted.items()}
-        first_set = next(iter(splits.tests.values()), None)
-        first_kinds = tuple(sorted(set(first_set.kinds.astype(str)))) if first_set else ()
-        longest = max(trained, int(first_set.lengths.max(initial=0))) if first_set else 0
-        first = _fitted(config.data, config.seed, first_kinds,
-                        _rules_for(names, first_kinds, longest)) if splits.tests else {}
-        baseline_train = {b: float((f.predict(sample.codes, sample.lengths) == sample.labels)
-                                   .mean()) for b, f in first.items()}
+    block = copy.deepcopy(baseline_block(config.data, config.seed,  # a record's own
+                                         baseline_names(config, language)))
     majority = float(max(sample.labels.mean(), 1 - sample.labels.mean()))
     return {"failure": judge(train_accuracy, float(spread), majority),
             "train_accuracy": train_accuracy, "margin_std": float(spread), "scores": scores,
-            "baselines": baselines, "baseline_train": baseline_train}
+            **block}
+
+
+def baseline_names(config: RunConfig, language: Any) -> tuple[str, ...]:
+    """The rules a classifier of ``config`` is compared with: its baselines less those that
+    recognise ``language`` (``adversary.recognisers``)."""
+    return tuple(b for b in config.baselines if b not in A.recognisers(language))
+
+
+@lru_cache(maxsize=64)
+def baseline_block(data: DataConfig, seed: int, names: tuple[str, ...]) -> dict[str, Any]:
+    """The rules' scores on a data config's tests and training sample at ``seed``: a record's
+    ``{"baselines": {test: {rule: Score}}, "baseline_train": {rule: accuracy}}``. No model
+    enters them, so the cells of a grid that share the data share them: kept here, and with
+    ``DYCKBOOK_DATA_CACHE`` set on disk for other processes (``cache.block_key``; a card's
+    workers: ``page.make_data`` makes them with the splits). Fitting them is most of a Dyck-3
+    record's cost (22 s of 26 s for a grid seed on one core, scoring 3.4 s)."""
+    return cache.load_or_make(data, seed, lambda d, s: _make_block(d, s, names),
+                              cache.block_key(data, seed, names))
+
+
+def prepare(config: RunConfig, seed: int) -> None:
+    """``config``'s splits at ``seed`` and, for a classifier, its rules' scores, made (into the
+    data cache where one is set): a worker's work before the cells that read them."""
+    splits = data_splits(config.data, seed)
+    if not isinstance(splits, CompletionSplits):
+        baseline_block(config.data, int(seed), baseline_names(config, splits.train.language))
+
+
+def _make_block(data: DataConfig, seed: int, names: tuple[str, ...]) -> dict[str, Any]:
+    splits = data_splits(data, seed)
+    sample = _sample(splits)
+    baselines, first = {}, None  # first: the first test set's rules, scored on training too
+    trained = int(splits.train.lengths.max(initial=0))
+    for name, ds in splits.tests.items() if names else ():
+        kinds = tuple(sorted(set(ds.kinds.astype(str))))
+        longest = max(trained, int(ds.lengths.max(initial=0)))
+        fitted = _fitted(data, seed, kinds, _rules_for(names, kinds, longest))
+        first = fitted if first is None else first
+        baselines[name] = {b: score(f.predict(ds.codes, ds.lengths), ds, cells=False)
+                           for b, f in fitted.items()}
+    return {"baselines": baselines, "baseline_train": {
+        b: float((f.predict(sample.codes, sample.lengths) == sample.labels).mean())
+        for b, f in (first or {}).items()}}
 
 
 def _evaluate_completion(config: RunConfig, model: nn.Module,

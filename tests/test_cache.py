@@ -182,7 +182,7 @@ def test_train_lengths_makes_the_data_then_trains_from_it(tmp_path: Path, monkey
     assert main(["-q", "train-lengths", "--params", str(params), "--data-cache", str(folder),
                  "--data-only"]) == 0
     assert "4 (data config, seed) splits" in capsys.readouterr().out  # 2 studies x 2 seeds
-    assert len(list(folder.glob("*.pkl.gz"))) == 4
+    assert len(list(folder.glob("*.pkl.gz"))) == 8  # and the rules' scores of each
 
     def records(out: Path, *extra: str) -> list[dict]:
         run.data_splits.cache_clear()
@@ -193,6 +193,8 @@ def test_train_lengths_makes_the_data_then_trains_from_it(tmp_path: Path, monkey
                        for r in rows), key=lambda r: (r["label"], r["scores"]["hard"]["accuracy"]))
 
     monkeypatch.setattr(cache, "make_splits", lambda *a: pytest.fail("made, not read"))
+    monkeypatch.setattr(run, "_make_block", lambda *a: pytest.fail("fitted, not read"))
+    run.baseline_block.cache_clear()
     cached = records(tmp_path / "cached", "--data-cache", str(folder))
     monkeypatch.undo()
     monkeypatch.setenv(cache.DATA_ENV, "")
@@ -479,3 +481,31 @@ def test_run_all_side_by_side_is_the_run_in_turn(tmp_path: Path, trained: list,
     assert [(r.label, r.seed) for r in records] == [("a", 0), ("a", 1), ("b", 2)]
     with pytest.raises(ValueError, match=r"seeds names no seeds for the label 'b'"):
         page.run_all(configs, {"a": [0]}, tmp_path / "bad")
+
+
+def test_cells_that_share_data_share_their_rules_scores(data_cache: Path, monkeypatch) -> None:
+    """No model enters a rule's scores: a second cell on the same data and seed (another
+    model) fits and scores nothing, here or in a fresh process (the data cache), and its record
+    holds the first's scores in its own copy."""
+    made: list = []
+    real = run._make_block
+    monkeypatch.setattr(run, "_make_block", lambda *a: made.append(a[1]) or real(*a))
+    run.baseline_block.cache_clear()
+    config = replace(CONFIG, baselines=("counts", "bigrams"))
+    other = config.override(n_layers=2, mask="causal")  # another cell, the same data
+    first = run.run_seeds(config, [0, 1])
+    second = run.run_seeds(other, [0, 1])
+    assert made == [0, 1]
+    run.baseline_block.cache_clear()  # as another process: read from the folder
+    third = run.run_seeds(other.override(max_steps=5), [1])
+    assert made == [0, 1] and len(list(data_cache.glob("*.pkl.gz"))) == 4  # 2 splits, 2 blocks
+    for a, b in ((first[0], second[0]), (first[1], second[1]), (first[1], third[0])):
+        assert set(a.record.baselines) == set(a.record.scores)
+        assert all(set(rules) == {"counts", "bigrams"} for rules in a.record.baselines.values())
+        assert a.record.baselines == b.record.baselines
+        assert a.record.baseline_train == b.record.baseline_train
+    test = next(iter(first[0].record.baselines))
+    second[0].record.baselines[test].clear()
+    assert first[0].record.baselines[test]  # each record its own copy
+    run.run_seeds(replace(config, baselines=("counts",)), [0])  # other rules: made
+    assert made == [0, 1, 0]

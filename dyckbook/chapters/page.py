@@ -220,32 +220,36 @@ def data_cache(folder: str | None) -> Any:
     return environ(cache.DATA_ENV, folder)
 
 
-def _make_data(data: Any, seed: int, folder: str | None = None) -> None:
-    from dyckbook.run import data_splits
+def _make_data(configs: list[Any], seed: int, folder: str | None = None) -> None:
+    from dyckbook.run import prepare
 
     with data_cache(folder):
-        data_splits(data, seed)
+        for config in configs:
+            prepare(config, seed)
 
 
 def make_data(configs: Mapping[str, Any], seeds: Sequence[int] | Mapping[str, Sequence[int]],
               executor: Any = None, folder: str | None = None) -> int:
     """The splits of every (data config, seed) the labelled ``RunConfig``s train on (``seeds``
-    a mapping: its label's seeds), each made
+    a mapping: its label's seeds) and the rules' scores of each (``run.prepare``), each made
     once into the data cache (``folder``, else ``DYCKBOOK_DATA_CACHE``, which must then name
-    one), here or spread over ``executor``'s workers; returns how many."""
+    one), here or spread over ``executor``'s workers; returns how many (data config, seed)."""
     from dyckbook import cache
 
     if folder is None and cache.folder(cache.DATA_ENV) is None:
         raise ValueError(f"make_data writes the data cache: set {cache.DATA_ENV} to its folder")
-    tasks = list(dict.fromkeys((c.data, s) for label, c in configs.items()
-                                for s in _seeds_of(seeds, label)))
+    tasks: dict[tuple[Any, int], dict[tuple[str, ...], Any]] = {}
+    for label, c in configs.items():
+        for s in _seeds_of(seeds, label):
+            tasks.setdefault((c.data, s), {}).setdefault(tuple(c.baselines), c)
+    work = [(list(by_rules.values()), s) for (_, s), by_rules in tasks.items()]
     if executor is None:
-        for data, seed in tasks:
-            _make_data(data, seed, folder)
+        for group, seed in work:
+            _make_data(group, seed, folder)
     else:
-        for future in [executor.submit(_make_data, d, s, folder) for d, s in tasks]:
+        for future in [executor.submit(_make_data, g, s, folder) for g, s in work]:
             future.result()
-    return len(tasks)
+    return len(work)
 
 
 @contextmanager

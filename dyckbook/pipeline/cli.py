@@ -182,8 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
     lengths.add_argument("--data-cache", default=None, metavar="DIR",
                          help="read and write the splits in this folder (DYCKBOOK_DATA_CACHE)")
     lengths.add_argument("--data-only", action="store_true",
-                         help="make every seed's splits into --data-cache and stop (on the CPU: "
-                              "then carry the folder to the device machine)")
+                         help="make every seed's splits and rules' scores into --data-cache "
+                              "and stop (on the CPU: then carry the folder to the device "
+                              "machine)")
     parser.commands = sub.choices
     return parser
 
@@ -496,7 +497,7 @@ def _cmd_train_lengths(args: argparse.Namespace) -> int:
     if args.data_only:
         with executors.make_executor(None, args.workers) as executor:
             made = page.make_data(configs, seeds, executor if args.workers > 1 else None)
-        print(f"{made} (data config, seed) splits in {args.data_cache}")
+        print(f"{made} (data config, seed) splits and their rules' scores in {args.data_cache}")
         return 0
     with executors.make_executor(None, args.workers) as executor:
         records = generalisation.run_records(configs, seeds, out,
