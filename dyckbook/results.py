@@ -11,6 +11,7 @@ rule).
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
@@ -29,8 +30,8 @@ if TYPE_CHECKING:  # torch loads only when records are touched
 
 __all__ = ["ROOT_ENV", "append_records", "baselines_path", "dataset_text", "expand_records",
            "keep_records", "read_bigbench", "read_dataset", "read_json", "read_records",
-           "record_files", "repo_root", "resolve", "source_root", "write_bytes", "write_dataset",
-           "write_json", "write_records", "write_text"]
+           "read_stored", "record_files", "repo_root", "resolve", "source_root", "stored",
+           "write_bytes", "write_dataset", "write_json", "write_records", "write_text"]
 
 ROOT_ENV = "DYCKBOOK_ROOT"
 _DATASET_FORMAT = "dyckbook.dataset/2"
@@ -158,9 +159,23 @@ def _digest_baselines(blob: Any) -> str:
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
+def stored(path: str | os.PathLike[str]) -> Path | None:
+    """The file that holds ``path``: itself, else ``path.gz`` (large published records are
+    committed gzip-compressed: ``pipeline.compact``), else None."""
+    path = Path(path)
+    return next((p for p in (path, path.with_name(path.name + ".gz")) if p.is_file()), None)
+
+
+def read_stored(path: str | os.PathLike[str]) -> bytes:
+    """The bytes :func:`stored` holds for ``path``, decompressed (b"" where none is)."""
+    found = stored(path)
+    data = found.read_bytes() if found else b""
+    return gzip.decompress(data) if found and found.suffix == ".gz" else data
+
+
 def _json_lines(path: Path) -> list[tuple[int, Any]]:
     out = []
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for i, line in enumerate(read_stored(path).decode("utf-8").splitlines(), 1):
         if line.strip():
             try:
                 out.append((i, json.loads(line)))
@@ -171,8 +186,6 @@ def _json_lines(path: Path) -> list[tuple[int, Any]]:
 
 def _read_shared(path: Path) -> dict[str, Any]:
     shared = baselines_path(path)
-    if not shared.is_file():
-        return {}
     out = {}
     for i, row in _json_lines(shared):
         if not isinstance(row, dict) or set(row) != {"digest", "baselines"}:
@@ -207,11 +220,11 @@ def expand_records(lines: Iterable[Mapping[str, Any]], shared: Iterable[Mapping[
 def append_records(path: str | os.PathLike[str], records: Iterable[RunRecord | dict]) -> Path:
     """Append run records to a JSONL file, one per line, their baselines' scores to its
     companion (:func:`baselines_path`) once per distinct blob (both rewritten atomically, the
-    companion first)."""
+    companion first; a file stored compressed is read, then replaced by the plain one)."""
     from dyckbook.record import RunRecord
 
     path = Path(path)
-    old = path.read_bytes() if path.is_file() else b""
+    old = read_stored(path)
     known = _read_shared(path)
     new_shared, lines = [], []
     for r in records:
@@ -227,9 +240,12 @@ def append_records(path: str | os.PathLike[str], records: Iterable[RunRecord | d
         lines.append(json.dumps(data, sort_keys=True))
     if new_shared:
         shared = baselines_path(path)
-        before = shared.read_bytes() if shared.is_file() else b""
-        write_bytes(shared, before + "".join(line + "\n" for line in new_shared).encode())
-    return write_bytes(path, old + "".join(line + "\n" for line in lines).encode())
+        write_bytes(shared, read_stored(shared) + "".join(x + "\n" for x in new_shared).encode())
+    write_bytes(path, old + "".join(line + "\n" for line in lines).encode())
+    for p in (baselines_path(path), path):
+        if p.is_file():  # the compressed form is now in it
+            p.with_name(p.name + ".gz").unlink(missing_ok=True)
+    return path
 
 
 def write_records(path: str | os.PathLike[str], records: Iterable[RunRecord | dict]) -> Path:
@@ -237,7 +253,7 @@ def write_records(path: str | os.PathLike[str], records: Iterable[RunRecord | di
     path = Path(path)
     records = list(records)
     for p in (baselines_path(path), path):
-        if p.is_file():
+        if stored(p):
             write_bytes(p, b"")
     return append_records(path, records)
 
@@ -258,9 +274,7 @@ def read_records(path: str | os.PathLike[str]) -> list[RunRecord]:
     its companion holds put back (a file written before there was one holds them inline)."""
     from dyckbook.record import RunRecord
 
-    path = Path(path)
-    if not path.is_file():
-        return []
+    path = Path(path)  # a missing file holds no lines
     shared = [{"digest": d, "baselines": b} for d, b in _read_shared(path).items()]
     out = []
     for i, line in _json_lines(path):

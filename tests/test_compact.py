@@ -3,6 +3,7 @@ today's form, every value as it was, and its run.json says so."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import yaml
 
 from dyckbook import results as R
 from dyckbook.evaluate import Score
-from dyckbook.pipeline import cli, compact, runner
+from dyckbook.pipeline import cli, compact, layout, runner
 from dyckbook.record import RunRecord
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -103,3 +104,41 @@ def test_the_command_line_reports_sizes(tmp_path: Path, capsys, monkeypatch) -> 
                      "--only", "alpha"]) == 0
     out = capsys.readouterr().out
     assert "alpha: records.jsonl" in out and "1 run(s) compacted" in out
+
+
+def test_large_records_are_stored_compressed_and_read_back_exactly(tmp_path: Path,
+                                                                   monkeypatch) -> None:
+    manifest, root, lines = _publish_inline(tmp_path)
+    folder = root / "book" / "results" / "smoke" / "fixture_ok" / "alpha"
+    monkeypatch.setattr(layout, "GZIP_FROM", 1_500)  # compacted: the top file 1,920, sub 1,280
+    changed = compact.compact("smoke", None, manifest, root)["alpha"]
+    assert "records.jsonl -> .gz" in changed and "sub/records.jsonl -> .gz" not in changed
+    assert not (folder / "records.jsonl").exists() and (folder / "sub" / "records.jsonl").exists()
+    assert R.stored(folder / "records.jsonl") == folder / "records.jsonl.gz"
+    back = R.read_records(folder / "records.jsonl")
+    assert [json.dumps(R._plain(r.to_dict()), sort_keys=True) for r in back] == lines
+    record = json.loads((folder / "run.json").read_text())
+    assert record["files"] == runner.file_hashes(folder) and "gzip" in record["compacted"][0]["by"]
+    run = {r.name: r for r in runner.resolve_profile(runner.load_manifest(manifest), "smoke")
+           }["alpha"]
+    assert runner.run_status(run, runner.run_inputs(run, [run], root), root) != "edited"
+    # deterministic: the same bytes compress to the same file (no time stamp in it)
+    again = tmp_path / "again"
+    again.mkdir()
+    (again / "records.jsonl").write_bytes(R.read_stored(folder / "records.jsonl"))
+    layout.gzip_folder(again)
+    assert (again / "records.jsonl.gz").read_bytes() == (folder / "records.jsonl.gz").read_bytes()
+
+
+def test_appending_to_a_compressed_file_keeps_its_records(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    R.append_records(path, [_record(0, 0.5), _record(1, 0.25)])
+    for p in (path, R.baselines_path(path)):
+        p.with_name(p.name + ".gz").write_bytes(gzip.compress(p.read_bytes()))
+        p.unlink()
+    R.append_records(path, [_record(2, 0.75)])
+    assert [r.label for r in R.read_records(path)] == ["c0", "c1", "c2"]
+    assert not path.with_name("records.jsonl.gz").exists()  # one form, the plain one
+    R.write_records(path, [_record(3, 0.5)])  # replacing drops the compressed companion too
+    assert [r.label for r in R.read_records(path)] == ["c3"]
+    assert not list(tmp_path.glob("*.gz")) and R.read_records(tmp_path / "none.jsonl") == []

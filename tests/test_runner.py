@@ -400,6 +400,22 @@ def test_publish_keeps_the_longest_duration_of_the_profile(tmp_path: Path) -> No
     assert publish(7.0, "smoke") == 7.0  # another profile's tree: its own durations
 
 
+def test_large_records_publish_compressed_and_resume_from_it(tmp_path: Path, monkeypatch) -> None:
+    from dyckbook.pipeline import layout
+    monkeypatch.setattr(layout, "GZIP_FROM", 100)
+    m = runner.load_manifest(manifest(tmp_path))
+    root = tmp_path / "out"
+    run = {r.name: r for r in runner.resolve_profile(m, "smoke")}["alpha"]
+    cache = b"".join(b'{"step": %d}\n' % i for i in range(20))  # 260 bytes: compressed
+    runner._publish(run, {"files": {"cache.jsonl": cache, "metrics.json": b"{}"},
+                          "notebook": nbformat.writes(nbformat.v4.new_notebook()).encode()},
+                    {"status": "ok"}, root, m, [run])
+    rdir = results(root, "fixture_ok", "alpha")
+    assert sorted(p.name for p in rdir.iterdir()) == ["cache.jsonl.gz", "metrics.json", "run.json"]
+    assert set(record(root, "fixture_ok", "alpha")["files"]) == {"cache.jsonl.gz", "metrics.json"}
+    assert runner._task(run, 1, root, {}).files == {"cache.jsonl": cache}  # a rerun resumes
+
+
 # ------------------------------------------------------------------------ executing (kernels)
 
 

@@ -18,6 +18,7 @@ from dyckbook.pipeline.verify import (
     compare_text,
     compare_values,
     glued_texts,
+    published_files,
     verify,
 )
 
@@ -162,3 +163,19 @@ def test_the_command_line_names_a_run_that_is_not_there(capsys) -> None:
     assert "--only 'no-such-run' matches no run of profile 'cpu'" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         cli.main(["verify", "--profile", "cpu"])  # --only is required
+
+
+def test_a_compressed_records_file_is_compared_as_its_json(tmp_path: Path) -> None:
+    import gzip
+
+    text = b'{"loss": 0.5, "label": "a"}\n'
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "records.jsonl.gz").write_bytes(gzip.compress(text))
+    (tmp_path / "sub" / "fig.png").write_bytes(b"png")
+    (tmp_path / "run.json").write_text("{}")
+    published = published_files(tmp_path, {"run.json"})
+    assert published == {"records.jsonl": text, "sub/fig.png": b"png"}
+    report = report_of(published, {"records.jsonl": text, "sub/fig.png": b"png"})
+    assert report.ok and report.equal == 2  # the loss and the label
+    assert not report_of(published, {"records.jsonl": text.replace(b"0.5", b"0.6"),
+                                      "sub/fig.png": b"png"}).ok

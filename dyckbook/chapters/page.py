@@ -468,9 +468,8 @@ def group_by_label(records: Sequence[Any]) -> dict[str, list[Any]]:
 def first_present(paths: str) -> str:
     """The first of comma-separated results folders that holds records (or the first)."""
     folders = [path.strip() for path in paths.split(",")]
-    files = [results.resolve(path) / "records.jsonl" for path in folders]
-    return next((p for p, f in zip(folders, files) if f.is_file() and f.stat().st_size),
-                folders[0])
+    files = [results.stored(results.resolve(path) / "records.jsonl") for path in folders]
+    return next((p for p, f in zip(folders, files) if f and f.stat().st_size), folders[0])
 
 
 def read_evidence(path: str) -> dict[str, list[float]]:

@@ -1,5 +1,10 @@
 """Rewrite published records in today's compact form without changing one value.
 
+Two steps, each checked by reading the new form back: a records file names its baselines'
+scores by digest (below), and a records file of at least :data:`GZIP_FROM` bytes is stored
+gzip-compressed as ``<name>.jsonl.gz`` (``layout.gzip_folder``; ``results.stored`` reads either
+form). The runner publishes every run in that form; this module brings older publications to it.
+
 A run record carries its shortcut baselines' scores (about 40 KB with every per-length count),
 and every configuration trained on the same strings carries the same ones: 07's length study
 wrote 130 records holding 20 distinct blobs (9.4 MB). ``results.append_records`` now writes each
@@ -27,7 +32,7 @@ from typing import Any
 
 from dyckbook import results as R
 from dyckbook.pipeline import pages, runner
-from dyckbook.pipeline.layout import RUN_RECORD
+from dyckbook.pipeline.layout import GZIP_FROM, RUN_RECORD, gzip_folder
 
 __all__ = ["compact", "compact_folder"]
 
@@ -99,11 +104,14 @@ def compact(profile: str, only: Sequence[str] | None = None,
         folder = runner._folder(run, root)
         record = runner._record(run, root)
         changed = compact_folder(folder)
-        if not changed:
+        packed = gzip_folder(folder)
+        if not changed and not packed:
             continue
+        how = ["baselines written once each"] * bool(changed) + \
+            [f"records of {GZIP_FROM} bytes or more gzip-compressed"] * bool(packed)
+        changed = {**changed, **{f"{k} -> .gz": v for k, v in packed.items()}}
         entry = {"on": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                 "commit": commit,
-                 "by": "dyckbook compact: baselines written once each (values unchanged)",
+                 "commit": commit, "by": f"dyckbook compact: {'; '.join(how)} (values unchanged)",
                  "files": changed}
         record = {**record, "files": runner.file_hashes(folder),
                   "compacted": [*record.get("compacted", []), entry]}

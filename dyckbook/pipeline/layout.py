@@ -11,14 +11,15 @@
 
 from __future__ import annotations
 
+import gzip
 import logging
 import os
 from pathlib import Path
 
-from dyckbook.results import read_json, resolve
+from dyckbook.results import read_json, resolve, write_bytes
 
-__all__ = ["PAGES_DIR", "RESULTS_DIR", "RUNS_DIR", "RUN_RECORD", "migrate_legacy_tree",
-           "profile_index", "run_notebook_path", "run_results_dir"]
+__all__ = ["GZIP_FROM", "PAGES_DIR", "RESULTS_DIR", "RUNS_DIR", "RUN_RECORD", "gzip_folder",
+           "migrate_legacy_tree", "profile_index", "run_notebook_path", "run_results_dir"]
 
 
 RUNS_DIR = Path("book") / "runs"
@@ -31,6 +32,28 @@ PAGES_DIR = Path("book") / "pages"
 
 
 RUN_RECORD = "run.json"  # the runner's record of a run, in its results folder
+
+#: records files from this size are committed compressed (the grid's 720 records: 20 MB of JSON,
+#: 2.7 MB compressed; git keeps its objects compressed too, but a clone's files are not)
+GZIP_FROM = 2**20
+
+
+def gzip_folder(folder: str | Path) -> dict[str, list[int]]:
+    """Store every ``*.jsonl`` under ``folder`` of at least :data:`GZIP_FROM` bytes as
+    ``<name>.gz`` (deterministic: no time stamp), once it decompresses to the same bytes;
+    returns ``{relative path: [bytes before, bytes after]}``."""
+    changed, folder = {}, Path(folder)
+    for path in sorted(folder.rglob("*.jsonl")):
+        data = path.read_bytes()
+        if len(data) < GZIP_FROM:
+            continue
+        packed = gzip.compress(data, compresslevel=9, mtime=0)
+        if gzip.decompress(packed) != data:
+            raise ValueError(f"{path}: its compressed form does not read back; left as it was")
+        write_bytes(path.with_name(path.name + ".gz"), packed)
+        path.unlink()
+        changed[path.relative_to(folder).as_posix()] = [len(data), len(packed)]
+    return changed
 
 
 def _check_name(what: str, name: str) -> None:

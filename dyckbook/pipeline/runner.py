@@ -41,6 +41,7 @@ from dyckbook.pipeline.layout import (
     PAGES_DIR,
     RESULTS_DIR,
     RUN_RECORD,
+    gzip_folder,
     migrate_legacy_tree,
     profile_index,
     run_notebook_path,
@@ -120,8 +121,7 @@ def _reads(run: Run, every: Sequence[Run]) -> list[Run]:
     """The runs whose results ``run`` reads. ``reads: named`` (the default): those whose results
     folder one of its parameters names (a value, or an item of a comma list). ``reads: every``:
     every run of an earlier stage (a page that finds runs through the profile's index). Naming
-    the folder of a run that does not run before it is a ValueError: it would read a result
-    not yet made."""
+    the folder of a run that does not run before it is a ValueError (a result not yet made)."""
     if run.notebook.reads == "every":
         return [r for r in every if r.notebook.stage < run.notebook.stage]
     named = _named(run)
@@ -357,8 +357,7 @@ def execute(task: Task) -> dict[str, Any]:
 
 def cache_folders() -> dict[str, str]:
     """The cache variables set here (``cache.DATA_ENV``, ``cache.RUN_ENV``), each made absolute:
-    the kernel works in a temporary folder, where a relative path would name a cache that
-    vanishes with it."""
+    the kernel works in a temporary folder, where a relative path would vanish with it."""
     return {name: str(Path(os.environ[name].strip()).resolve())
             for name in (cache.DATA_ENV, cache.RUN_ENV) if os.environ.get(name, "").strip()}
 
@@ -553,8 +552,8 @@ def _task(run: Run, threads: int, root: Path, inputs: dict[str, bytes], device: 
           env: dict[str, str] | None = None) -> Task:
     # resume caches: a failed attempt's, if one waits, else the published run's
     rdir = next((d for d in (_attempt_folder(run, root), _folder(run, root))
-                 if any((d / k).is_file() for k in run.notebook.keep)), _folder(run, root))
-    kept = {k: (rdir / k).read_bytes() for k in run.notebook.keep if (rdir / k).is_file()}
+                 if any(R.stored(d / k) for k in run.notebook.keep)), _folder(run, root))
+    kept = {k: R.read_stored(rdir / k) for k in run.notebook.keep if R.stored(rdir / k)}
     log.debug("task %s: %d kept file(s) from %s, %d input file(s)", run.name, len(kept), rdir,
               len(inputs))
     params = {**run.params, "num_threads": threads}
@@ -616,6 +615,7 @@ def _publish(run: Run, result: Mapping[str, Any] | None, record: Mapping[str, An
         shutil.rmtree(folder, ignore_errors=True)
     for rel, data in files.items():
         R.write_bytes(new / rel, data)
+    gzip_folder(new)  # large records committed compressed
     R.write_json(new / RECORD, {
         "run": run.name, "notebook": run.notebook.key, "profile": run.profile,
         "params": run.params, "dyckbook": __version__, "results_version": RESULTS_VERSION,

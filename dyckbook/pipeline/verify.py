@@ -31,7 +31,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -206,6 +206,14 @@ def compare_files(published: Mapping[str, bytes], recomputed: Mapping[str, bytes
             report.add(rel, _sha(a), _sha(b), "equal" if a == b else "different")
 
 
+def published_files(folder: Path, skip: Iterable[str] = ()) -> dict[str, bytes]:
+    """A publication's files (relative path -> bytes) but ``skip``; a records file stored
+    compressed (``results.stored``) under its own name, decompressed."""
+    names = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
+    names = {n.removesuffix(".gz") if n.endswith(".jsonl.gz") else n for n in names}
+    return {rel: R.read_stored(folder / rel) for rel in sorted(names - set(skip))}
+
+
 def _sha(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()[:16]
 
@@ -271,9 +279,7 @@ def verify(profile: str, only: Sequence[str], out: str | Path | None = None,
                              f"{run.name})")
         folder = runner._folder(run, root)
         skip = {RUN_RECORD, runner.FAILED_NOTEBOOK, *run.notebook.keep}
-        published = {p.relative_to(folder).as_posix(): p.read_bytes()
-                     for p in sorted(folder.rglob("*"))
-                     if p.is_file() and p.relative_to(folder).as_posix() not in skip}
+        published = published_files(folder, skip)
         inputs = runner._input_files(root, profile, man, every, run)
         task = runner.Task(run.name, run.notebook.path.read_text(encoding="utf-8"),
                            {**run.params, "num_threads": cores()}, run.notebook.outputs, {},
