@@ -633,6 +633,16 @@ def attack_regime(language: Dyck, regime: str, lengths: Sequence[int], n: int, s
     on a fresh sample of the same size, both from ``seed``. The rules that recognise the
     language outright (:func:`recognisers`: under k = 1 ``height_tally`` and the old rules
     that read the count) are left out."""
+    from dyckbook.protocol import balanced_sample  # floor 2: the data of a regime
+
+    n = check_int("n", n, 1)
+    rng = np.random.default_rng(_check_seed(seed))
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if lengths.size == 0:
+        raise ValueError(f"lengths must hold at least one length with {regime} negatives")
+    samples = []
+    for _ in range(2):
+        data = balanced_sample(language, regime, rng.choice(lengths, n), window, rng)
+        samples.append((data.codes, data.lengths, data.labels))
     kept = [name for name in names if name not in recognisers(language)]
-    fit, score = B.regime_samples(language, regime, lengths, n, seed, window)
-    return attack(language, fit, score, kept, bins, window, seed, timings)
+    return attack(language, samples[0], samples[1], kept, bins, window, seed, timings)

@@ -62,7 +62,6 @@ __all__ = [
     "make_baseline",
     "order_blind_ceiling",
     "recognisers",
-    "regime_samples",
 ]
 
 BASELINES: tuple[str, ...] = ("first_symbol", "counts", "bigrams", "local", "local6", "local8",
@@ -485,16 +484,6 @@ def attack_regime(language: Dyck, regime: str, lengths: Sequence[int], n: int, s
 
     Rules that recognise the language outright (:func:`recognisers`) are left out.
     """
-    kept = [name for name in names if name not in recognisers(language)]
-    return attack(language, *regime_samples(language, regime, lengths, n, seed, window), kept,
-                  bins, window)
-
-
-def regime_samples(language: Dyck, regime: str, lengths: Sequence[int], n: int, seed: int,
-                   window: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Two samples, to fit and to score, of ``n`` members and ``n`` negatives of a test regime
-    (``protocol.balanced_sample``) at lengths drawn uniformly from ``lengths``: ``(codes,
-    lengths, labels)`` each."""
     from dyckbook.protocol import balanced_sample  # floor 2: the data of a regime
 
     n = check_int("n", n, 1)
@@ -502,6 +491,9 @@ def regime_samples(language: Dyck, regime: str, lengths: Sequence[int], n: int, 
     lengths = np.asarray(lengths, dtype=np.int64)
     if lengths.size == 0:
         raise ValueError(f"lengths must hold at least one length with {regime} negatives")
-    drawn = (balanced_sample(language, regime, rng.choice(lengths, n), window, rng)
-             for _ in range(2))
-    return [(data.codes, data.lengths, data.labels) for data in drawn]
+    samples = []
+    for _ in range(2):
+        data = balanced_sample(language, regime, rng.choice(lengths, n), window, rng)
+        samples.append((data.codes, data.lengths, data.labels))
+    kept = [name for name in names if name not in recognisers(language)]
+    return attack(language, samples[0], samples[1], kept, bins, window)

@@ -168,8 +168,7 @@ def stored(path: str | os.PathLike[str]) -> Path | None:
 
 def read_stored(path: str | os.PathLike[str]) -> bytes:
     """The bytes :func:`stored` holds for ``path``, decompressed (b"" where none is)."""
-    found = stored(path)
-    data = found.read_bytes() if found else b""
+    data = (found := stored(path)) and found.read_bytes() or b""
     return gzip.decompress(data) if found and found.suffix == ".gz" else data
 
 
@@ -242,9 +241,8 @@ def append_records(path: str | os.PathLike[str], records: Iterable[RunRecord | d
         shared = baselines_path(path)
         write_bytes(shared, read_stored(shared) + "".join(x + "\n" for x in new_shared).encode())
     write_bytes(path, old + "".join(line + "\n" for line in lines).encode())
-    for p in (baselines_path(path), path):
-        if p.is_file():  # the compressed form is now in it
-            p.with_name(p.name + ".gz").unlink(missing_ok=True)
+    for p in [p for p in (baselines_path(path), path) if p.is_file()]:  # holds its .gz now
+        p.with_name(p.name + ".gz").unlink(missing_ok=True)
     return path
 
 
