@@ -114,10 +114,14 @@ def test_every_page_says_where_its_numbers_come_from(tmp_path):
     assert "in 3.8 min (resumed; its longest run took 104.7 min), finished" in pages.provenance(
         {**record, "longest_s": 6279.6})["text"]  # a rerun from its records says so
     compacted = pages.provenance({**record, "compacted": [
-        {"on": "2026-11-29T10:00:00+00:00", "commit": "abcdef012345"}]})["text"]
-    assert compacted.startswith(said["text"]) and compacted.endswith(
-        "rewritten with each block of baseline scores once on 2026-11-29 (commit abcdef012345; "
-        "values unchanged).")
+        {"on": "2026-11-29T10:00:00+00:00", "commit": "abcdef012345"},
+        {"on": "2026-11-30T10:00:00+00:00", "commit": "fedcba", "by": "dyckbook compact: "
+         "records of 1048576 bytes or more gzip-compressed (values unchanged)"}]})["text"]
+    assert compacted == said["text"] + (
+        " Its records were rewritten by `dyckbook compact` on 2026-11-29 (commit abcdef012345; "
+        "a compact form; values unchanged). Its records were rewritten by `dyckbook compact` on "
+        "2026-11-30 (commit fedcba; records of 1048576 bytes or more gzip-compressed; values "
+        "unchanged).")  # each pass says what it did
     assert pages.machine().endswith(" cores")
     assert pages.source_commit(tmp_path) is None  # not a checkout
     git = ["git", "-C", str(tmp_path), "-c", "user.email=a@b", "-c", "user.name=a"]

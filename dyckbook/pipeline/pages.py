@@ -226,7 +226,9 @@ def provenance(record: Mapping[str, Any]) -> dict[str, Any]:
                       f"(results version {say['results_version']}) on {say['machine']}{card}"
                       f" in {minutes}, finished {when}.")
     for entry in record.get("compacted", []):  # `dyckbook compact`: the format, not a value
-        fields["text"] += (f" Its records were rewritten with each block of baseline scores "
-                           f"once on {str(entry.get('on', 'an unrecorded date'))[:10]} (commit "
-                           f"{entry.get('commit', 'not recorded')}; values unchanged).")
+        how = str(entry.get("by", "")).removeprefix("dyckbook compact: ").removesuffix(
+            " (values unchanged)") or "a compact form"
+        fields["text"] += (f" Its records were rewritten by `dyckbook compact` on "
+                           f"{str(entry.get('on', 'an unrecorded date'))[:10]} (commit "
+                           f"{entry.get('commit', 'not recorded')}; {how}; values unchanged).")
     return fields
