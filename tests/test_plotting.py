@@ -256,6 +256,11 @@ def test_grid_has_a_panel_per_k_and_depth(value: str) -> None:
         "bidirectional, none", "bidirectional, learned"]
     with pytest.raises(ValueError, match="value"):
         ablation_grid.plot_grid(grid_rows(), "seeds")
+    # a failed cell that has a value (a summary counts failed seeds at 0.5) is labelled once
+    rows = grid_rows()
+    rows[0].update(solved_share=0.0, accuracy=0.5)
+    fig = drawn(ablation_grid.plot_grid(rows, value, title="t"), 4 + 1, value == "accuracy")
+    assert [t.get_text() for t in fig.axes[0].texts].count("all failed") == 1
 
 
 # -------------------------------------------------------------------------------------------

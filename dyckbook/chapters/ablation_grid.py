@@ -377,7 +377,8 @@ def plot_grid(rows: Sequence[Mapping[str, Any]], value: str = "solved_share",
                         annot_kws={"fontsize": 7}, cbar=False, linewidths=0.5,
                         linecolor="white", xticklabels=readouts,
                         yticklabels=[f"{m}, {pe}" for m, pe in lines])
-            for r, c in zip(*np.nonzero(text == "all failed")):  # NaN: seaborn leaves it blank
+            # seaborn annotates a cell with a value; one without (NaN) it leaves blank
+            for r, c in zip(*np.nonzero((text == "all failed") & np.isnan(grid))):
                 ax.text(c + 0.5, r + 0.5, "all failed", ha="center", va="center", fontsize=7)
             ax.set_title(f"Dyck-{k}, {n_layers} layer{'s' * (n_layers > 1)}")
             ax.tick_params(length=0)
