@@ -108,7 +108,7 @@ def compact(profile: str, only: Sequence[str] | None = None,
         if not changed and not packed:
             continue
         how = ["baselines written once each"] * bool(changed) + \
-            [f"records of {GZIP_FROM} bytes or more gzip-compressed"] * bool(packed)
+            [f"records of {GZIP_FROM / 2**20:g} MiB or more gzip-compressed"] * bool(packed)
         changed = {**changed, **{f"{k} -> .gz": v for k, v in packed.items()}}
         entry = {"on": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                  "commit": commit, "by": f"dyckbook compact: {'; '.join(how)} (values unchanged)",
