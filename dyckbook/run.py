@@ -451,8 +451,7 @@ def _make_block(data: DataConfig, seed: int, names: tuple[str, ...]) -> dict[str
 def _evaluate_completion(config: RunConfig, model: nn.Module,
                          splits: CompletionSplits) -> dict[str, Any]:
     """A completion run's measurements: exact match of greedy decoding per test set. Only
-    "constant" marks failure here: a model blind to order that completes what it can is the
-    finding."""
+    "constant" marks failure here (an order-blind model that completes what it can is a finding)."""
     sample = splits.train.subset(np.arange(min(len(splits.train), _TRAIN_SAMPLE)))
     evaluated = {name: seq2seq.evaluate_completions(model, t) for name, t in splits.tests.items()}
     distinct = [m["distinct_outputs"] for _, m in evaluated.values()]
@@ -644,8 +643,9 @@ def run(config: RunConfig, device: str | torch.device = "cpu") -> RunResult:
         ...                               n_val=32, n_test=64),
         ...                    ModelConfig(k=2, n_ctx=10, d_model=8, d_mlp=16, n_layers=1),
         ...                    TrainConfig(max_steps=4), seed=3, baselines=("counts",))
-        >>> run(config).record.seed  # run_seeds(config, [config.seed])[0]
-        3
+        >>> r = run(config).record  # run_seeds(config, [config.seed])[0].record
+        >>> r.seed, r.steps, sorted(r.baselines["hard"]), 0.0 <= r.accuracy("hard") <= 1.0
+        (3, 4, ['counts'], True)
         >>> run(config.to_dict())  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
