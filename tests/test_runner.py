@@ -758,3 +758,26 @@ def test_a_page_stored_before_tables_were_placed_gets_them_at_assembly() -> None
     assert list(out.cells[1].outputs[0].data) == ["application/papermill.record/text/markdown"]
     again = pages.marked_page(nbformat.writes(out), "Page", None)  # idempotent
     assert nbformat.reads(again, as_version=4).cells == out.cells
+
+
+@pytest.mark.parametrize("path, committed", [
+    ("book/results/cpu/01_dyck1/dyck1/run.json", True),
+    ("book/runs/cpu/01_dyck1/dyck1.ipynb", True),
+    ("book/results/cpu/05_explainability/explainability/model_Dyck-1_s0.pt", True),
+    ("book/results/thesis/01_dyck1/dyck1/run.json", True),
+    ("book/runs/thesis/01_dyck1/dyck1.ipynb", True),
+    ("book/results/thesis/05_explainability/explainability/model_Dyck-1_s0.pt", True),
+    ("book/results/smoke/01_dyck1/dyck1/run.json", False),
+    ("book/runs/smoke/01_dyck1/dyck1.ipynb", False),
+    ("checkpoints/model.pt", False),
+    ("scratch/01_dyck1.ipynb", False),
+])
+def test_the_cpu_and_thesis_profiles_are_committed_and_previews_are_not(path, committed):
+    """Issue 51: the cpu profile's published runs and the thesis profile's are part of the
+    repository (results, pages and the weights a later run reads); the smoke profile's, a
+    preview, and a user's scratch and checkpoints stay on the machine."""
+    import subprocess
+
+    ignored = subprocess.run(["git", "check-ignore", "-q", "--no-index", path],
+                             cwd=Path(__file__).resolve().parents[1], check=False).returncode == 0
+    assert ignored is not committed, (path, "ignored" if ignored else "committed")
