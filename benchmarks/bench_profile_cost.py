@@ -5,8 +5,8 @@ its measured wall time (``run.json``) and its records the training seconds and s
 group of seeds trained together. The thesis profile changes budgets only (seeds, epochs,
 strings, steps, lengths; ``dyckbook list``), so its time is estimated as the cpu run's time
 scaled by the ratio of the training work the two profiles' parameters ask for (hours of this
-2-core machine as the runner runs a profile; 07's cpu models came from its resume cache, so its
-base is its groups' training time, one after another):
+2-core machine as the runner runs a profile; a run whose models came from a resume cache has
+its groups' training time, one after another, as its base):
 
 - epoch-mode runs (``dyck1``, ``dyck3``, ``ood``, ``long``): seeds x epochs x strings, and for
   ``long`` x the longest string (a lower bound: attention grows with its square);
@@ -21,7 +21,10 @@ base is its groups' training time, one after another):
 - pages that train nothing: their cpu time.
 
 A run's cpu time is the longest it took under the cpu profile (``run.json``'s ``longest_s``):
-a run resumed from the run cache records only its resume as its last duration.
+a run resumed from the run cache records only its resume as its last duration. Where its
+records' training groups took longer than that, one after another (07, the intervention:
+models resumed from a cache, trained by earlier attempts), their sum is its time instead, a
+lower bound (its host work is not in it).
 
 Where ``bench_dropout.py`` measured experiment 7's training at the long-context run's longest
 string, that run's training alone is costed at that rate too (CPU hours of one core). Where a
@@ -53,7 +56,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dyckbook import presets, run
+from dyckbook import presets, results, run
 from dyckbook.pipeline import manifest, runner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -77,12 +80,16 @@ def groups(profile_run: manifest.Run) -> dict[str, dict[str, float]]:
     """Training seconds and steps of each group of seeds trained together, by label and k."""
     out: dict[str, dict[str, float]] = defaultdict(lambda: {"seconds": 0.0, "steps": 0.0})
     folder = ROOT / profile_run.params["results_dir"]
-    for path in sorted(folder.glob("records*.jsonl")):
-        if path.name.endswith(".baselines.jsonl"):  # the baselines' companion (results)
+    # a records file of 1 MiB or more is published compressed (records.jsonl.gz): read either
+    names = {p.name.removesuffix(".gz") for p in folder.glob("records*.jsonl*")}
+    for name in sorted(n for n in names if n.endswith(".jsonl")):
+        if name.endswith(".baselines.jsonl"):  # the baselines' companion (results)
             continue
-        for line in path.read_text(encoding="utf-8").splitlines():
+        for line in results.read_stored(folder / name).decode("utf-8").splitlines():
+            if not line.strip():
+                continue
             record = json.loads(line)
-            key = f"{path.stem}|{record['label']}|k{record['config']['data']['k']}"
+            key = f"{name.removesuffix('.jsonl')}|{record['label']}|k{record['config']['data']['k']}"
             group = out[key]  # the seeds of a group share its time: keep the largest
             group["seconds"] = max(group["seconds"], float(record["seconds"]))
             group["steps"] = max(group["steps"], float(record["steps"]))
@@ -160,8 +167,8 @@ def estimate(name: str, cpu: manifest.Run, thesis: manifest.Run, done: dict[str,
     measured = float(done.get("longest_s") or done["duration_s"])
     found = groups(cpu)
     trained = sum(g["seconds"] for g in found.values())
-    if name == "generalisation" and trained > measured:  # 07's cpu models came from its cache:
-        measured = trained  # its groups' training time, as if one after another
+    resumed = trained > measured  # its models came from a resume cache (07's records, the run
+    measured = max(measured, trained)  # cache): its groups' training, one after another
     overhead = max(measured - trained, 0.0)
     if name == "thesis-literal":
         seconds = overhead + literal_seconds(found, c, t)
@@ -177,21 +184,28 @@ def estimate(name: str, cpu: manifest.Run, thesis: manifest.Run, done: dict[str,
                if name == "long" else "training work ratio" if ratio != 1.0
                else "the same budgets in both profiles: its cpu time" if name in TRAINING
                else "no training at a larger size: its cpu time")
+    if resumed:
+        how += "; its cpu time is its models' training alone, resumed from a cache (a lower bound)"
     return {"run": name, "cpu_seconds": round(measured, 1), "thesis_seconds": round(seconds),
             "how": how, "measured_thesis_seconds": mine and round(
                 float(mine.get("longest_s") or mine["duration_s"]), 1),
-            "host_seconds": round(overhead if name in TRAINING else measured, 1),
+            # a resumed run's host work (data, scoring, figures) was spread over the attempts
+            # that trained its models: not measured
+            "host_seconds": None if resumed and name in TRAINING
+            else round(overhead if name in TRAINING else measured, 1),
+            "resumed_models": resumed,
             "resumed_at_full_duration": True}
 
 
 def gpu_rows(data: dict[str, Any] | None, thesis: Sequence[str],
-             host: Mapping[str, float]) -> list[dict[str, Any]]:
+             host: Mapping[str, float], resumed: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Every run of the thesis profile on the card of ``data`` (``gpu.json``, its ``runs`` part):
     a run that trains (:data:`TRAINING`), its groups' training seconds there at the thesis size
     plus ``host[run]`` (its cpu run's time outside training); one that trains nothing,
     ``host[run]`` (its cpu time); a training run the card did not time, ``gpu_seconds`` None.
-    A run missing from ``host`` (``--partial``: its cpu run not published here) counts its
-    training alone (``lower_bound``), or None if it trains nothing.
+    A run missing from ``host`` (``--partial``: its cpu run not published here; or among
+    ``resumed``: its models came from a resume cache, so its host work was not measured) counts
+    its training alone (``lower_bound``), or None if it trains nothing.
     No ``runs`` part (a ``gpu.json`` from before it): no rows."""
     measured = ((data or {}).get("raw") or {}).get("runs")
     if not isinstance(measured, dict):
@@ -208,9 +222,11 @@ def gpu_rows(data: dict[str, Any] | None, thesis: Sequence[str],
         elif seconds is None:
             row = {"gpu_seconds": None, "how": "not timed on the card"}
         else:
-            plus = ("its training alone (a lower bound: its cpu run, which measures its host "
-                    "work, is not published here)" if work is None
-                    else "plus its host work at the cpu size")
+            plus = ("plus its host work at the cpu size" if work is not None else
+                    "its training alone (a lower bound: its cpu run resumed its models from a "
+                    "cache, so its host work is not measured)" if name in resumed else
+                    "its training alone (a lower bound: its cpu run, which measures its host "
+                    "work, is not published here)")
             row = {"gpu_seconds": round(seconds + (work or 0.0)), "lower_bound": work is None,
                    "how": f"{len(entry['groups'])} training groups' steps x their step on the "
                           f"card ({entry['estimated']} untimed, at their run's mean), {plus}; "
@@ -285,7 +301,8 @@ def main() -> None:
     path = table.RESULTS / "gpu.json"
     gpu = gpu_rows(json.loads(path.read_text(encoding="utf-8")) if path.exists() else None,
                    list(thesis), {r["run"]: r["host_seconds"] for r in runs
-                                  if r.get("host_seconds") is not None})
+                                  if r.get("host_seconds") is not None},
+                   [r["run"] for r in runs if r.get("resumed_models")])
     long = long_training(thesis)
     uncosted = [r["run"] for r in runs if r["thesis_seconds"] is None]
     total = sum(r["thesis_seconds"] for r in runs if r["thesis_seconds"] is not None)

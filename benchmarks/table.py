@@ -178,11 +178,16 @@ def render_table(results: dict[str, dict[str, Any]]) -> str:
 
 def _resumed(cost: dict[str, Any]) -> str:
     """How a cost counted runs resumed from a cache: at their full (longest) duration, or, in
-    a cost measured before ``bench_profile_cost`` read ``longest_s``, at their last one."""
-    if all(r.get("resumed_at_full_duration") for r in cost["raw"]["runs"]):
-        return ", each run at its longest recorded duration"
-    return (", each run at its last recorded duration: a run resumed from the run cache counts "
-            "only its resume, so a lower bound")
+    a cost measured before ``bench_profile_cost`` read ``longest_s``, at their last one; a run
+    whose models all came from a cache, at its models' training alone."""
+    runs = cost["raw"]["runs"]
+    if not all(r.get("resumed_at_full_duration") for r in runs):
+        return (", each run at its last recorded duration: a run resumed from the run cache "
+                "counts only its resume, so a lower bound")
+    cached = [r["run"] for r in runs if r.get("resumed_models")]
+    return ", each run at its longest recorded duration" + (
+        f" ({', '.join(cached)}: {'its' if len(cached) == 1 else 'their'} models' training "
+        "alone, resumed from a cache: a lower bound)" if cached else "")
 
 
 def render_times(make: dict[str, Any] | None, cost: dict[str, Any] | None = None,
@@ -219,17 +224,17 @@ def _make_and_cost(make: dict[str, Any] | None, cost: dict[str, Any] | None) -> 
         if r is None:
             parts.append(f"`make {target}`: not measured yet")
             continue
-        grown = (f"; its runs take about {cpu:.1f} h now{_resumed(cost)}" if cost
-                 and target == "book" and r["date"] < cost["date"] else "")
-        parts.append(f"`make {target}` about {r['target_seconds'] / 60:.0f} min "
+        parts.append(f"`make {target}` about {_duration(r['target_seconds'])} "
                      f"(measured {r['date']}, {r['cores']} cores, load "
-                     f"{r['load_average'][0]:.1f}{grown})")
+                     f"{r['load_average'][0]:.1f})")
     setup = [runs[t]["venv_seconds"] for t in MAKE_TARGETS if t in runs]
-    tail = (f"; `.venv` adds about {max(setup) / 60:.0f} min the first time" if setup else "")
+    tail = (f"; `.venv` adds about {_duration(max(setup))} the first time" if setup else "")
     text = ("Expected times on a fresh clone (`benchmarks/bench_make.py`): "
             + "; ".join(parts) + tail + ".")
     if cost is None:
         return text
+    text += (f" A full recompute of the cpu profile (`make book RERUN=all`): about {cpu:.1f} h of"
+             f" runs on 2 cores{_resumed(cost)}.")
     long = {r["run"]: r for r in cost["raw"]["runs"]}.get("long", {}).get("thesis_seconds")
     uncosted = [r["run"] for r in cost["raw"]["runs"] if r.get("thesis_seconds") is None]
     rows = cost["raw"].get("gpu", [])

@@ -186,17 +186,24 @@ def test_readme_times_state_the_profiles_cost_from_its_numbers() -> None:
     cost["raw"]["gpu"][1]["gpu_seconds"] = None
     assert "at least 100.0 h (1 of its runs" in table.render_times(None, cost)
     assert "2026-11-27" in text and table.render_times(None) in text
-    make = {"raw": {"runs": {"book": {"target_seconds": 600, "date": "2026-11-25 10:00",
-                                      "cores": 2, "load_average": [1.0], "venv_seconds": 60}}}}
-    assert ("load 1.0; its runs take about 1.5 h now, each run at its last recorded duration: "
-            "a run resumed from the run cache counts only its resume, so a lower bound)"
-            ) in table.render_times(make, cost)
+    make = {"raw": {"runs": {"book": {"target_seconds": 13.4, "date": "2026-11-25 10:00",
+                                      "cores": 2, "load_average": [1.0], "venv_seconds": 74}}}}
+    # issue 51: `make book` builds from the committed results in seconds (it said "about 0 min")
+    assert ("`make book` about 13 s (measured 2026-11-25 10:00, 2 cores, load 1.0); `.venv` adds"
+            " about 74 s the first time.") in table.render_times(make, cost)
+    # a full recompute is its own sentence, from the runs' own records
+    assert ("A full recompute of the cpu profile (`make book RERUN=all`): about 1.5 h of runs on"
+            " 2 cores, each run at its last recorded duration: a run resumed from the run cache "
+            "counts only its resume, so a lower bound.") in table.render_times(make, cost)
     full = {**cost, "raw": {**cost["raw"], "runs": [{**r, "resumed_at_full_duration": True}
                                                      for r in cost["raw"]["runs"]]}}
-    assert "about 1.5 h now, each run at its longest recorded duration)" in table.render_times(
-        make, full)
-    later = {**cost, "date": "2026-11-24 10:00"}
-    assert "now" not in table.render_times(make, later)
+    assert "about 1.5 h of runs on 2 cores, each run at its longest recorded duration." in \
+        table.render_times(make, full)
+    full["raw"]["runs"][0]["resumed_models"] = True
+    assert ("each run at its longest recorded duration (a: its models' training alone, resumed "
+            "from a cache: a lower bound).") in table.render_times(make, full)
+    make["raw"]["runs"]["book"]["target_seconds"] = 2907.2
+    assert "`make book` about 48 min (measured" in table.render_times(make, cost)
 
 
 def test_readme_times_state_what_each_notebooks_defaults_take() -> None:
