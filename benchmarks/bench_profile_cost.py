@@ -22,9 +22,9 @@ its groups' training time, one after another, as its base):
 
 A run's cpu time is the longest it took under the cpu profile (``run.json``'s ``longest_s``):
 a run resumed from the run cache records only its resume as its last duration. Where its
-records' training groups took longer than that, one after another (07, the intervention:
-models resumed from a cache, trained by earlier attempts), their sum is its time instead, a
-lower bound (its host work is not in it).
+records' training groups took longer than that, one after another over its workers
+(learning-dyck3, the intervention: models resumed from a cache, trained by earlier attempts),
+that is its time instead, a lower bound (its host work is not in it).
 
 Where ``bench_dropout.py`` measured experiment 7's training at the long-context run's longest
 string, that run's training alone is costed at that rate too (CPU hours of one core). Where a
@@ -51,13 +51,12 @@ import json
 import math
 import os
 import sys
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dyckbook import presets, results, run
-from dyckbook.pipeline import manifest, runner
+from dyckbook import presets, run
+from dyckbook.pipeline import layout, manifest, runner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import table
@@ -78,22 +77,7 @@ def published(profile: str, m: manifest.Manifest) -> dict[str, dict[str, Any]]:
 
 def groups(profile_run: manifest.Run) -> dict[str, dict[str, float]]:
     """Training seconds and steps of each group of seeds trained together, by label and k."""
-    out: dict[str, dict[str, float]] = defaultdict(lambda: {"seconds": 0.0, "steps": 0.0})
-    folder = ROOT / profile_run.params["results_dir"]
-    # a records file of 1 MiB or more is published compressed (records.jsonl.gz): read either
-    names = {p.name.removesuffix(".gz") for p in folder.glob("records*.jsonl*")}
-    for name in sorted(n for n in names if n.endswith(".jsonl")):
-        if name.endswith(".baselines.jsonl"):  # the baselines' companion (results)
-            continue
-        for line in results.read_stored(folder / name).decode("utf-8").splitlines():
-            if not line.strip():
-                continue
-            record = json.loads(line)
-            key = f"{name.removesuffix('.jsonl')}|{record['label']}|k{record['config']['data']['k']}"
-            group = out[key]  # the seeds of a group share its time: keep the largest
-            group["seconds"] = max(group["seconds"], float(record["seconds"]))
-            group["steps"] = max(group["steps"], float(record["steps"]))
-    return dict(out)
+    return layout.training_groups(ROOT / profile_run.params["results_dir"])
 
 
 def ratio_of(name: str, c: dict[str, Any], t: dict[str, Any]) -> float:
@@ -166,9 +150,10 @@ def estimate(name: str, cpu: manifest.Run, thesis: manifest.Run, done: dict[str,
     # from a cache records only its resume as its last duration
     measured = float(done.get("longest_s") or done["duration_s"])
     found = groups(cpu)
-    trained = sum(g["seconds"] for g in found.values())
-    resumed = trained > measured  # its models came from a resume cache (07's records, the run
-    measured = max(measured, trained)  # cache): its groups' training, one after another
+    # its groups' training, one after another over its workers (07 trains on two)
+    trained = sum(g["seconds"] for g in found.values()) / max(int(c.get("workers") or 1), 1)
+    resumed = trained > measured  # its models came from a resume cache (the run cache): their
+    measured = max(measured, trained)  # training took longer than the run that read them
     overhead = max(measured - trained, 0.0)
     if name == "thesis-literal":
         seconds = overhead + literal_seconds(found, c, t)

@@ -142,3 +142,28 @@ def test_appending_to_a_compressed_file_keeps_its_records(tmp_path: Path) -> Non
     R.write_records(path, [_record(3, 0.5)])  # replacing drops the compressed companion too
     assert [r.label for r in R.read_records(path)] == ["c3"]
     assert not list(tmp_path.glob("*.gz")) and R.read_records(tmp_path / "none.jsonl") == []
+
+
+def test_training_groups_read_plain_and_compressed_records_alike(tmp_path: Path) -> None:
+    """What a run's models took to train, from its records, whichever form they are published
+    in (bench_profile_cost found no groups in the four runs published compressed), keeping
+    each group's time once (its seeds share it) and skipping the baselines' companion."""
+    def lines(label: str, k: int, seconds: float, n: int) -> bytes:
+        one = {"label": label, "config": {"data": {"k": k}}, "seconds": seconds, "steps": 50.0}
+        return b"".join(json.dumps(one).encode() + b"\n" for _ in range(n))
+
+    plain, packed = tmp_path / "plain", tmp_path / "packed"
+    for folder in (plain, packed):
+        folder.mkdir()
+        (folder / "records.jsonl").write_bytes(lines("a", 1, 40.0, 5) + lines("a", 3, 60.0, 5))
+        (folder / "records_extra.jsonl").write_bytes(lines("b", 3, 7.0, 2))
+        (folder / "records.baselines.jsonl").write_bytes(b'{"digest": "x", "baselines": {}}\n')
+    data = (packed / "records.jsonl").read_bytes()
+    (packed / "records.jsonl.gz").write_bytes(gzip.compress(data))
+    (packed / "records.jsonl").unlink()
+    expected = {"records|a|k1": {"seconds": 40.0, "steps": 50.0},
+                "records|a|k3": {"seconds": 60.0, "steps": 50.0},
+                "records_extra|b|k3": {"seconds": 7.0, "steps": 50.0}}
+    assert layout.training_groups(plain) == expected
+    assert layout.training_groups(packed) == expected
+    assert layout.training_groups(tmp_path / "none") == {}

@@ -113,6 +113,22 @@ def test_every_page_says_where_its_numbers_come_from(tmp_path):
     assert pages.provenance({**record, "longest_s": 300.0})["text"] == said["text"]
     assert "in 3.8 min (resumed; its longest run took 104.7 min), finished" in pages.provenance(
         {**record, "longest_s": 6279.6})["text"]  # a rerun from its records says so
+    # models resumed from a cache: the records' training groups took longer than the run
+    folder = tmp_path / "resumed"
+    folder.mkdir()
+    lines = [{"label": label, "config": {"data": {"k": 3}}, "seconds": seconds, "steps": 100}
+             for label, seconds in (("a", 3000.0), ("a", 3000.0), ("b", 2000.0))]
+    (folder / "records.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert "in 3.8 min (resumed; its models' training took 83.3 min, one group after another)," \
+        in pages.provenance(record, folder)["text"]  # the seeds of group a share its 3,000 s
+    assert pages.provenance({**record, "params": {"workers": 25}}, folder)["text"] == said["text"]
+    # its longest run took longer than its groups over its workers: that run trained them
+    assert "in 3.8 min (resumed; its longest run took 104.7 min), finished" in pages.provenance(
+        {**record, "longest_s": 6279.6, "params": {"workers": 2}}, folder)["text"]
+    assert ("(resumed; its longest run took 10.0 min; its models' training took 83.3 min, one "
+            "group after another over 2 workers)") in pages.provenance(
+        {**record, "longest_s": 600.0, "params": {"workers": 2}}, folder)["text"]
+    assert pages.provenance(record, tmp_path / "no such folder")["text"] == said["text"]
     compacted = pages.provenance({**record, "compacted": [
         {"on": "2026-11-29T10:00:00+00:00", "commit": "abcdef012345"},
         {"on": "2026-11-30T10:00:00+00:00", "commit": "fedcba", "by": "dyckbook compact: "
@@ -128,9 +144,18 @@ def test_every_page_says_where_its_numbers_come_from(tmp_path):
     subprocess.run([*git, "init", "-q"], check=True)
     (tmp_path / "dyckbook").mkdir()
     (tmp_path / "dyckbook" / "x.py").write_text("x = 1\n")
+    (tmp_path / "book" / "runs" / "cpu").mkdir(parents=True)
+    (tmp_path / "book" / "chapter.ipynb").write_text("{}")
+    (tmp_path / "book" / "runs" / "cpu" / "page.ipynb").write_text("{}")
     subprocess.run([*git, "add", "."], check=True)
     subprocess.run([*git, "commit", "-qm", "x"], check=True)
     clean = pages.source_commit(tmp_path)
     assert len(clean) == 12 and not clean.endswith("+")
+    # a page published by an earlier run and not yet committed is not the code: still clean
+    (tmp_path / "book" / "runs" / "cpu" / "page.ipynb").write_text('{"new": 1}')
+    assert pages.source_commit(tmp_path) == clean
+    (tmp_path / "book" / "chapter.ipynb").write_text('{"edited": 1}')  # a chapter is
+    assert pages.source_commit(tmp_path) == clean + "+"
+    subprocess.run([*git, "checkout", "-q", "--", "book/chapter.ipynb"], check=True)
     (tmp_path / "dyckbook" / "x.py").write_text("x = 2\n")  # computed from an edited tree
     assert pages.source_commit(tmp_path) == clean + "+"

@@ -12,14 +12,16 @@
 from __future__ import annotations
 
 import gzip
+import json
 import logging
 import os
 from pathlib import Path
 
-from dyckbook.results import read_json, resolve, write_bytes
+from dyckbook.results import read_json, read_stored, resolve, write_bytes
 
 __all__ = ["GZIP_FROM", "PAGES_DIR", "RESULTS_DIR", "RUNS_DIR", "RUN_RECORD", "gzip_folder",
-           "migrate_legacy_tree", "profile_index", "run_notebook_path", "run_results_dir"]
+           "migrate_legacy_tree", "profile_index", "run_notebook_path", "run_results_dir",
+           "training_groups"]
 
 
 RUNS_DIR = Path("book") / "runs"
@@ -54,6 +56,30 @@ def gzip_folder(folder: str | Path) -> dict[str, list[int]]:
         path.unlink()
         changed[path.relative_to(folder).as_posix()] = [len(data), len(packed)]
     return changed
+
+
+def training_groups(folder: str | Path) -> dict[str, dict[str, float]]:
+    """The training seconds and steps of each group of seeds trained together, from the run
+    records under ``folder`` (``records*.jsonl``, or their ``.gz``; not the baselines'
+    companions), keyed ``<file stem>|<label>|k<k>``: the seeds of a group share its time, so
+    each group keeps its largest. A run whose models were resumed from a cache trained them in
+    earlier attempts: the sum over its groups is what that training took, one after another."""
+    out: dict[str, dict[str, float]] = {}
+    names = {p.name.removesuffix(".gz") for p in Path(folder).glob("records*.jsonl*")}
+    for name in sorted(n for n in names if n.endswith(".jsonl")
+                       and not n.endswith(".baselines.jsonl")):
+        for line in read_stored(Path(folder) / name).decode("utf-8").splitlines():
+            if not line.strip():
+                continue
+            record = json.loads(line)
+            if "seconds" not in record or "config" not in record:
+                continue  # not a run record
+            key = f"{name.removesuffix('.jsonl')}|{record.get('label')}|k" \
+                  f"{record['config'].get('data', {}).get('k')}"
+            group = out.setdefault(key, {"seconds": 0.0, "steps": 0.0})
+            group["seconds"] = max(group["seconds"], float(record["seconds"]))
+            group["steps"] = max(group["steps"], float(record.get("steps") or 0))
+    return out
 
 
 def _check_name(what: str, name: str) -> None:

@@ -201,15 +201,23 @@ def source_commit(root: str | os.PathLike[str]) -> str | None:
     head = git("rev-parse", "--short=12", "HEAD")
     if head.returncode != 0:
         return None
-    dirty = git("diff", "--quiet", "HEAD", "--", "dyckbook", "notebooks", "book/*.ipynb")
+    # the book's own notebooks (chapters), not the published pages under book/runs/: a plain
+    # pathspec's "*" matches "/" too, so a page published and not yet committed marked it "+"
+    dirty = git("diff", "--quiet", "HEAD", "--", "dyckbook", "notebooks", ":(glob)book/*.ipynb")
     return head.stdout.strip() + ("+" if dirty.returncode == 1 else "")
 
 
-def provenance(record: Mapping[str, Any]) -> dict[str, Any]:
-    """What a page says of where its numbers come from, from its ``run.json``: the commit and
-    package version that computed it, its results version, when it finished, on what machine
-    and in how long (``text``: one sentence, and one per later rewrite of its records' format
-    by ``dyckbook compact``; missing parts say "not recorded")."""
+def provenance(record: Mapping[str, Any], folder: str | os.PathLike[str] | None = None
+               ) -> dict[str, Any]:
+    """What a page says of where its numbers come from, from its ``run.json`` (``record``) and
+    its results ``folder``: the commit and package version that computed it, its results
+    version, when it finished, on what machine and in how long (``text``: one sentence, and one
+    per later rewrite of its records' format by ``dyckbook compact``; missing parts say "not
+    recorded"). A run that resumed says so, with the longest it took and, where its records'
+    training groups took longer than it (over its workers), what that training took: models
+    resumed from a cache were trained by earlier attempts."""
+    from dyckbook.pipeline.layout import training_groups
+
     fields = {"commit": record.get("commit"), "dyckbook": record.get("dyckbook"),
               "results_version": record.get("results_version"),
               "finished": record.get("finished"), "machine": record.get("machine"),
@@ -217,9 +225,15 @@ def provenance(record: Mapping[str, Any]) -> dict[str, Any]:
     say = {k: ("not recorded" if v is None else v) for k, v in fields.items()}
     minutes = f"{fields['wall_s'] / 60:.1f} min" if fields["wall_s"] is not None \
         else "an unrecorded time"
-    longest = record.get("longest_s")  # a rerun resumed from its records or the run cache
-    if longest and fields["wall_s"] is not None and longest > 1.5 * fields["wall_s"]:
-        minutes += f" (resumed; its longest run took {longest / 60:.1f} min)"
+    wall, longest = fields["wall_s"], record.get("longest_s")  # a rerun resumed from its
+    trained = sum(g["seconds"] for g in training_groups(folder).values()) if folder else 0.0
+    workers = max(int((record.get("params") or {}).get("workers") or 1), 1)  # records or cache
+    notes = ([f"its longest run took {longest / 60:.1f} min"] if wall is not None and longest
+             and longest > 1.5 * wall else []) + (
+        [f"its models' training took {trained / 60:.1f} min, one group after another"
+         + (f" over {workers} workers" if workers > 1 else "")]
+        if wall is not None and trained / workers > 1.5 * max(wall, longest or 0) else [])
+    minutes += f" (resumed; {'; '.join(notes)})" if notes else ""
     when = str(say["finished"]).replace("T", " ").replace("+00:00", " UTC")
     card = "" if fields["device"] in (None, "cpu") else f" ({fields['device']})"
     fields["text"] = (f"Computed by dyckbook {say['dyckbook']} at commit {say['commit']} "

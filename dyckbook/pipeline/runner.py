@@ -677,9 +677,9 @@ def assemble_pages(profile: str, manifest: str | os.PathLike[str] | None = None,
         log.debug("page %s: %s", run.name, states[run.name])
     index = profile_index(profile, root)
     built = R.read_json(index) if index.is_file() else {"profile": profile, "runs": {}}
+    said = {r.name: pages.provenance(rec, _folder(r, root)) for r, _, rec in listed}
     R.write_json(dest / "index.json", {**built, "description": _description(man, profile),
-                                       "states": states, "provenance": {
-                                           r.name: pages.provenance(rec) for r, _, rec in listed}})
+                                       "states": states, "provenance": said})
     return states
 
 
