@@ -164,6 +164,23 @@ def test_glued_numbers_and_figures_are_rendered(html_dir: Path) -> None:
 
 @pytest.mark.notebook
 @pytest.mark.slow
+def test_every_page_says_where_its_numbers_come_from_and_what_judges_them(
+        html_dir: Path) -> None:
+    """Issue 51 item 4: under each run's title its provenance, for a verdict-bearing run with
+    the registration its claims are judged against (or why they are not); the landing page
+    tabulates every run with the same, a registration column included."""
+    intro = (html_dir / "book/intro.html").read_text()
+    assert "Where every number comes from" in intro and "<p>registration</p>" in intro
+    for doc in ("01_dyck1/dyck1", "06_ablation_grid/ablation-grid"):
+        page = (html_dir / f"book/pages/{doc}.html").read_text()
+        assert "Computed by dyckbook" in page, doc
+        assert re.search(r"are judged against registration \d+ of|are not judged: ", page), doc
+    page = (html_dir / "book/pages/90_summary/summary.html").read_text()
+    assert "Computed by dyckbook" in page and "judged against registration" not in page
+
+
+@pytest.mark.notebook
+@pytest.mark.slow
 def test_a_broken_run_keeps_every_page_and_the_book_builds(tmp_path: Path) -> None:
     """Issue 29's transaction: in a built smoke tree, one run fails (a parameter its notebook
     rejects); every stored page and result file survives byte for byte, later stages are not

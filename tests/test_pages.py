@@ -129,6 +129,28 @@ def test_every_page_says_where_its_numbers_come_from(tmp_path):
             "group after another over 2 workers)") in pages.provenance(
         {**record, "longest_s": 600.0, "params": {"workers": 2}}, folder)["text"]
     assert pages.provenance(record, tmp_path / "no such folder")["text"] == said["text"]
+    # the registration its claims are judged against, or why they are not (issue 51 item 4)
+    from dyckbook.pipeline import registry
+
+    run, params = registry.verdict_runs()[0], {"n_seeds": 10}
+    fixed = registry.Registration(1, "2026-11-28T10:00:00Z", "cpu", run, registry.claims_of(run),
+                                  registry.digest(run, params), registry.recipe(params))
+    judged = {**record, "run": run, "profile": "cpu", "params": params}
+    said = pages.provenance(judged, None, [fixed])
+    assert said["registration"] == "1" and said["text"].endswith(
+        f"Its claims ({', '.join(fixed.claims)}) are judged against registration 1 of "
+        "2026-11-28 10:00:00 UTC, which fixed its recipe and the code of its data and rules "
+        "before it ran.")
+    changed = pages.provenance({**judged, "params": {"n_seeds": 3}}, None, [fixed])
+    assert changed["registration"] == "not judged"
+    assert "Its claims are not judged: run `" in changed["text"] and "registration 1)" in \
+        changed["text"]
+    early = pages.provenance({**judged, "finished": "2026-11-28T09:00:00+00:00"}, None, [fixed])
+    assert early["registration"] == "not judged" and "before its registration 1" in early["text"]
+    assert "not judged" in pages.provenance({**judged, "profile": "smoke"}, None, [fixed])["text"]
+    unjudged = pages.provenance({**record, "run": "summary"}, None, [fixed])  # feeds no claim
+    assert unjudged["registration"] is None and "registration" not in unjudged["text"]
+    said = pages.provenance(record)
     compacted = pages.provenance({**record, "compacted": [
         {"on": "2026-11-29T10:00:00+00:00", "commit": "abcdef012345"},
         {"on": "2026-11-30T10:00:00+00:00", "commit": "fedcba", "by": "dyckbook compact: "

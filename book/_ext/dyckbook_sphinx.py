@@ -86,8 +86,8 @@ def _profile_note(app: Any, doctree: nodes.document, docname: str) -> None:
 
 def _provenance(app: Any, doctree: nodes.document, docname: str) -> None:
     """Under a run's page's title, where its numbers come from (``pages.provenance``: commit,
-    package and results version, machine, wall time, date); on the landing page, a table of
-    every published run with the same."""
+    package and results version, machine, wall time, date, registration); on the landing page,
+    a table of every published run with the same."""
     index = Path(app.srcdir) / INDEX
     if not index.is_file():
         return
@@ -97,10 +97,11 @@ def _provenance(app: Any, doctree: nodes.document, docname: str) -> None:
         para = nodes.paragraph("", "", nodes.Text(known[name]["text"]))
         _under_title(doctree, nodes.container("", para, classes=["provenance"]))
     elif docname == app.config.root_doc and known:
-        head = ("run", "commit", "finished", "machine", "wall time")
+        head = ("run", "commit", "finished", "machine", "wall time", "registration")
         rows = [(run, p.get("commit") or "—", str(p.get("finished") or "—")[:16].replace("T", " "),
                  p.get("machine") or "—",
-                 f"{p['wall_s'] / 60:.1f} min" if p.get("wall_s") is not None else "—")
+                 f"{p['wall_s'] / 60:.1f} min" if p.get("wall_s") is not None else "—",
+                 p.get("registration") or "—")
                 for run, p in sorted(known.items()) if p.get("finished")]
         table, group = nodes.table(classes=["provenance-table"]), nodes.tgroup(cols=len(head))
         table += group
@@ -112,8 +113,10 @@ def _provenance(app: Any, doctree: nodes.document, docname: str) -> None:
         section = nodes.section(ids=["provenance-of-every-run"])
         section += nodes.title(text="Where every number comes from")
         section += nodes.paragraph(text="Each published run of this build: the commit that "
-                                   "computed it, when it finished, the machine and its wall time "
-                                   "(every page repeats its own under its title).")
+                                   "computed it, when it finished, the machine, its wall time "
+                                   "and, for a run whose results judge a claim, the registration "
+                                   "they are judged against (every page repeats its own under "
+                                   "its title; the verdict chapter lists every registration).")
         section += table
         doctree.append(section)
 

@@ -15,7 +15,7 @@ import platform
 import re
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -207,15 +207,16 @@ def source_commit(root: str | os.PathLike[str]) -> str | None:
     return head.stdout.strip() + ("+" if dirty.returncode == 1 else "")
 
 
-def provenance(record: Mapping[str, Any], folder: str | os.PathLike[str] | None = None
-               ) -> dict[str, Any]:
+def provenance(record: Mapping[str, Any], folder: str | os.PathLike[str] | None = None,
+               registrations: Sequence[Any] | None = None) -> dict[str, Any]:
     """What a page says of where its numbers come from, from its ``run.json`` (``record``) and
     its results ``folder``: the commit and package version that computed it, its results
     version, when it finished, on what machine and in how long (``text``: one sentence, and one
     per later rewrite of its records' format by ``dyckbook compact``; missing parts say "not
     recorded"). A run that resumed says so, with the longest it took and, where its records'
     training groups took longer than it (over its workers), what that training took: models
-    resumed from a cache were trained by earlier attempts."""
+    resumed from a cache were trained by earlier attempts. Then the registration its claims are
+    judged against (``registrations``: default ``registry.load()``), or why they are not."""
     from dyckbook.pipeline.layout import training_groups
 
     fields = {"commit": record.get("commit"), "dyckbook": record.get("dyckbook"),
@@ -245,4 +246,24 @@ def provenance(record: Mapping[str, Any], folder: str | os.PathLike[str] | None 
         fields["text"] += (f" Its records were rewritten by `dyckbook compact` on "
                            f"{str(entry.get('on', 'an unrecorded date'))[:10]} (commit "
                            f"{entry.get('commit', 'not recorded')}; {how}; values unchanged).")
+    fields["registration"], said = _registration(record, registrations)
+    fields["text"] += f" {said}" if said else ""
     return fields
+
+
+def _registration(record: Mapping[str, Any], registrations: Sequence[Any] | None
+                  ) -> tuple[str | None, str]:
+    """The registration a run's claims are judged against (its id as text, or "not judged"),
+    and the sentence that says so; (None, "") for a run that feeds no claim."""
+    from dyckbook.pipeline import registry
+
+    if not record.get("run") or record.get("run") not in registry.verdict_runs():
+        return None, ""
+    found, problem = registry.check(record, registry.load() if registrations is None
+                                    else registrations)
+    if problem:
+        return "not judged", f"Its claims are not judged: {problem}."
+    when = found.registered.replace("T", " ").replace("Z", " UTC")
+    return str(found.id), (f"Its claims ({', '.join(found.claims)}) are judged against "
+                           f"registration {found.id} of {when}, which fixed its recipe and the "
+                           "code of its data and rules before it ran.")
