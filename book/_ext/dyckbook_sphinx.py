@@ -97,11 +97,12 @@ def _provenance(app: Any, doctree: nodes.document, docname: str) -> None:
         para = nodes.paragraph("", "", nodes.Text(known[name]["text"]))
         _under_title(doctree, nodes.container("", para, classes=["provenance"]))
     elif docname == app.config.root_doc and known:
-        head = ("run", "commit", "finished", "machine", "wall time", "registration")
+        head = ("run", "commit", "finished", "machine", "wall time", "judged against")
         rows = [(run, p.get("commit") or "—", str(p.get("finished") or "—")[:16].replace("T", " "),
                  p.get("machine") or "—",
                  f"{p['wall_s'] / 60:.1f} min" if p.get("wall_s") is not None else "—",
-                 p.get("registration") or "—")
+                 f"registration {p['registration']}" if (p.get("registration") or "").isdigit()
+                 else p.get("registration") or "—")
                 for run, p in sorted(known.items()) if p.get("finished")]
         table, group = nodes.table(classes=["provenance-table"]), nodes.tgroup(cols=len(head))
         table += group
