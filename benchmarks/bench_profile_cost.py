@@ -151,7 +151,7 @@ def estimate(name: str, cpu: manifest.Run, thesis: manifest.Run, done: dict[str,
     measured = float(done.get("longest_s") or done["duration_s"])
     found = groups(cpu)
     # its groups' training, one after another over its workers (07 trains on two)
-    trained = sum(g["seconds"] for g in found.values()) / max(int(c.get("workers") or 1), 1)
+    trained = layout.training_seconds(ROOT / cpu.params["results_dir"], done)
     resumed = trained > measured  # its models came from a resume cache (the run cache): their
     measured = max(measured, trained)  # training took longer than the run that read them
     overhead = max(measured - trained, 0.0)

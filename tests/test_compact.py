@@ -167,3 +167,15 @@ def test_training_groups_read_plain_and_compressed_records_alike(tmp_path: Path)
     assert layout.training_groups(plain) == expected
     assert layout.training_groups(packed) == expected
     assert layout.training_groups(tmp_path / "none") == {}
+    # unlabelled records (the grid's cells) are grouped by their configuration, less the seed:
+    # they collapsed into one group per k, and the grid's 72 cells counted as 2
+    cells = tmp_path / "cells"
+    cells.mkdir()
+    rows = [{"label": "", "seconds": s, "steps": 40.0,
+             "config": {"seed": seed, "data": {"k": 3}, "model": {"n_layers": n}}}
+            for n, s in ((1, 10.0), (2, 30.0)) for seed in (0, 1)]
+    (cells / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert sorted(g["seconds"] for g in layout.training_groups(cells).values()) == [10.0, 30.0]
+    assert layout.training_seconds(cells, {"params": {"workers": 0},
+                                           "machine": "AMD EPYC, 2 cores"}) == 20.0
+    assert layout.training_seconds(cells, {}) == 40.0

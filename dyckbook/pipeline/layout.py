@@ -15,13 +15,16 @@ import gzip
 import json
 import logging
 import os
+import re
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from dyckbook.results import read_json, read_stored, resolve, write_bytes
 
 __all__ = ["GZIP_FROM", "PAGES_DIR", "RESULTS_DIR", "RUNS_DIR", "RUN_RECORD", "gzip_folder",
            "migrate_legacy_tree", "profile_index", "run_notebook_path", "run_results_dir",
-           "training_groups"]
+           "training_groups", "training_seconds"]
 
 
 RUNS_DIR = Path("book") / "runs"
@@ -61,9 +64,9 @@ def gzip_folder(folder: str | Path) -> dict[str, list[int]]:
 def training_groups(folder: str | Path) -> dict[str, dict[str, float]]:
     """The training seconds and steps of each group of seeds trained together, from the run
     records under ``folder`` (``records*.jsonl``, or their ``.gz``; not the baselines'
-    companions), keyed ``<file stem>|<label>|k<k>``: the seeds of a group share its time, so
-    each group keeps its largest. A run whose models were resumed from a cache trained them in
-    earlier attempts: the sum over its groups is what that training took, one after another."""
+    companions), keyed ``<file stem>|<label>|k<k>``, or by the configuration less its seed for
+    a record without a label (the grid's cells): the seeds of a group share its time, so each
+    group keeps its largest."""
     out: dict[str, dict[str, float]] = {}
     names = {p.name.removesuffix(".gz") for p in Path(folder).glob("records*.jsonl*")}
     for name in sorted(n for n in names if n.endswith(".jsonl")
@@ -74,12 +77,27 @@ def training_groups(folder: str | Path) -> dict[str, dict[str, float]]:
             record = json.loads(line)
             if "seconds" not in record or "config" not in record:
                 continue  # not a run record
-            key = f"{name.removesuffix('.jsonl')}|{record.get('label')}|k" \
-                  f"{record['config'].get('data', {}).get('k')}"
+            config = record["config"]
+            label = record.get("label") or json.dumps(
+                {k: v for k, v in config.items() if k != "seed"}, sort_keys=True)
+            key = f"{name.removesuffix('.jsonl')}|{label}|k{config.get('data', {}).get('k')}"
             group = out.setdefault(key, {"seconds": 0.0, "steps": 0.0})
             group["seconds"] = max(group["seconds"], float(record["seconds"]))
             group["steps"] = max(group["steps"], float(record.get("steps") or 0))
     return out
+
+
+def training_seconds(folder: str | Path, record: Mapping[str, Any]) -> float:
+    """What training the models under ``folder`` took, its groups one after another over the
+    worker processes its ``run.json`` (``record``) names (``workers`` 0: one per core of its
+    machine): a run whose models were resumed from a cache took less than this itself, since
+    earlier attempts trained them."""
+    workers = (record.get("params") or {}).get("workers")
+    if workers == 0:  # one per core, as pages.machine() names them
+        cores = re.search(r"(\d+) cores", str(record.get("machine") or ""))
+        workers = int(cores.group(1)) if cores else 1
+    total = sum(g["seconds"] for g in training_groups(folder).values())
+    return total / max(int(workers or 1), 1)
 
 
 def _check_name(what: str, name: str) -> None:

@@ -217,7 +217,7 @@ def provenance(record: Mapping[str, Any], folder: str | os.PathLike[str] | None 
     training groups took longer than it (over its workers), what that training took: models
     resumed from a cache were trained by earlier attempts. Then the registration its claims are
     judged against (``registrations``: default ``registry.load()``), or why they are not."""
-    from dyckbook.pipeline.layout import training_groups
+    from dyckbook.pipeline.layout import training_seconds
 
     fields = {"commit": record.get("commit"), "dyckbook": record.get("dyckbook"),
               "results_version": record.get("results_version"),
@@ -227,13 +227,11 @@ def provenance(record: Mapping[str, Any], folder: str | os.PathLike[str] | None 
     minutes = f"{fields['wall_s'] / 60:.1f} min" if fields["wall_s"] is not None \
         else "an unrecorded time"
     wall, longest = fields["wall_s"], record.get("longest_s")  # a rerun resumed from its
-    trained = sum(g["seconds"] for g in training_groups(folder).values()) if folder else 0.0
-    workers = max(int((record.get("params") or {}).get("workers") or 1), 1)  # records or cache
+    trained = training_seconds(folder, record) if folder else 0.0  # records or a cache
     notes = ([f"its longest run took {longest / 60:.1f} min"] if wall is not None and longest
              and longest > 1.5 * wall else []) + (
-        [f"its models' training took {trained / 60:.1f} min, one group after another"
-         + (f" over {workers} workers" if workers > 1 else "")]
-        if wall is not None and trained / workers > 1.5 * max(wall, longest or 0) else [])
+        [f"its models' training took {trained / 60:.1f} min"]  # over its workers
+        if wall is not None and trained > 1.5 * max(wall, longest or 0) else [])
     minutes += f" (resumed; {'; '.join(notes)})" if notes else ""
     when = str(say["finished"]).replace("T", " ").replace("+00:00", " UTC")
     card = "" if fields["device"] in (None, "cpu") else f" ({fields['device']})"
