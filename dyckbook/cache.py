@@ -44,6 +44,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from dyckbook import recipe
 from dyckbook.results import read_json, write_bytes, write_json
 
 log = logging.getLogger(__name__)
@@ -169,19 +170,15 @@ def data_key(data: Any, seed: int) -> str:
     import torch
 
     thesis = getattr(data, "source", None) == "thesis"
-    text = json.dumps({"type": type(data).__name__, "data": asdict(data), "seed": int(seed),
-                       "code": code_digest(DATA_ROOTS, DATA_FILES), "numpy": np.__version__,
-                       "torch": torch.__version__ if thesis else None},
-                      sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:24]
+    return recipe.key("cache", {"type": type(data).__name__, "data": asdict(data),
+                                "seed": int(seed), "numpy": np.__version__,
+                                "torch": torch.__version__ if thesis else None})[:24]
 
 
 def block_key(data: Any, seed: int, names: tuple[str, ...]) -> str:
     """A rules' scores entry's name (``run.baseline_block``): its data entry's, the rules, and
     the code of ``RUN_ROOTS`` (which holds the rules and how they are fitted)."""
-    text = json.dumps({"data": data_key(data, seed), "rules": list(names),
-                       "code": code_digest(RUN_ROOTS)}, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:24]
+    return recipe.key("cache", {"data": data_key(data, seed), "rules": list(names)})[:24]
 
 
 def load_or_make(data: Any, seed: int, make: Callable[[Any, int], T] | None = None,
@@ -210,9 +207,7 @@ def load_or_make(data: Any, seed: int, make: Callable[[Any, int], T] | None = No
 # ------------------------------------------------------------------------------ runs
 def run_key(config: Any, seed: int) -> str:
     """A run entry's name: the ``RunConfig`` with ``seed`` and the code of ``RUN_ROOTS``."""
-    text = json.dumps({"config": config.with_seed(int(seed)).digest(),
-                       "code": code_digest(RUN_ROOTS)}, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:24]
+    return recipe.key("cache", {"config": config.with_seed(int(seed)).digest()})[:24]
 
 
 def read_run(root: Path, config: Any, seed: int) -> tuple[dict[str, Any], Any] | None:

@@ -80,62 +80,8 @@ def test_the_key_tells_apart_what_the_data_depend_on(monkeypatch) -> None:
     monkeypatch.setattr(torch, "__version__", "9.9.9+cu999")
     assert cache.data_key(DATA, 0) == base  # a CUDA build reads the CPU's entries
     assert cache.data_key(thesis, 0) != with_torch  # but not the thesis' torch-drawn split
-    monkeypatch.setattr(cache, "code_digest", lambda *_: "another package source")
+    monkeypatch.setattr(cache.recipe, "RESULTS_VERSION", cache.recipe.RESULTS_VERSION + 1)
     assert cache.data_key(DATA, 0) != base
-
-
-def package_copy(tmp_path: Path, monkeypatch) -> Path:
-    """A copy of the package that ``cache`` reads its modules' code from."""
-    import shutil
-
-    copy = tmp_path / "dyckbook"
-    shutil.copytree(Path(cache.__file__).parent, copy,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.so"))
-
-    def module_file(name: str) -> Path:
-        parts = name.split(".")
-        if parts[0] != "dyckbook":
-            raise ValueError(name)
-        base = copy.joinpath(*parts[1:])
-        for path in (base.with_suffix(".py"), base / "__init__.py"):
-            if path.is_file():
-                return path
-        raise ValueError(f"{name} is not a module")
-
-    monkeypatch.setattr(cache, "module_file", module_file)
-    return copy
-
-
-def test_the_data_digest_follows_the_modules_the_data_are_made_by(tmp_path: Path,
-                                                                   monkeypatch) -> None:
-    """A copy of the package with a data module's code edited digests apart; one with the model
-    or a chapter edited, or a data module's comments, does not. The modules are read from the
-    imports: one the data floor starts importing joins them, wherever it lies."""
-    copy = package_copy(tmp_path, monkeypatch)
-
-    def digest_after(edit: str, text: str = "\nEDITED = 1\n") -> str:
-        (copy / edit).write_text((copy / edit).read_text() + text)
-        cache.code_digest.cache_clear()
-        return cache.code_digest(cache.DATA_ROOTS, cache.DATA_FILES)
-
-    def closure() -> set[str]:
-        return set(cache.module_closure(cache.DATA_ROOTS))
-
-    try:
-        cache.code_digest.cache_clear()
-        first = cache.code_digest(cache.DATA_ROOTS, cache.DATA_FILES)
-        assert {f"dyckbook.{m}" for m in ("protocol", "negatives", "languages",
-                                          "completion")} <= closure()
-        assert not {f"dyckbook.{m}" for m in ("model", "train", "run")} & closure()
-        assert digest_after("model.py") == digest_after("chapters/page.py") == first
-        assert digest_after("negatives.py", "\n# a comment\n") == first  # code only counts
-        edited = [digest_after(name) for name in ("negatives.py", "thesis_model.py", "cache.py")]
-        assert len({first, *edited}) == 4  # each of them changes it
-        assert "dyckbook.chapters.page" not in closure()
-        digest_after("hardness.py", "\nfrom dyckbook.chapters import page  # noqa\n")
-        assert {"dyckbook.chapters", "dyckbook.chapters.page"} <= closure()
-    finally:
-        cache.code_digest.cache_clear()
 
 
 def test_an_unreadable_entry_is_made_again(data_cache: Path) -> None:
@@ -290,12 +236,12 @@ def test_a_stopped_run_trains_only_the_seeds_it_lacks(run_cache: Path, trained: 
         assert_same_run(a, b)
 
 
-def test_another_configuration_or_code_is_not_read(run_cache: Path, trained: list,
+def test_another_configuration_or_results_version_is_not_read(run_cache: Path, trained: list,
                                                    monkeypatch) -> None:
     run.run_seeds(CONFIG, [0])
     other = CONFIG.override(max_steps=5)
     assert run.run_seeds(other, [0])[0].record.steps == 5
-    monkeypatch.setattr(cache, "code_digest", lambda *_: "code after an edit")
+    monkeypatch.setattr(cache.recipe, "RESULTS_VERSION", cache.recipe.RESULTS_VERSION + 1)
     run.run_seeds(CONFIG, [0])
     assert trained == [[0], [0], [0]]
 
@@ -343,57 +289,6 @@ def test_bad_arguments_and_folders_are_named(run_cache: Path, tmp_path: Path, mo
     monkeypatch.setenv(cache.RUN_ENV, str(tmp_path / "a file"))
     with pytest.raises(ValueError, match="DYCKBOOK_RUN_CACHE must name a folder"):
         run.run_seeds(CONFIG, [0])
-
-
-def test_the_code_digest_ignores_documentation_but_not_code() -> None:
-    source = 'def f(x):\n    """Twice x."""\n    return 2 * x  # doubled\n'
-    documented = 'def f(x):\n    """Twice x, documented\n    at length."""\n\n    return 2 * x\n'
-    assert cache.code_text(source) == cache.code_text(documented)
-    assert cache.code_text(source) != cache.code_text(source.replace("2 *", "3 *"))
-
-
-def test_the_code_digest_covers_training_and_scoring() -> None:
-    modules = set(cache.module_closure(cache.RUN_ROOTS))
-    assert {f"dyckbook.{m}" for m in ("run", "train", "model", "blocks", "kernels", "evaluate",
-                                      "baselines", "protocol", "negatives", "cache",
-                                      "checkpoint", "record")} <= modules
-    assert not {m for m in modules if m.startswith(("dyckbook.chapters", "dyckbook.pipeline"))}
-    assert not modules & {"dyckbook.chapters.plotting", "dyckbook.patching", "dyckbook.explain"}
-
-
-def left_out(imported: set[str], key: set[str]) -> set[str]:
-    """The package modules a process imported that a key does not cover."""
-    return {m for m in imported if m == "dyckbook" or m.startswith("dyckbook.")} - key
-
-
-def test_every_module_a_run_imports_is_in_the_run_key(tmp_path: Path) -> None:
-    """Train and score a tiny run in a fresh process (so that every import, function-local ones
-    included, has run), then compare what it imported with ``module_closure(RUN_ROOTS)``: a
-    module left out of the key (a move into a subpackage the walk missed, an import the walk
-    does not read) would let an edit to it leave stale runs in the cache."""
-    import subprocess
-    import sys
-
-    code = ("import json, sys\n"
-            "from dyckbook import run\n"
-            "from dyckbook.model import ModelConfig\n"
-            "from dyckbook.protocol import DataConfig\n"
-            "from dyckbook.train import TrainConfig\n"
-            "c = run.RunConfig(DataConfig(k=2, min_length=4, max_length=10, n_train=64,\n"
-            "    n_val=16, n_test=32), ModelConfig(k=2, n_ctx=10, d_model=8, d_mlp=16,\n"
-            "    n_layers=1), TrainConfig(max_steps=2))\n"
-            "run.run_seeds(c, [0])\n"
-            "print(json.dumps(sorted(sys.modules)))\n")
-    env = {**__import__("os").environ, cache.RUN_ENV: str(tmp_path / "runs"),
-           cache.DATA_ENV: str(tmp_path / "data")}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, env=env, cwd=Path(cache.__file__).parent.parent)
-    imported = set(json.loads(out.stdout.splitlines()[-1]))
-    key = set(cache.module_closure(cache.RUN_ROOTS))
-    assert {"dyckbook.run", "dyckbook.cache", "dyckbook.train"} <= imported
-    assert left_out(imported, key) == set()
-    # the check can fail: a key without one of them reports it
-    assert left_out(imported, key - {"dyckbook.checkpoint"}) == {"dyckbook.checkpoint"}
 
 
 def test_the_runner_hands_the_kernel_absolute_cache_folders(tmp_path: Path,

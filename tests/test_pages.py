@@ -137,13 +137,18 @@ def test_every_page_says_where_its_numbers_come_from(tmp_path):
 
     run, params = registry.verdict_runs()[0], {"n_seeds": 10}
     fixed = registry.Registration(1, "2026-11-28T10:00:00Z", "cpu", run, registry.claims_of(run),
-                                  registry.digest(run, params), registry.recipe(params))
+                                  registry.digest(run, params), registry.recipe.recipe(params))
     judged = {**record, "run": run, "profile": "cpu", "params": params}
     said = pages.provenance(judged, None, [fixed])
     assert said["registration"] == "1" and said["text"].endswith(
         f"Its claims ({', '.join(fixed.claims)}) are judged against registration 1 of "
-        "2026-11-28 10:00:00 UTC, which fixed its recipe and the code of its data and rules "
-        "before it ran.")
+        "2026-11-28 10:00:00 UTC, which fixed its recipe before it ran.")
+    carried = registry.Registration(2, "2026-12-07T10:00:00Z", "cpu", run, fixed.claims,
+                                    fixed.digest, fixed.recipe, "carried", of=1)
+    said_carried = pages.provenance(judged, None, [fixed, carried])
+    assert said_carried["registration"] == "1" and (
+        "registration 1 of 2026-11-28 10:00:00 UTC (its key carried over to the one rule of "
+        "issue 66 as registration 2)") in said_carried["text"]
     changed = pages.provenance({**judged, "params": {"n_seeds": 3}}, None, [fixed])
     assert changed["registration"] == "not judged"
     assert "Its claims are not judged: run `" in changed["text"] and "registration 1)" in \

@@ -149,19 +149,39 @@ def test_ceilings_regenerate_the_first_seeds_test_set():
         3: order_blind_ceiling(test.codes, test.lengths, test.labels)}
 
 
-def test_the_digest_covers_the_code_of_the_data_and_the_rules(monkeypatch):
-    """An edit to the negatives or to a stack-free rule changes a registration's digest (so a
-    run made after it is not judged under the old registration); an edit elsewhere does not."""
-    from dyckbook import cache
+def test_the_digest_follows_the_results_version_and_what_a_named_set_expands_to(monkeypatch):
+    """The one rule (``recipe``): a registration's digest moves with the results version and
+    with what ``cells: reduced`` expands to, and with no code (a refactor leaves it judged)."""
+    from dyckbook import grid, recipe
 
     params = _params()
     before = registry.digest("ablation-grid", params)
-    modules = set(cache.module_closure(registry.CODE_ROOTS))
-    assert {"dyckbook.negatives", "dyckbook.protocol", "dyckbook.baselines",
-            "dyckbook.adversary", "dyckbook.hardness", "dyckbook.languages"} <= modules
-    assert not {"dyckbook.model", "dyckbook.train", "dyckbook.run"} & modules
-    assert registry.digest("ablation-grid", params, code="after an edit") != before
-    assert registry.digest("ablation-grid", params, code=registry.code_digest()) == before
+    monkeypatch.setattr(recipe, "RESULTS_VERSION", recipe.RESULTS_VERSION + 1)
+    assert registry.digest("ablation-grid", params) != before
+    monkeypatch.undo()
+    assert registry.digest("ablation-grid", params) == before
+    named = {**params, "cells": "reduced"}
+    fewer = grid.cells_named("reduced")[:-1]
+    was = registry.digest("ablation-grid", named)
+    monkeypatch.setitem(grid.CELL_SETS, "reduced", lambda: fewer)
+    assert registry.digest("ablation-grid", named) != was
+
+
+def test_a_carried_over_registration_keeps_the_time_of_the_one_it_carries(tmp_path):
+    """An entry ``of`` an earlier registration judges runs finished after the earlier one."""
+    reg = registry.Registration(1, "2026-01-01T00:00:00Z", "cpu", "dyck1", ("c",), "old", {})
+    carried = registry.Registration(2, "2026-06-01T00:00:00Z", "cpu", "dyck1", ("c",),
+                                    registry.digest("dyck1", {}), {}, "carried", of=1)
+    record = {"profile": "cpu", "run": "dyck1", "params": {}, "finished": "2026-03-01T00:00:00Z"}
+    assert registry.check(record, [reg, carried]) == (carried, "")
+    assert registry.registered_at(carried, [reg, carried]) == reg.registered
+    plain = registry.Registration(2, "2026-06-01T00:00:00Z", "cpu", "dyck1", ("c",),
+                                  registry.digest("dyck1", {}), {}, "new")
+    assert "before its registration 2" in registry.check(record, [reg, plain])[1]
+    path = tmp_path / "r.yml"
+    registry.write(path, [reg, carried])
+    assert registry.load(path) == [reg, carried]
+    assert "of:" not in path.read_text().split("- id: 2")[0]
 
 
 def test_the_design_history_is_read_and_checked(tmp_path):

@@ -253,8 +253,7 @@ def test_a_stale_run_says_what_changed(tmp_path: Path) -> None:
            }["summary"]
     record = {"results_version": runner.RESULTS_VERSION, "dyckbook": "0.0-any",
               "notebook_hash": runner.notebook_hash(
-        run.notebook.path), "params_hash": runner._digest(
-        {k: v for k, v in run.params.items() if k not in runner.UNHASHED}),
+        run.notebook.path), "params_hash": runner._params_hash(run),
         "inputs": {"alpha": "a", "file:benchmarks/x.json": "x", "chapter": "c"}}
     now = {"alpha": "a2", "beta": "b", "chapter": "c"}
     assert runner._why(run, now, record) == [
@@ -293,8 +292,7 @@ def test_a_record_from_before_inputs_were_declared(tmp_path: Path) -> None:
     def legacy(run: runner.Run, **over: Any) -> dict[str, Any]:
         return {"hash": "from-before", "results_version": runner.RESULTS_VERSION,
                 "notebook_hash": runner.notebook_hash(run.notebook.path),
-                "params_hash": runner._digest({k: v for k, v in run.params.items()
-                                               if k not in runner.UNHASHED}), **over}
+                "params_hash": runner._params_hash(run), **over}
     _published(root, alpha, {}, **legacy(alpha))
     assert runner.run_status(alpha, {}, root) == "ok"
     assert runner.run_status(alpha, {"chapter": "x"}, root) == "stale"
@@ -318,7 +316,7 @@ def _page(notebook: bytes, run: runner.Run, several: bool) -> bytes:
     return pages.prepare_for_book(
         notebook, name=run.name, source="/".join(run.notebook.path.parts[-2:]), params=run.params,
         profile=run.profile, chapter=run.notebook.group == runner.CHAPTERS_GROUP,
-        several=several, hidden=runner.UNHASHED)
+        several=several, hidden=runner.PAGE_HIDDEN)
 
 
 def test_prepare_for_book_shows_parameters_and_hides_plumbing() -> None:

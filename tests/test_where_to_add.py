@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import yaml
 
-from dyckbook import adversary, baselines, blocks, negatives, protocol, seq2seq
+from dyckbook import adversary, baselines, blocks, grid, negatives, protocol, seq2seq
 from dyckbook.chapters import ablation_grid, generalisation
 from dyckbook.languages import Dyck
 from dyckbook.model import ModelConfig
@@ -33,11 +33,11 @@ def test_a_positional_encoding(monkeypatch):
     monkeypatch.setattr(blocks, "POS_ENCODINGS", (*blocks.POS_ENCODINGS, "xpos"))
     full = ablation_grid.cells_named("full")
     assert {c for c in full if c.pos_encoding == "xpos"} == {
-        ablation_grid.Cell(k, n, m, "xpos", r) for k in ablation_grid.KS
-        for n in ablation_grid.LAYERS for m in blocks.MASKS for r in blocks.READOUTS}
+        grid.Cell(k, n, m, "xpos", r) for k in grid.KS
+        for n in grid.LAYERS for m in blocks.MASKS for r in blocks.READOUTS}
     assert any(c.pos_encoding == "xpos" for c in ablation_grid.cells_named("reduced"))
     assert ablation_grid.Cell.from_name("k1-L2-causal-xpos-end").pos_encoding == "xpos"
-    assert "causal-xpos-end" in generalisation.expand("positions,lstm")
+    assert "causal-xpos-end" in grid.expand_configs("positions,lstm")
     assert generalisation.fields("causal-xpos-end")["pos_encoding"] == "xpos"
     assert "xpos" in seq2seq.decodable()
     assert ModelConfig(pos_encoding="xpos").pos_encoding == "xpos"

@@ -12,7 +12,6 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor, as_completed
 from dataclasses import asdict, dataclass, fields
-from itertools import product
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ from dyckbook.chapters.page import (
 from dyckbook.chapters.page import summarise as run_summarise
 from dyckbook.config import Config
 from dyckbook.evaluate import wilson
+from dyckbook.grid import CELL_SETS, Cell, cells_named
 from dyckbook.model import ModelConfig
 from dyckbook.protocol import DataConfig
 from dyckbook.record import RunRecord
@@ -44,82 +44,7 @@ from dyckbook.train import TrainConfig
 __all__ = ["CELL_SETS", "SOLVED", "Cell", "GridSpec", "cell_of",
            "cells_named", "run_cell", "run_grid", "summarise"]
 
-LAYERS = (1, 2, 3)
-KS = (1, 3)
 SOLVED = 0.99  # test accuracy at which a seed counts as having learned the language
-
-
-@dataclass(frozen=True, order=True)
-class Cell:
-    """One architecture of the grid; everything else comes from the :class:`GridSpec`."""
-
-    k: int
-    n_layers: int
-    mask: str
-    pos_encoding: str
-    readout: str
-
-    @property
-    def name(self) -> str:
-        """e.g. ``k1-L2-causal-learned-mean``."""
-        return f"k{self.k}-L{self.n_layers}-{self.mask}-{self.pos_encoding}-{self.readout}"
-
-    @classmethod
-    def from_name(cls, name: str) -> Cell:
-        """Inverse of :attr:`name`; a malformed name raises ``ValueError`` naming it."""
-        parts = name.split("-") if isinstance(name, str) else []
-        try:
-            k, layers = int(parts[0].removeprefix("k")), int(parts[1].removeprefix("L"))
-            cell = cls(k, layers, *parts[2:])
-        except (IndexError, ValueError, TypeError):
-            raise ValueError(f"cell name must look like 'k3-L2-causal-learned-end', "
-                             f"got {name!r}") from None
-        if (cell.mask not in blocks.MASKS or cell.pos_encoding not in blocks.POS_ENCODINGS
-                or cell.readout not in blocks.READOUTS):
-            raise ValueError(f"cell name {name!r} names an unknown mask, encoding or readout")
-        return cell
-
-
-def all_cells() -> list[Cell]:
-    """k x layers x mask x encoding x readout, every encoding of ``blocks.POS_ENCODINGS``
-    (2 x 3 x 2 x 8 x 3 = 288 cells), in a fixed order."""
-    return [Cell(*c) for c in product(KS, LAYERS, blocks.MASKS, blocks.POS_ENCODINGS,
-                                      blocks.READOUTS)]
-
-
-def _reduced() -> list[Cell]:
-    """What the verdicts need at 1 and 2 layers, for both k: the thesis' configurations, every
-    causal configuration with a readout that can see the string, and the bidirectional ones
-    with a position encoding that can tell order; the encodings made for length
-    generalisation (``blocks.LENGTH_ENCODINGS``) are the length study's."""
-    keep = []
-    for c in all_cells():
-        if c.n_layers == 3 or c.pos_encoding in ("absolute_ctx", *blocks.LENGTH_ENCODINGS):
-            continue
-        causal_ok = c.mask == "causal" and c.readout != "start"
-        bidirectional_ok = c.mask == "bidirectional" and c.readout != "end"
-        thesis = c.pos_encoding in ("none", "absolute") and c.readout == "start"
-        if causal_ok or bidirectional_ok or thesis:
-            keep.append(c)
-    return keep
-
-
-def _smoke() -> list[Cell]:
-    return [Cell(1, 1, "bidirectional", "learned", "start"), Cell(1, 1, "causal", "none", "start"),
-            Cell(1, 1, "causal", "learned", "mean")]
-
-
-CELL_SETS: dict[str, Callable[[], list[Cell]]] = {"full": all_cells, "reduced": _reduced,
-                                                  "smoke": _smoke}
-
-
-def cells_named(name: str) -> list[Cell]:
-    """A named cell set (``full``, ``reduced``, ``smoke``) or comma-separated cell names."""
-    if name in CELL_SETS:
-        return CELL_SETS[name]()
-    if "-" in name:
-        return [Cell.from_name(part.strip()) for part in name.split(",")]
-    raise ValueError(f"cells must be one of {sorted(CELL_SETS)} or cell names, got {name!r}")
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-__all__ = ["POSITIONS", "REFERENCES", "Study", "cell_fields", "check_sentence", "config", "expand",
+from dyckbook.grid import expand_configs
+
+__all__ = ["REFERENCES", "Study", "cell_fields", "check_sentence", "config",
            "fields", "matched_hidden", "panels",
            "reach", "reach_rows", "reach_sentence", "recipe_sentence", "run_records", "side_rows",
            "side_sentence", "study", "theme_rows", "theme_sentence"]
@@ -63,24 +65,6 @@ def fields(name: str) -> dict[str, str]:
                              f"{name!r}")
         out[key] = extra
     return out
-
-
-#: in a list of configurations, every positional encoding (``blocks.POS_ENCODINGS``) at the
-#: length study's mask and readout
-POSITIONS = "positions"
-
-
-def expand(configs: str) -> list[str]:
-    """The configuration names of a comma-separated list; :data:`POSITIONS` stands for
-    ``causal-<encoding>-end`` of every encoding in ``blocks.POS_ENCODINGS`` (so a new encoding
-    joins the study where a profile asks for them all)."""
-    from dyckbook import blocks
-
-    out = []
-    for name in (c.strip() for c in configs.split(",")):
-        out += [f"causal-{pe}-end" for pe in blocks.POS_ENCODINGS] if name == POSITIONS \
-            else [name]
-    return list(dict.fromkeys(out))
 
 
 def matched_hidden(cell: str, k: int, n_ctx: int, n_params: int) -> int:
@@ -151,13 +135,14 @@ def study(params: Mapping[str, Any]) -> Study:
         test_max_depth=None)
     lengths = {f"Dyck-{k} {c}": config(base.override(k=k), c)
                for k in map(int, str(params["ks"]).split(","))
-               for c in expand(str(params["configs"]))}
+               for c in expand_configs(str(params["configs"]))}
     depth_base = base.override(
         k=params["depth_k"], max_depth=params["train_max_depth"],
         test_max_depth=params["test_max_depth"], max_length=params["depth_length"],
         test_max_length=params["depth_length"], n_ctx=params["depth_length"],
         test_sets=("hard",))
-    depths = {f"depth {c}": config(depth_base, c) for c in expand(str(params["depth_configs"]))}
+    depths = {f"depth {c}": config(depth_base, c)
+              for c in expand_configs(str(params["depth_configs"]))}
     return Study(base, lengths, depths)
 
 

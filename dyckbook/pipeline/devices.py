@@ -3,7 +3,7 @@
 One setting reaches every training run: ``make book DEVICE=cuda`` -> ``dyckbook run --device``
 -> the ``device`` parameter of every training notebook -> ``run.run_seeds(..., device=)``.
 The device is provenance (a record's ``versions``, a run's ``run.json``), never part of a
-recipe (``runner.UNHASHED``, ``registry.EXECUTION``).
+recipe (``recipe.EXECUTION``).
 
 On a card, independent training groups (the runs of a stage, the grid's cells, 07's
 configurations, a page's groups in ``page.run_all``) run as concurrent CUDA workers; each

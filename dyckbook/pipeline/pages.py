@@ -261,7 +261,11 @@ def _registration(record: Mapping[str, Any], registrations: Sequence[Any] | None
                                     else registrations)
     if problem:
         return "not judged", f"Its claims are not judged: {problem}."
-    when = found.registered.replace("T", " ").replace("Z", " UTC")
-    return str(found.id), (f"Its claims ({', '.join(found.claims)}) are judged against "
-                           f"registration {found.id} of {when}, which fixed its recipe and the "
-                           "code of its data and rules before it ran.")
+    every = registry.load() if registrations is None else registrations
+    when = registry.registered_at(found, every).replace("T", " ").replace("Z", " UTC")
+    fixed = found.of or found.id
+    carried = (f" (its key carried over to the one rule of issue 66 as registration {found.id})"
+               if found.of else "")
+    return str(fixed), (f"Its claims ({', '.join(found.claims)}) are judged against "
+                        f"registration {fixed} of {when}{carried}, which fixed its recipe "
+                        "before it ran.")

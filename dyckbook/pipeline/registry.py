@@ -5,10 +5,17 @@ profile of ``notebooks/experiments.yml``: its resolved parameters (data, model, 
 test sets; the runner's execution settings left out), the rules of ``verdicts`` it feeds and the
 interval method, under one digest, with the time it was registered and why.
 
-The digest also covers the code that makes the data, the negatives and the stack-free rules
-(:data:`CODE_ROOTS`, through ``cache.code_digest``: the same syntax-only reading the data
-cache keys use), so a registration fixes what a set *is*, not only its parameters: an edit to
-the negatives after a registration makes every run read under it unjudged until a new one.
+The digest is the one key of ``recipe`` (kind ``registration``): the run, its recipe with what
+its named sets expand to, the rules' text and the interval method, under
+``version.RESULTS_VERSION``. So a registration fixes what a set *is*, not only its
+parameters: a change that moves a number of the data, the negatives or the stack-free rules
+bumps the results version (the golden records insist) and leaves every run read under the
+registration unjudged until a new one; a refactor that moves no number leaves it judged.
+
+A registration made under the earlier rule (a digest over the code of the data, negatives and
+rules modules) was carried over once by an entry with ``of``: the same run and recipe, keyed
+under the one rule, verified against the old digest at the commit that wrote it. Its time is
+the original's (:func:`check`): carrying a key over registers nothing new.
 
 A verdict reads a run only if the run's own ``run.json`` (its profile, name and parameters)
 gives the digest of the latest registration of that run and profile, and the run finished after
@@ -23,8 +30,6 @@ registration.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -33,22 +38,14 @@ from typing import Any
 
 import yaml
 
-from dyckbook import cache
+from dyckbook import recipe
 from dyckbook import results as R
 from dyckbook.intervals import METHOD
 from dyckbook.pipeline.verdicts import RULES
 
-__all__ = ["CODE_ROOTS", "EXECUTION", "DesignChange", "Registration", "check", "claims_of",
-           "code_digest", "current", "design", "digest", "load", "recipe", "register",
-           "registry_path", "verdict_runs"]
+__all__ = ["DesignChange", "Registration", "check", "claims_of", "current", "design", "digest",
+           "load", "register", "registered_at", "registry_path", "verdict_runs"]
 
-#: the code a registration covers: what makes the data and the negatives, and the rules scored
-#: beside the models (every package module these import, wherever it lies)
-CODE_ROOTS = ("dyckbook.protocol", "dyckbook.completion", "dyckbook.baselines",
-              "dyckbook.adversary")
-#: parameters that say where and how fast a run executes, not what it computes
-EXECUTION = frozenset({"run_name", "results_dir", "num_threads", "workers", "scheduler",
-                       "device"})
 
 
 @dataclass(frozen=True)
@@ -63,6 +60,7 @@ class Registration:
     digest: str  # :func:`digest` of run, recipe, rules and interval method
     recipe: dict[str, Any]  # the resolved parameters, execution settings left out
     note: str = ""  # why it was registered (a new registration says what changed)
+    of: int | None = None  # the registration whose key this entry carried over to the one rule
 
 
 def registry_path() -> Path:
@@ -80,25 +78,24 @@ def claims_of(run: str) -> tuple[str, ...]:
     return tuple(r.claim for r in RULES if r.run == run)
 
 
-def recipe(params: Mapping[str, Any]) -> dict[str, Any]:
-    """A run's parameters without its execution settings (:data:`EXECUTION`)."""
-    return {k: params[k] for k in sorted(params) if k not in EXECUTION}
+def digest(run: str, params: Mapping[str, Any]) -> str:
+    """The registration key (``recipe.key``): the run's name, its recipe with what its named
+    sets expand to, the text of every rule it feeds and the interval method, under the
+    results version."""
+    return recipe.key("registration", _content(run, params))
 
 
-def code_digest() -> str:
-    """The digest of :data:`CODE_ROOTS`' code (``cache.code_digest``)."""
-    return cache.code_digest(CODE_ROOTS)
-
-
-def digest(run: str, params: Mapping[str, Any], code: str | None = None) -> str:
-    """16 hex digits of SHA-256 over the run's name, recipe, the text of every rule it feeds,
-    the interval method and the code that makes its data and its rules (``code``: default
-    :func:`code_digest`)."""
+def _content(run: str, params: Mapping[str, Any]) -> dict[str, Any]:
     rules = [r.text() for r in RULES if r.run == run]
-    payload = {"run": run, "recipe": recipe(params), "rules": rules, "interval": METHOD,
-               "code": code if code is not None else code_digest()}
-    text = json.dumps(payload, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return {"run": run, "recipe": recipe.expanded(params), "rules": rules, "interval": METHOD}
+
+
+def write(path: Path, entries: Sequence[Registration]) -> None:
+    rows = [{k: v for k, v in {**asdict(r), "claims": list(r.claims)}.items()
+             if not (k == "of" and v is None)} for r in entries]
+    path.write_text("# Pre-registered recipes of the verdict-bearing runs (append-only; "
+                    "python -m dyckbook register).\n"
+                    + yaml.safe_dump(rows, sort_keys=False, width=100), encoding="utf-8")
 
 
 def load(path: str | Path | None = None) -> list[Registration]:
@@ -153,13 +150,9 @@ def register(profile: str, runs: Mapping[str, Mapping[str, Any]], note: str,
         latest = current(existing + new, profile, run)
         if latest is None or latest.digest != d:
             new.append(Registration(len(existing) + len(new) + 1, stamp, profile, run,
-                                    claims_of(run), d, recipe(runs[run]), note.strip()))
+                                    claims_of(run), d, recipe.recipe(runs[run]), note.strip()))
     if new:
-        entries = [{**asdict(r), "claims": list(r.claims)} for r in existing + new]
-        path.write_text("# Pre-registered recipes of the verdict-bearing runs (append-only; "
-                        "python -m dyckbook register).\n"
-                        + yaml.safe_dump(entries, sort_keys=False, width=100),
-                        encoding="utf-8")
+        write(path, existing + new)
     return new
 
 
@@ -179,17 +172,27 @@ def check(run_record: Mapping[str, Any],
     latest = current(registrations, str(profile), str(run))
     if latest is None:
         return None, f"run `{run}` of profile `{profile}` has no registered recipe"
-    d = digest(str(run), run_record.get("params") or {})
-    if d != latest.digest:
+    content = _content(str(run), run_record.get("params") or {})
+    if recipe.check(latest.digest, "registration", content):
+        d = recipe.key("registration", content)
         return latest, (f"run `{run}` ({profile}) has recipe digest {d}, not the registered "
                         f"{latest.digest} (registration {latest.id})")
     finished = str(run_record.get("finished") or "")
     if not finished:
         return latest, f"run `{run}` ({profile}) does not say when it finished"
-    if _utc(finished) < _utc(latest.registered):
+    fixed = registered_at(latest, registrations)
+    if _utc(finished) < _utc(fixed):
         return latest, (f"run `{run}` ({profile}) finished {finished}, before its registration "
-                        f"{latest.id} ({latest.registered})")
+                        f"{latest.of or latest.id} ({fixed})")
     return latest, ""
+
+
+def registered_at(registration: Registration, registrations: Sequence[Registration]) -> str:
+    """When ``registration``'s recipe was fixed: its own time, or for a carried-over key
+    (``of``) the time of the registration it carries over."""
+    if registration.of is None:
+        return registration.registered
+    return registrations[registration.of - 1].registered
 
 
 def _utc(stamp: str) -> datetime:

@@ -9,6 +9,7 @@ into its own tree (``book/results/<profile>``, ``book/runs/<profile>``).
 
 from __future__ import annotations
 
+import ast
 import concurrent.futures as cf
 import fnmatch
 import hashlib
@@ -25,7 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from dyckbook import cache
+from dyckbook import cache, recipe
 from dyckbook import results as R
 from dyckbook.pipeline import devices, executors, pages
 from dyckbook.pipeline.executors import (
@@ -66,7 +67,8 @@ __all__ = ["INJECTED", "Manifest", "Notebook", "Run", "Task", "assemble_pages", 
 
 log = logging.getLogger(__name__)
 
-UNHASHED = frozenset({"num_threads", "device"})  # injected values that cannot change results
+#: injected parameters a page does not list (they say where a run executed: run.json does)
+PAGE_HIDDEN = frozenset({"num_threads", "device"})
 RECORD = RUN_RECORD
 FAILED_NOTEBOOK = "failed.ipynb"
 ATTEMPT = "attempt"  # run.json key: the last attempt, when it failed after a good publication
@@ -91,9 +93,28 @@ def external_runs(manifest: Manifest, profile: str, root: Path) -> list[Run]:
 
 # ------------------------------------------------------------------------------ hashes, status
 def notebook_hash(path: str | os.PathLike[str]) -> str:
-    """SHA-256 of a notebook's cell types and sources (outputs and metadata do not count)."""
+    """SHA-256 of a notebook's cells as they compute: each cell's type and source, a code
+    cell's imports reduced to the names they bind (``recipe``'s rule: where a module lives is
+    wiring, not a number; outputs and metadata do not count)."""
     cells = json.loads(Path(path).read_text(encoding="utf-8"))["cells"]
-    return _digest([(c["cell_type"], "".join(c["source"])) for c in cells])
+    return _digest([(c["cell_type"], _computing(c)) for c in cells])
+
+
+def _computing(cell: Mapping[str, Any]) -> str:
+    """A cell's source, a code cell's import statements replaced by the names they bind."""
+    source = "".join(cell["source"])
+    if cell["cell_type"] != "code":
+        return source
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:  # IPython syntax (magics): the text as it is
+        return source
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            node.names = [ast.alias(a.asname or a.name.split(".")[0]) for a in node.names]
+            if isinstance(node, ast.ImportFrom):
+                node.module, node.level = "", 0
+    return ast.unparse(tree)
 
 
 def file_hashes(folder: Path) -> dict[str, str]:
@@ -105,16 +126,20 @@ def file_hashes(folder: Path) -> dict[str, str]:
 
 
 def run_hash(run: Run, inputs: Mapping[str, str]) -> str:
-    """What a run's results depend on: parameters (not ``num_threads``), notebook source,
-    ``version.RESULTS_VERSION`` (not the package version: a refactor that moves no number keeps
-    results up to date; ``tests/test_results_version.py`` holds the numbers to it), and
-    ``inputs`` (what it reads -> digest: see ``run_inputs``)."""
-    return _digest({"params": _hashed_params(run), "notebook": notebook_hash(run.notebook.path),
-                    "results": RESULTS_VERSION, "inputs": dict(inputs)})
+    """A run's key (``recipe.key``, kind ``run``): its recipe with what its named sets expand
+    to (``recipe.expanded``: no execution setting), its notebook as it computes
+    (:func:`notebook_hash`) and ``inputs`` (what it reads -> digest: see ``run_inputs``), under
+    ``version.RESULTS_VERSION``."""
+    return recipe.key("run", _content(run, inputs))
 
 
-def _hashed_params(run: Run) -> dict[str, Any]:
-    return {k: v for k, v in run.params.items() if k not in UNHASHED}
+def _content(run: Run, inputs: Mapping[str, str]) -> dict[str, Any]:
+    return {"params": recipe.expanded(run.params), "notebook": notebook_hash(run.notebook.path),
+            "inputs": dict(inputs)}
+
+
+def _params_hash(run: Run) -> str:
+    return _digest(recipe.expanded(run.params))
 
 
 def _reads(run: Run, every: Sequence[Run]) -> list[Run]:
@@ -177,7 +202,8 @@ def run_status(run: Run, inputs: Mapping[str, str], root: Path) -> str:
         return "missing"
     if record.get(ATTEMPT):
         return str(record[ATTEMPT]["status"])
-    if record.get("hash") != run_hash(run, inputs) and not _unchanged_legacy(record, run, inputs):
+    if recipe.check(record.get("hash"), "run", _content(run, inputs)) \
+            and not _unchanged_legacy(record, run, inputs):
         return "stale"
     return "ok" if file_hashes(_folder(run, root)) == record.get("files") else "edited"
 
@@ -227,7 +253,7 @@ def _own_changes(run: Run, record: Mapping[str, Any]) -> list[str]:
     out = _results_changes(record)
     if record.get("notebook_hash") != notebook_hash(run.notebook.path):
         out.append(f"its notebook changed ({run.notebook.path.name})")
-    if record.get("params_hash") != _digest(_hashed_params(run)):
+    if record.get("params_hash") != _params_hash(run):
         out.append("its parameters changed")
     return out
 
@@ -620,7 +646,7 @@ def _publish(run: Run, result: Mapping[str, Any] | None, record: Mapping[str, An
         "run": run.name, "notebook": run.notebook.key, "profile": run.profile,
         "params": run.params, "dyckbook": __version__, "results_version": RESULTS_VERSION,
         "hash": record.get("hash") if ok else None,
-        "inputs": record.get("inputs") if ok else None, "params_hash": _digest(_hashed_params(run)),
+        "inputs": record.get("inputs") if ok else None, "params_hash": _params_hash(run),
         "device": record.get("device"), "commit": record.get("commit"),
         "notebook_hash": notebook_hash(run.notebook.path),
         "files": file_hashes(new), **attempt, "longest_s": max(seconds) if seconds else None})
@@ -634,7 +660,7 @@ def _publish(run: Run, result: Mapping[str, Any] | None, record: Mapping[str, An
         R.write_bytes(page, pages.prepare_for_book(
             result["notebook"], name=run.name, source="/".join(run.notebook.path.parts[-2:]),
             params=run.params, profile=run.profile, chapter=run.notebook.group == CHAPTERS_GROUP,
-            several=several, hidden=UNHASHED))
+            several=several, hidden=PAGE_HIDDEN))
         # the index the landing page names: rewritten only when a run of the profile publishes
         R.write_json(profile_index(run.profile, root), _index(run.profile, man, every))
         log.debug("published %s: %d file(s) in %s, page %s", run.name, len(files), rdir, page)
