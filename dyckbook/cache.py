@@ -1,8 +1,8 @@
-"""Two caches of pure computations, keyed by the code that computes them: data and trained runs.
+"""Two caches of pure computations, keyed by the one rule (``recipe``): data and trained runs.
 
 Making a (data config, seed)'s splits, and training and scoring a (run config, seed), are pure:
-the same configuration, seed and code give the same result. Where an environment variable names
-a folder, the result is read from there, or computed and written there:
+the same configuration, seed and results version give the same result. Where an environment
+variable names a folder, the result is read from there, or computed and written there:
 
 ``DYCKBOOK_DATA_CACHE``  the splits of a (data config, seed) (:func:`load_or_make`): processes
                          and machines that share the folder make a run's data once (07's eight
@@ -11,11 +11,9 @@ a folder, the result is read from there, or computed and written there:
                          (:func:`read_run`, :func:`write_run`; ``run.run_seeds`` reads and
                          writes it), so a stopped run resumes where it stopped.
 
-A key digests the configuration, the seed and the code of every package module the result is
-made by (:func:`module_closure`: the modules its roots import, transitively, wherever they lie
-in the package; docstrings, comments and layout aside, :func:`code_text`). An edit to that code
-makes new entries, never a stale read; one to the book, the plots or the analysis keeps them.
-``tests/test_cache.py`` checks that every module a run imports is in the run key.
+A key is ``recipe.key("cache", ...)`` of the configuration and the seed, under
+``version.RESULTS_VERSION``: a change that moves a number bumps it (the golden records insist),
+so it makes new entries, never a stale read; a refactor that moves no number keeps them.
 
 A data entry is a gzip-compressed pickle (written and read by this package only); its key also
 holds numpy's version and, for the thesis' own data, torch's (its ``randperm`` deals the
@@ -27,18 +25,14 @@ device. An entry that cannot be read is made again and replaced.
 
 from __future__ import annotations
 
-import ast
 import gzip
-import hashlib
-import importlib.util
 import json
 import logging
 import os
 import pickle
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import asdict
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -51,15 +45,6 @@ log = logging.getLogger(__name__)
 
 DATA_ENV = "DYCKBOOK_DATA_CACHE"
 RUN_ENV = "DYCKBOOK_RUN_CACHE"
-#: where the data are made: these modules and every package module they import (anywhere in
-#: them, function bodies included), then the files of this module (``make_splits``) and of the
-#: one function it takes from the model floor (``thesis_model.thesis_permutation``), whose own
-#: imports are not data's
-DATA_ROOTS = ("dyckbook.protocol", "dyckbook.completion")
-DATA_FILES = ("dyckbook.cache", "dyckbook.thesis_model")
-#: where a run is made: this module and every package module it imports, and the C kernels
-RUN_ROOTS = ("dyckbook.run",)
-PACKAGE = "dyckbook"
 T = TypeVar("T")
 
 
@@ -73,81 +58,6 @@ def folder(variable: str = DATA_ENV) -> Path | None:
     if path.exists() and not path.is_dir():
         raise ValueError(f"{variable} must name a folder, got {text!r} (a file)")
     return path
-
-
-# ------------------------------------------------------------------------------ code keys
-def module_file(name: str) -> Path:
-    """The source file of the package module ``name`` (dotted: ``dyckbook.chapters.page``),
-    found without importing it."""
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
-        raise ValueError(f"{name} is not a module of the {PACKAGE} package")
-    return Path(spec.origin)
-
-
-def _imported(name: str, tree: ast.AST, is_package: bool) -> Iterable[str]:
-    """The dotted names an ``import`` anywhere in module ``name``'s tree may refer to (a name
-    imported from a package may be a submodule: both are yielded; non-modules drop later)."""
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            yield from (a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:  # relative: from the module's own package upward
-                parts = name.split(".")[: len(name.split(".")) - node.level + is_package]
-                base = ".".join(parts + ([base] if base else []))
-            yield base
-            yield from (f"{base}.{a.name}" for a in node.names)
-
-
-def module_closure(roots: Iterable[str]) -> list[str]:
-    """The package modules ``roots`` import, transitively, read from their source: dotted
-    names, each module's parent packages included (their ``__init__`` runs first)."""
-    seen: set[str] = set()
-    todo = list(roots)
-    while todo:
-        name = todo.pop()
-        if name in seen or name.split(".")[0] != PACKAGE:
-            continue
-        try:
-            path = module_file(name)
-        except (ValueError, ModuleNotFoundError):
-            continue  # a name imported from a module, not a module
-        seen.add(name)
-        parts = name.split(".")
-        todo += [".".join(parts[:i]) for i in range(1, len(parts))]
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        todo += list(_imported(name, tree, path.name == "__init__.py"))
-    return sorted(seen)
-
-
-def code_text(source: str) -> str:
-    """What of a module's source can change a result: its syntax tree without docstrings (the
-    comments and the layout are not in the tree)."""
-    tree = ast.parse(source)
-    for node in ast.walk(tree):
-        if not isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        first = node.body[0] if node.body else None
-        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
-                and isinstance(first.value.value, str):
-            node.body = node.body[1:] or [ast.Pass()]
-    return ast.dump(tree)
-
-
-@lru_cache(maxsize=8)
-def code_digest(roots: tuple[str, ...], files: tuple[str, ...] = ()) -> str:
-    """A digest of the :func:`code_text` of every module in ``module_closure(roots)`` and in
-    ``files`` (modules whose own imports are not followed), and of the C kernels' source where
-    ``dyckbook.kernels`` is among them."""
-    digest = hashlib.sha256()
-    modules = sorted(set(module_closure(roots)) | set(files))
-    for name in modules:
-        digest.update(f"{name}\0{code_text(module_file(name).read_text('utf-8'))}\0".encode())
-    if f"{PACKAGE}.kernels" in modules:
-        digest.update(b"kernels.c\0" + (module_file(f"{PACKAGE}.kernels").parent
-                                        / "kernels.c").read_bytes())
-    return digest.hexdigest()
 
 
 # ------------------------------------------------------------------------------ data
@@ -164,8 +74,8 @@ def make_splits(data: Any, seed: int) -> Any:
 
 
 def data_key(data: Any, seed: int) -> str:
-    """A data entry's name: the data config (a dataclass), the seed, the code that makes data
-    (``DATA_ROOTS``, ``DATA_FILES``), numpy's version and, for the thesis' own data only,
+    """A data entry's name: the data config (a dataclass), the seed, numpy's version and, for
+    the thesis' own data only,
     torch's."""
     import torch
 
@@ -177,7 +87,7 @@ def data_key(data: Any, seed: int) -> str:
 
 def block_key(data: Any, seed: int, names: tuple[str, ...]) -> str:
     """A rules' scores entry's name (``run.baseline_block``): its data entry's, the rules, and
-    the code of ``RUN_ROOTS`` (which holds the rules and how they are fitted)."""
+    the results version (``recipe.key``)."""
     return recipe.key("cache", {"data": data_key(data, seed), "rules": list(names)})[:24]
 
 
@@ -206,7 +116,7 @@ def load_or_make(data: Any, seed: int, make: Callable[[Any, int], T] | None = No
 
 # ------------------------------------------------------------------------------ runs
 def run_key(config: Any, seed: int) -> str:
-    """A run entry's name: the ``RunConfig`` with ``seed`` and the code of ``RUN_ROOTS``."""
+    """A run entry's name: the ``RunConfig`` with ``seed``, under the results version."""
     return recipe.key("cache", {"config": config.with_seed(int(seed)).digest()})[:24]
 
 
