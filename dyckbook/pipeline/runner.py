@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -94,14 +95,50 @@ def external_runs(manifest: Manifest, profile: str, root: Path) -> list[Run]:
 # ------------------------------------------------------------------------------ hashes, status
 def notebook_hash(path: str | os.PathLike[str]) -> str:
     """SHA-256 of a notebook's cells as they compute: each cell's type and source, a code
-    cell's imports reduced to the names they bind (``recipe``'s rule: where a module lives is
-    wiring, not a number; outputs and metadata do not count)."""
+    cell's references to the package reduced to the names of what they reach
+    (:func:`_computing`: ``recipe``'s rule, where a module lives is wiring, not a number;
+    outputs and metadata do not count)."""
     cells = json.loads(Path(path).read_text(encoding="utf-8"))["cells"]
     return _digest([(c["cell_type"], _computing(c)) for c in cells])
 
 
+@lru_cache(maxsize=1)
+def _package_modules() -> frozenset[str]:
+    """The short names of the package's modules and subpackages (``seq2seq``, ``experiment``)."""
+    here = Path(__file__).resolve().parents[1]
+    return frozenset(p.stem for p in here.rglob("*.py") if p.stem != "__init__") | frozenset(
+        p.parent.name for p in here.rglob("__init__.py"))
+
+
+class _PackageReferences(ast.NodeTransformer):
+    """Drops the package's imports and reduces each reference through them to the name it
+    reaches: ``seq2seq.score_items(...)`` and ``completion_scores.score_items(...)`` both read
+    ``score_items(...)``, ``from dyckbook.x import f as g; g()`` reads ``f()``."""
+
+    def __init__(self, bound: Mapping[str, str | None]) -> None:
+        self.bound = bound  # local name -> the name it stands for (None: a module)
+
+    def visit_Import(self, node: ast.Import) -> ast.AST | None:
+        return None if all(a.name.split(".")[0] == "dyckbook" for a in node.names) else node
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> ast.AST | None:
+        return None if (node.module or "").split(".")[0] == "dyckbook" else node
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        if isinstance(node.value, ast.Name) and node.value.id in self.bound \
+                and self.bound[node.value.id] is None:
+            return ast.copy_location(ast.Name(node.attr, node.ctx), node)
+        return self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if self.bound.get(node.id):
+            return ast.copy_location(ast.Name(self.bound[node.id], node.ctx), node)
+        return node
+
+
 def _computing(cell: Mapping[str, Any]) -> str:
-    """A cell's source, a code cell's import statements replaced by the names they bind."""
+    """A cell's source; a code cell's without the package's imports, each reference through
+    them reduced to the name it reaches (a module's attribute to the attribute)."""
     source = "".join(cell["source"])
     if cell["cell_type"] != "code":
         return source
@@ -109,12 +146,15 @@ def _computing(cell: Mapping[str, Any]) -> str:
         tree = ast.parse(source)
     except SyntaxError:  # IPython syntax (magics): the text as it is
         return source
+    modules, bound = _package_modules(), {}
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import | ast.ImportFrom):
-            node.names = [ast.alias(a.asname or a.name.split(".")[0]) for a in node.names]
-            if isinstance(node, ast.ImportFrom):
-                node.module, node.level = "", 0
-    return ast.unparse(tree)
+        if isinstance(node, ast.Import):
+            bound |= {a.asname or a.name.split(".")[0]: None for a in node.names
+                      if a.name.split(".")[0] == "dyckbook"}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "dyckbook":
+            bound |= {a.asname or a.name: None if a.name in modules else a.name
+                      for a in node.names}
+    return ast.unparse(_PackageReferences(bound).visit(tree))
 
 
 def file_hashes(folder: Path) -> dict[str, str]:
