@@ -97,9 +97,11 @@ def notebook_hash(path: str | os.PathLike[str]) -> str:
     """SHA-256 of a notebook's cells as they compute: each cell's type and source, a code
     cell's references to the package reduced to the names of what they reach
     (:func:`_computing`: ``recipe``'s rule, where a module lives is wiring, not a number;
-    outputs and metadata do not count)."""
+    outputs and metadata do not count). The names the package's imports bind are read from
+    every cell: the kernel shares them."""
     cells = json.loads(Path(path).read_text(encoding="utf-8"))["cells"]
-    return _digest([(c["cell_type"], _computing(c)) for c in cells])
+    bound = _bound(cells)
+    return _digest([(c["cell_type"], _computing(c, bound)) for c in cells])
 
 
 @lru_cache(maxsize=1)
@@ -136,24 +138,39 @@ class _PackageReferences(ast.NodeTransformer):
         return node
 
 
-def _computing(cell: Mapping[str, Any]) -> str:
-    """A cell's source; a code cell's without the package's imports, each reference through
-    them reduced to the name it reaches (a module's attribute to the attribute)."""
-    source = "".join(cell["source"])
+def _tree(cell: Mapping[str, Any]) -> ast.Module | None:
+    """A code cell's syntax tree (None: markdown, or IPython syntax such as magics)."""
     if cell["cell_type"] != "code":
-        return source
+        return None
     try:
-        tree = ast.parse(source)
-    except SyntaxError:  # IPython syntax (magics): the text as it is
-        return source
+        return ast.parse("".join(cell["source"]))
+    except SyntaxError:
+        return None
+
+
+def _bound(cells: Sequence[Mapping[str, Any]]) -> dict[str, str | None]:
+    """Every name the package's imports bind in any cell: local name -> the name it stands
+    for (None: a module, whose attributes stand for themselves)."""
     modules, bound = _package_modules(), {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            bound |= {a.asname or a.name.split(".")[0]: None for a in node.names
-                      if a.name.split(".")[0] == "dyckbook"}
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "dyckbook":
-            bound |= {a.asname or a.name: None if a.name in modules else a.name
-                      for a in node.names}
+    for tree in filter(None, map(_tree, cells)):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                bound |= {a.asname or a.name.split(".")[0]: None for a in node.names
+                          if a.name.split(".")[0] == "dyckbook"}
+            elif isinstance(node, ast.ImportFrom) and \
+                    (node.module or "").split(".")[0] == "dyckbook":
+                bound |= {a.asname or a.name: None if a.name in modules else a.name
+                          for a in node.names}
+    return bound
+
+
+def _computing(cell: Mapping[str, Any], bound: Mapping[str, str | None]) -> str:
+    """A cell's source; a code cell's without the package's imports, each reference through
+    the names they bind (``bound``) reduced to the name it reaches (a module's attribute to
+    the attribute)."""
+    tree = _tree(cell)
+    if tree is None:
+        return "".join(cell["source"])
     return ast.unparse(_PackageReferences(bound).visit(tree))
 
 
