@@ -1,5 +1,5 @@
 """The adversary's attack on the long-range (``stack`` regime) sets: every stack-free rule of
-``dyckbook.adversary.ADVERSARY`` and ``baselines.BASELINES`` (those that do not recognise the
+``dyckbook.rules.adversary.ADVERSARY`` and ``baselines.BASELINES`` (those that do not recognise the
 language outright) fitted on ``--n`` members and ``--n`` negatives of a length bin
 (``protocol.balanced_sample``: matched members) and scored on a fresh sample of the same size,
 balanced accuracy, for Dyck-1 (``far``), Dyck-2 and Dyck-3 (``stack``) at lengths 30-36, 38-42
@@ -24,9 +24,9 @@ from pathlib import Path
 
 import table
 
-from dyckbook import adversary as A
-from dyckbook import baselines as B
-from dyckbook.languages import Dyck
+from dyckbook.data.languages import Dyck
+from dyckbook.rules import adversary as A
+from dyckbook.rules import baselines as B
 
 BINS = ((30, 36), (38, 42), (44, 48))
 TARGET = 0.55

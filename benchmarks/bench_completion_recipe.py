@@ -150,7 +150,7 @@ def first_reach(history: list[dict], target: float, window: int, model: int = 0
                 ) -> dict | None:
     """The first validation at which the mean of model ``model``'s last ``window`` validations
     reaches ``target`` (``train``'s early-stop rule, read off a run that may have gone on)."""
-    from dyckbook.train import first_reach as reach
+    from dyckbook.experiment.train import first_reach as reach
 
     at = reach([h["val_accuracy"][model] for h in history], target, window)
     return None if at is None else history[at]
@@ -161,9 +161,10 @@ def fit(name: str, model_kw: dict, train_kw: dict, seed: int, threads: int,
     """Train one model until 99% validation exact match (or its budget); its numbers."""
     import torch
 
-    from dyckbook.completion import CompletionDataConfig, make_completion_splits
-    from dyckbook.seq2seq import CompletionTask, Seq2SeqConfig, build_seq2seq, evaluate_completions
-    from dyckbook.train import TrainConfig, train
+    from dyckbook.data.completion import CompletionDataConfig, make_completion_splits
+    from dyckbook.experiment.completion_scores import evaluate_completions
+    from dyckbook.experiment.train import TrainConfig, train
+    from dyckbook.nn.seq2seq import CompletionTask, Seq2SeqConfig, build_seq2seq
 
     torch.set_num_threads(threads)
     data = make_completion_splits(CompletionDataConfig(k=3, n_train=50_000, n_val=500,
@@ -197,9 +198,10 @@ def fit_seeds(name: str, model_kw: dict, train_kw: dict, seeds: list[int], threa
     to a CPU run, its seconds do not (``ms_per_step`` is the network's, all seeds together)."""
     import torch
 
-    from dyckbook.completion import CompletionDataConfig, make_completion_splits
-    from dyckbook.seq2seq import CompletionTask, Seq2SeqConfig, build_seq2seq, evaluate_completions
-    from dyckbook.train import TrainConfig, train
+    from dyckbook.data.completion import CompletionDataConfig, make_completion_splits
+    from dyckbook.experiment.completion_scores import evaluate_completions
+    from dyckbook.experiment.train import TrainConfig, train
+    from dyckbook.nn.seq2seq import CompletionTask, Seq2SeqConfig, build_seq2seq
 
     torch.set_num_threads(threads)
     torch.backends.cuda.matmul.allow_tf32 = False  # float32 products, as on the CPU

@@ -1,4 +1,4 @@
-"""The data cache (``dyckbook.cache``) on 07's data: made once, or once per configuration.
+"""The data cache (``experiment.cache``) on 07's data: made once, or once per configuration.
 
 07's length study trains its configurations of one k on the same splits of each seed; a worker
 process that has not made them makes them again, and on a GPU machine that is CPU time the
@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from dyckbook import cache
 from dyckbook.chapters import generalisation
+from dyckbook.experiment import cache
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import table

@@ -41,11 +41,11 @@ from typing import Any
 
 import torch
 
-from dyckbook import dropout
-from dyckbook.checkpoint import build_model
-from dyckbook.model import ClassificationTask
-from dyckbook.run import thesis_config
-from dyckbook.train import TrainConfig, train
+from dyckbook.experiment.checkpoint import build_model
+from dyckbook.experiment.run import thesis_config
+from dyckbook.experiment.train import TrainConfig, train
+from dyckbook.nn import dropout
+from dyckbook.nn.model import ClassificationTask
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import table

@@ -28,8 +28,8 @@ from typing import Any
 
 import torch
 
-from dyckbook import run
 from dyckbook.chapters import ablation_grid
+from dyckbook.experiment import run
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import table

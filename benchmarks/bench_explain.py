@@ -27,12 +27,12 @@ import numpy as np
 import table
 import torch
 
-from dyckbook import explain
 from dyckbook.chapters import plotting
-from dyckbook.checkpoint import build_model
-from dyckbook.dataset import Dataset
-from dyckbook.languages import Dyck
-from dyckbook.run import thesis_config
+from dyckbook.data.dataset import Dataset
+from dyckbook.data.languages import Dyck
+from dyckbook.experiment.checkpoint import build_model
+from dyckbook.experiment.run import thesis_config
+from dyckbook.interp import explain
 
 THESIS_FIGURE_SECONDS = 0.8  # ANCHORS.md: the thesis library plots one 16-symbol string's attention
 

@@ -80,12 +80,12 @@ import table
 from bench_completion_recipe import BASE_MODEL, BASE_TRAIN
 from bench_training import labelled
 
-from dyckbook.checkpoint import build_model
-from dyckbook.completion import CompletionDataConfig, make_completion_splits
-from dyckbook.model import ClassificationTask
-from dyckbook.run import thesis_config
-from dyckbook.seq2seq import CompletionTask, Seq2SeqConfig, build_seq2seq
-from dyckbook.train import TrainConfig, train
+from dyckbook.data.completion import CompletionDataConfig, make_completion_splits
+from dyckbook.experiment.checkpoint import build_model
+from dyckbook.experiment.run import thesis_config
+from dyckbook.experiment.train import TrainConfig, train
+from dyckbook.nn.model import ClassificationTask
+from dyckbook.nn.seq2seq import CompletionTask, Seq2SeqConfig, build_seq2seq
 
 CUDA = torch.device("cuda")
 
@@ -242,7 +242,7 @@ def part_lengths(params_path: str | None = None) -> tuple[dict[str, Any], list[d
     from dataclasses import replace
 
     from dyckbook.chapters import generalisation
-    from dyckbook.model import ClassificationTask as Task
+    from dyckbook.nn.model import ClassificationTask as Task
 
     if params_path is None:
         from dyckbook.pipeline import runner
@@ -387,7 +387,7 @@ def plan(profiles: Any = PROFILES, runs: Any = HEAVY) -> dict[str, dict[str, Any
     ``RunConfig``), ``seeds``, ``steps``, ``key`` (what its step time depends on)."""
     import tempfile
 
-    from dyckbook.thesis_model import ThesisModelConfig
+    from dyckbook.nn.thesis_model import ThesisModelConfig
 
     out: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as scratch:
@@ -415,14 +415,14 @@ def _timing_data(config: Any, rows: int) -> Any:
     time of a step): random bracket strings for a classifier, completion pairs for seq2seq."""
     import numpy as np
 
-    from dyckbook.completion import CompletionDataConfig
-    from dyckbook.dataset import Dataset
+    from dyckbook.data.completion import CompletionDataConfig
+    from dyckbook.data.dataset import Dataset
 
     d = config.data
     if isinstance(d, CompletionDataConfig):
         from dataclasses import replace
 
-        from dyckbook.completion import make_completion_splits
+        from dyckbook.data.completion import make_completion_splits
 
         return make_completion_splits(replace(d, n_train=rows, n_val=1, n_test=1), seed=0).train
     rng = np.random.default_rng(0)
@@ -438,8 +438,8 @@ def _time_group(group: dict[str, Any], steps: int = 10) -> tuple[float, int]:
     holds: as ``run.run_seeds`` groups them, as many as fit in the card's memory."""
     from dataclasses import replace
 
-    from dyckbook.completion import CompletionDataConfig
-    from dyckbook.run import _group_size
+    from dyckbook.data.completion import CompletionDataConfig
+    from dyckbook.experiment.run import _group_size
 
     config = group["config"]
     task = (CompletionTask() if isinstance(config.data, CompletionDataConfig)

@@ -4,7 +4,7 @@ Trains the seeds of one grid cell for a fixed number of steps (no early stop), a
 torch thread: the grid of the previous release (its per-model loop, run from a git worktree of
 ``--baseline-ref``), this package one model at a time, and the seeds batched into one network
 three ways: with torch's ops only (``kernels.torch_only``: the batched grid before the C
-kernels), with the C kernels (``dyckbook.kernels``) in float32, and with the kernels and
+kernels), with the C kernels (``dyckbook.nn.kernels``) in float32, and with the kernels and
 bfloat16 matrix products (``TrainConfig.matmul``; the grid's default: bench_recipe.py checks
 that its results stay within the seed spread). Writes benchmarks/results/grid.json and prints a
 table. Tried before and not adopted: ``torch.compile`` of the batched forward (0.73x and 0.80x
@@ -32,11 +32,11 @@ from pathlib import Path
 
 import torch
 
-from dyckbook import kernels
 from dyckbook.chapters.ablation_grid import Cell, GridSpec
-from dyckbook.model import ClassificationTask, Classifier
-from dyckbook.protocol import make_splits
-from dyckbook.train import train
+from dyckbook.data.protocol import make_splits
+from dyckbook.experiment.train import train
+from dyckbook.nn import kernels
+from dyckbook.nn.model import ClassificationTask, Classifier
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import table
@@ -68,9 +68,9 @@ print(json.dumps(out))
 _NOW = """
 import dataclasses, json, sys, time, torch
 from dyckbook.chapters.ablation_grid import Cell, GridSpec
-from dyckbook.model import ClassificationTask, Classifier
-from dyckbook.protocol import make_splits
-from dyckbook.train import train
+from dyckbook.nn.model import ClassificationTask, Classifier
+from dyckbook.data.protocol import make_splits
+from dyckbook.experiment.train import train
 torch.set_num_threads(1)
 cell, steps, seeds = sys.argv[1], int(sys.argv[2]), [int(s) for s in sys.argv[3].split(",")]
 spec = GridSpec(max_steps=steps, eval_every=steps, target_accuracy=None, max_length=16,

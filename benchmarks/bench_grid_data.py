@@ -56,7 +56,7 @@ def each_worker(cells: list[G.Cell], spec: G.GridSpec, seeds: list[int], pool,
 def splits_only(data: object, seed: int, folder: str) -> None:
     """A worker's task: the splits of ``data`` at ``seed`` into ``folder``, no rules."""
     from dyckbook.chapters.page import data_cache
-    from dyckbook.run import data_splits
+    from dyckbook.experiment.run import data_splits
 
     with data_cache(folder):
         data_splits(data, seed)

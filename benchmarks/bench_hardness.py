@@ -29,11 +29,11 @@ import numpy as np
 import table
 import torch
 
-from dyckbook import baselines as B
-from dyckbook import hardness
-from dyckbook import negatives as N
-from dyckbook.languages import Dyck, locally_valid
-from dyckbook.protocol import DataConfig, make_splits, regime_lengths
+from dyckbook.data import hardness
+from dyckbook.data import negatives as N
+from dyckbook.data.languages import Dyck, locally_valid
+from dyckbook.data.protocol import DataConfig, make_splits, regime_lengths
+from dyckbook.rules import baselines as B
 
 WIDTHS = range(2, 10)  # (2k)^w <= 2^24 for k = 3
 

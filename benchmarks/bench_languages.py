@@ -23,10 +23,10 @@ import numpy as np
 import table
 import torch
 
-from dyckbook import tokenizer
-from dyckbook.languages import Dyck
-from dyckbook.negatives import sample_negatives
-from dyckbook.thesis import thesis_balanced, thesis_is_dyck_word, thesis_unbalanced
+from dyckbook.data.languages import Dyck
+from dyckbook.data.negatives import sample_negatives
+from dyckbook.data.thesis import thesis_balanced, thesis_is_dyck_word, thesis_unbalanced
+from dyckbook.nn import tokenizer
 
 K = 3
 COUNTS = {16: 100_000, 128: 20_000, 1024: 4_000}  # dyckbook strings per timing at --scale 1

@@ -47,10 +47,11 @@ from typing import Any
 
 import torch
 
-from dyckbook import constructions, run
 from dyckbook.chapters import generalisation
 from dyckbook.chapters import references_objectives as length_break
 from dyckbook.chapters.references_objectives import balanced
+from dyckbook.experiment import run
+from dyckbook.interp import constructions
 from dyckbook.pipeline import executors
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

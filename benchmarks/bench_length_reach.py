@@ -34,8 +34,8 @@ from typing import Any
 
 import torch
 
-from dyckbook import results, run
 from dyckbook.chapters import generalisation
+from dyckbook.experiment import results, run
 from dyckbook.pipeline import executors
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

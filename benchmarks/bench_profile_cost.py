@@ -55,7 +55,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dyckbook import presets, run
+from dyckbook.data import presets
+from dyckbook.experiment import run
 from dyckbook.pipeline import layout, manifest, runner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -21,11 +21,12 @@ from pathlib import Path
 import table
 import torch
 
-from dyckbook import constructions, evaluate
-from dyckbook.protocol import DataConfig
-from dyckbook.recurrent import RecurrentConfig
-from dyckbook.run import RunConfig, run
-from dyckbook.train import TrainConfig
+from dyckbook.data.protocol import DataConfig
+from dyckbook.experiment import evaluate
+from dyckbook.experiment.run import RunConfig, run
+from dyckbook.experiment.train import TrainConfig
+from dyckbook.interp import constructions
+from dyckbook.nn.recurrent import RecurrentConfig
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -33,17 +33,17 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import table
 
-from dyckbook.completion import (
+from dyckbook.data.completion import (
     CompletionDataConfig,
     make_completion_splits,
 )
-from dyckbook.seq2seq import (
+from dyckbook.data.vocab import EOS
+from dyckbook.nn.seq2seq import (
     Seq2SeqConfig,
     build_seq2seq,
     greedy_decode,
     source_tokens,
 )
-from dyckbook.vocab import EOS
 
 ED = {"k": 3, "n_ctx": 100, "d_model": 64, "n_heads": 4, "d_mlp": 256, "pos_encoding": "learned"}
 DO = {**ED, "arch": "decoder_only", "n_encoder_layers": 0, "n_decoder_layers": 4}

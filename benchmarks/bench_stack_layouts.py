@@ -38,9 +38,9 @@ from pathlib import Path
 import numpy as np
 import table
 
-from dyckbook import adversary as A
-from dyckbook import baselines as B
-from dyckbook.languages import Dyck
+from dyckbook.data.languages import Dyck
+from dyckbook.rules import adversary as A
+from dyckbook.rules import baselines as B
 
 LAYOUTS = {"retyped": 3, "source": 3, "spread": 6}  # layout -> W = ceil(n / this)
 BIN = (30, 36)

@@ -7,7 +7,7 @@ shared: a CPU-second is what one dedicated core delivers, against a peak of 160 
   2 layers, d_model 256, 1 head, no PE), Dyck-1, lengths <= 16, batch 32: training examples per
   CPU-second of dyckbook's ``Classifier``, of the thesis' model (``ThesisClassifier``, the
   library's model bit for bit) and of a plain ``torch.nn.TransformerEncoder`` stand-in, all
-  through ``dyckbook.train`` (same batches, same Adam), interleaved round by round.
+  through ``dyckbook.experiment.train`` (same batches, same Adam), interleaved round by round.
 - ``peak``: the Classifier at batch 256: FLOPs (6 x parameters per real token) per CPU-second
   over 160 GFLOP/s, and over the fp32 matmul rate measured now on one thread.
 - ``long``: experiment 7's shape (d_model 384, d_mlp 768, Dyck-3, lengths up to 4096, batch 8
@@ -43,16 +43,16 @@ import table
 import torch
 from torch import nn
 
-from dyckbook import tokenizer
 from dyckbook.chapters.ablation_grid import Cell, GridSpec
-from dyckbook.checkpoint import build_model
-from dyckbook.dataset import Dataset
-from dyckbook.languages import Dyck, sample_lengths
-from dyckbook.model import ClassificationTask
-from dyckbook.negatives import sample_negatives
-from dyckbook.run import run, thesis_config
-from dyckbook.train import TrainConfig, train
-from dyckbook.vocab import PAD
+from dyckbook.data.dataset import Dataset
+from dyckbook.data.languages import Dyck, sample_lengths
+from dyckbook.data.negatives import sample_negatives
+from dyckbook.data.vocab import PAD
+from dyckbook.experiment.checkpoint import build_model
+from dyckbook.experiment.run import run, thesis_config
+from dyckbook.experiment.train import TrainConfig, train
+from dyckbook.nn import tokenizer
+from dyckbook.nn.model import ClassificationTask
 
 PEAK_PER_CORE = 160e9  # fp32 matmul FLOP/s of one core of the development machine
 
@@ -69,7 +69,7 @@ def labelled(k: int, n: int, max_length: int, seed: int) -> Dataset:
 
 class StandIn(nn.Module):
     """A plain ``torch.nn.TransformerEncoder`` classifier of the same shape (post-LN, ReLU,
-    [start] readout), with the ``n_models`` / ``seeds`` that ``dyckbook.train`` reads. Its
+    [start] readout), with the ``n_models`` / ``seeds`` that ``experiment.train`` reads. Its
     dropout draws from torch's global generator, as torch's modules do."""
 
     n_models, seeds = 1, [0]
@@ -271,11 +271,11 @@ PARTS = {"models": part_models, "peak": part_peak, "long": part_long, "cache": p
 _NOW = """
 import json, sys, time, torch
 from dyckbook.chapters.ablation_grid import Cell, GridSpec
-from dyckbook.checkpoint import build_model
-from dyckbook.model import ClassificationTask
-from dyckbook.protocol import DataConfig, make_splits
-from dyckbook.run import run, thesis_config
-from dyckbook.train import TrainConfig, train
+from dyckbook.experiment.checkpoint import build_model
+from dyckbook.nn.model import ClassificationTask
+from dyckbook.data.protocol import DataConfig, make_splits
+from dyckbook.experiment.run import run, thesis_config
+from dyckbook.experiment.train import TrainConfig, train
 torch.set_num_threads(1)
 steps, solve = int(sys.argv[1]), int(sys.argv[2])
 data = make_splits(DataConfig(k=1, max_length=16, n_train=4000), seed=0).train

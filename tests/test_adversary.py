@@ -1,4 +1,4 @@
-"""Tests for dyckbook.adversary: each stack-free rule against an oracle for what it can and
+"""Tests for dyckbook.rules.adversary: each stack-free rule against an oracle for what it can and
 cannot see."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import itertools
 import numpy as np
 import pytest
 
-from dyckbook import adversary as A
-from dyckbook.baselines import WindowCheck, balanced_accuracy
-from dyckbook.languages import Dyck, sample_lengths
-from dyckbook.negatives import long_range_window, sample_negatives
+from dyckbook.data.languages import Dyck, sample_lengths
+from dyckbook.data.negatives import long_range_window, sample_negatives
+from dyckbook.rules import adversary as A
+from dyckbook.rules.baselines import WindowCheck, balanced_accuracy
 
 LEARNED = ("height_mlp", "skipgrams", "cnn", "cnn_dilated", "height_stats", "edit_knn")
 

@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 from dyckbook.chapters import completion
-from dyckbook.checkpoint import build_model, load_model
-from dyckbook.languages import Dyck
-from dyckbook.model import ModelConfig
-from dyckbook.negatives import sample_negatives
-from dyckbook.protocol import DataConfig
-from dyckbook.run import RunConfig, config_fields, run, run_seeds
-from dyckbook.train import TrainConfig
+from dyckbook.data.languages import Dyck
+from dyckbook.data.negatives import sample_negatives
+from dyckbook.data.protocol import DataConfig
+from dyckbook.experiment.checkpoint import build_model, load_model
+from dyckbook.experiment.run import RunConfig, config_fields, run, run_seeds
+from dyckbook.experiment.train import TrainConfig
+from dyckbook.nn.model import ModelConfig
 
 ENTRY_POINTS = [RunConfig, run, run_seeds, load_model, sample_negatives]
 CONFIG = RunConfig(DataConfig(k=2, min_length=4, max_length=10, n_train=128, n_val=32, n_test=64),
@@ -50,7 +50,7 @@ def test_help_is_more_than_a_line(obj):
 
 def test_top_level_names_resolve_in_a_fresh_interpreter():
     code = ("import dyckbook; from dyckbook import run as r; "
-            "assert dyckbook.run.run_seeds is r.run_seeds is dyckbook.run_seeds; "
+            "assert dyckbook.experiment.run.run_seeds is r.run_seeds is dyckbook.run_seeds; "
             "assert dyckbook.RunConfig is r.RunConfig and callable(dyckbook.load_model); "
             "print('ok')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

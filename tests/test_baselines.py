@@ -1,4 +1,4 @@
-"""Tests for dyckbook.baselines: each shortcut classifier on data where its answer is known."""
+"""Tests for baselines: each shortcut classifier on data where its answer is known."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 from reference_checker import is_dyck
 
-from dyckbook import negatives as N
-from dyckbook.baselines import (
+from dyckbook.data import negatives as N
+from dyckbook.data.languages import Dyck, locally_valid, sample_lengths
+from dyckbook.data.negatives import sample_negatives
+from dyckbook.rules.baselines import (
     BASELINES,
     ORACLE_BAR,
     ORACLE_NGRAM_BAR,
@@ -30,8 +32,6 @@ from dyckbook.baselines import (
     fit_negatives,
     make_baseline,
 )
-from dyckbook.languages import Dyck, locally_valid, sample_lengths
-from dyckbook.negatives import sample_negatives
 
 
 def stack(*blocks):
@@ -245,7 +245,7 @@ def test_the_rules_a_long_range_set_is_built_against_stay_at_chance(k):
     fresh one, per length bin: <= 0.55 (linear models of counts: <= 0.58). The rules that do
     separate the sets (the learned ones of ``adversary``: issue 50) are measured by
     ``benchmarks/bench_adversary.py`` and shown in the Dyck chapter, not asserted away."""
-    from dyckbook import adversary
+    from dyckbook.rules import adversary
 
     lang = Dyck(k)
     train, test = long_range_sets(lang, 20 + k, 1500, 30, 48)
@@ -287,7 +287,7 @@ def test_fit_negatives_picks_the_test_sets_kinds():
 def test_order_blind_ceiling_is_the_bag_majority():
     from collections import Counter
 
-    from dyckbook.baselines import order_blind_ceiling
+    from dyckbook.rules.baselines import order_blind_ceiling
 
     strings = ["()", ")(", "(())", "()()", "))((", "(()(", "()", ")("]
     labels = np.array([1, 0, 1, 1, 0, 0, 1, 1])

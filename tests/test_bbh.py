@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from dyckbook.completion import (
+from dyckbook.data.completion import (
     BBH_DYCK_FILE,
     BIGBENCH_SENTENCE,
     CompletionDataConfig,
@@ -25,9 +25,10 @@ from dyckbook.completion import (
     parse_bigbench,
     to_items,
 )
-from dyckbook.languages import Dyck
-from dyckbook.results import read_bigbench
-from dyckbook.seq2seq import (
+from dyckbook.data.languages import Dyck
+from dyckbook.experiment.results import read_bigbench
+from dyckbook.experiment.train import TrainConfig, train
+from dyckbook.nn.seq2seq import (
     CompletionTask,
     EncoderDecoder,
     Seq2SeqConfig,
@@ -35,7 +36,6 @@ from dyckbook.seq2seq import (
     evaluate_completions,
     score_items,
 )
-from dyckbook.train import TrainConfig, train
 
 ROOT = Path(__file__).resolve().parent.parent
 FILE = BBH_DYCK_FILE

@@ -151,7 +151,8 @@ def test_profile_cost_scales_training_work_by_the_profiles_parameters() -> None:
 
 def test_profile_cost_counts_the_thesis_literal_steps_from_table_5_1() -> None:
     cost = load_bench("bench_profile_cost")
-    from dyckbook import presets, run
+    from dyckbook.data import presets
+    from dyckbook.experiment import run
     for n in range(1, 8):
         e, config = presets.thesis_experiment(n), run.thesis_config(n)
         batch = config.train.batch_size
@@ -271,7 +272,7 @@ def test_the_gpu_plan_is_what_each_notebook_trains(monkeypatch) -> None:
     GPU machine without the book's packages (myst_nb: 12's first glue, before it trains)."""
     monkeypatch.setitem(sys.modules, "myst_nb", None)  # import myst_nb: ModuleNotFoundError
     gpu = load_bench("bench_gpu")
-    from dyckbook.run import RunConfig
+    from dyckbook.experiment.run import RunConfig
 
     planned = gpu.plan(profiles=("smoke",))
     assert set(planned) == set(gpu.HEAVY)

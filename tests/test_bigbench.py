@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from dyckbook.completion import BBH_DYCK_FILE, BIGBENCH_DYCK_FILE, parse_bigbench, to_items
-from dyckbook.results import read_bigbench
+from dyckbook.data.completion import BBH_DYCK_FILE, BIGBENCH_DYCK_FILE, parse_bigbench, to_items
+from dyckbook.experiment.results import read_bigbench
 
 ROOT = Path(__file__).resolve().parent.parent
 EXCERPT = Path(__file__).resolve().parent / "fixtures" / "bigbench_dyck_excerpt.json"

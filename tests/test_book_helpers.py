@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from dyckbook.chapters import ablation_grid, completion, page, summary, thesis_literal
-from dyckbook.evaluate import Score
-from dyckbook.presets import thesis_result
-from dyckbook.record import RunRecord
+from dyckbook.data.presets import thesis_result
+from dyckbook.experiment.evaluate import Score
+from dyckbook.experiment.record import RunRecord
 
 
 def _row(accuracy, low, high, seeds=5, failed=0, failures=(), baselines=None):
@@ -165,7 +165,7 @@ def test_step_of_target_reads_a_run_that_went_on(stopped_at, accuracies, expecte
 
 
 def test_bbh_rows_count_items_missed_by_every_and_by_some_seed():
-    from dyckbook.seq2seq import score_items
+    from dyckbook.experiment.completion_scores import score_items
 
     items = [("([", "])"), ("{<", ">}"), ("((", "))"), ("[", "]")]
     right = score_items(lambda prefixes: [t for _, t in items], items)
@@ -209,7 +209,7 @@ def test_the_item_sets_are_bbh_the_original_its_rest_and_a_users_file(tmp_path):
 
 
 def test_bigbench_rows_name_each_set_with_its_size():
-    from dyckbook.seq2seq import score_items
+    from dyckbook.experiment.completion_scores import score_items
 
     def scores(items, wrong=0):
         return score_items(lambda p: ["" if i < wrong else t for i, (_, t) in enumerate(items)],
@@ -226,7 +226,7 @@ def test_bigbench_rows_name_each_set_with_its_size():
 
 def test_group_by_label_and_evidence_rows():
     from dyckbook.chapters.re_examining_thesis import evidence_rows
-    from dyckbook.pipeline.verdicts import RULES, Evidence, verdicts
+    from dyckbook.claims.verdicts import RULES, Evidence, verdicts
 
     records = [SimpleNamespace(label=x) for x in "abab"]
     groups = page.group_by_label(records)

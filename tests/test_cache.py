@@ -1,4 +1,4 @@
-"""Tests for dyckbook.cache: a run's data made once and its trained seeds kept, read back equal,
+"""Tests for cache: a run's data made once and its trained seeds kept, read back equal,
 keyed by every configuration field and every line of code they depend on."""
 
 import dataclasses
@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 import torch
 
-from dyckbook import cache, results, run
 from dyckbook.chapters import page
-from dyckbook.completion import CompletionDataConfig
-from dyckbook.model import ModelConfig
+from dyckbook.data.completion import CompletionDataConfig
+from dyckbook.data.protocol import DataConfig, make_splits
+from dyckbook.experiment import cache, results, run
+from dyckbook.experiment.run import RunConfig
+from dyckbook.experiment.train import TrainConfig
+from dyckbook.nn.model import ModelConfig
 from dyckbook.pipeline.executors import make_executor
-from dyckbook.protocol import DataConfig, make_splits
-from dyckbook.run import RunConfig
-from dyckbook.train import TrainConfig
 
 DATA = DataConfig(k=2, min_length=4, max_length=10, n_train=200, n_val=40, n_test=80,
                   test_max_length=32, test_sets=("hard", "stack"))

@@ -36,7 +36,7 @@ def _tree(folder: Path) -> set[str]:
 
 
 def test_generate_writes_a_verified_balanced_dataset(tmp_path: Path, capsys) -> None:
-    from dyckbook.results import read_dataset
+    from dyckbook.experiment.results import read_dataset
 
     out = tmp_path / "d.jsonl"
     old = os.umask(0o022)
@@ -192,9 +192,9 @@ def test_verbose_generate_says_what_it_writes(tmp_path: Path, capsys) -> None:
 
 def test_the_constants_the_parser_copies_match_their_modules() -> None:
     """The parser repeats them so that bad arguments fail before numpy is imported."""
+    from dyckbook.data.protocol import REGIMES as PROTOCOL_REGIMES
+    from dyckbook.data.vocab import DEFAULT_PAIRS
     from dyckbook.pipeline.cli import MAX_K, REGIMES
-    from dyckbook.protocol import REGIMES as PROTOCOL_REGIMES
-    from dyckbook.vocab import DEFAULT_PAIRS
 
     assert MAX_K == len(DEFAULT_PAIRS) and REGIMES == PROTOCOL_REGIMES
 
@@ -215,7 +215,7 @@ def test_generate_writes_through_a_link_and_keeps_a_private_file_private(tmp_pat
 
 def test_register_reports_what_is_registered_and_rejects_bad_input(capsys, tmp_path,
                                                                    monkeypatch) -> None:
-    from dyckbook.pipeline import registry
+    from dyckbook.claims import registry
 
     copy = tmp_path / "registrations.yml"  # a failing run must not append to the real one
     copy.write_text(registry.registry_path().read_text())

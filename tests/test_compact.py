@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dyckbook import results as R
-from dyckbook.evaluate import Score
+from dyckbook.experiment import results as R
+from dyckbook.experiment.evaluate import Score
+from dyckbook.experiment.record import RunRecord
 from dyckbook.pipeline import cli, compact, layout, runner
-from dyckbook.record import RunRecord
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 

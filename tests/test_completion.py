@@ -1,4 +1,4 @@
-"""Tests of dyckbook.completion: completion pairs against an independent stack checker, pools,
+"""Tests of dyckbook.data.completion: completion pairs against an independent stack checker, pools,
 determinism, the BIG-bench format and every bad input."""
 
 import json
@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from dyckbook.completion import (
+from dyckbook.data.completion import (
     BIGBENCH_SENTENCE,
     CompletionDataConfig,
     CompletionSet,
@@ -17,8 +17,8 @@ from dyckbook.completion import (
     parse_bigbench,
     to_bigbench_json,
 )
-from dyckbook.dataset import string_hash
-from dyckbook.languages import Dyck
+from dyckbook.data.dataset import string_hash
+from dyckbook.data.languages import Dyck
 
 PAIRS = {"(": ")", "[": "]", "{": "}", "<": ">"}
 

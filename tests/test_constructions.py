@@ -1,16 +1,17 @@
-"""Tests for dyckbook.constructions: hand-set classifiers judged by the languages' own checker,
+"""Tests for constructions: hand-set classifiers judged by the languages' own checker,
 exhaustively on short strings and on the hard and long-range (stack / far) test sets."""
 
 import numpy as np
 import pytest
 import torch
 
-from dyckbook import checkpoint, evaluate, kernels, tokenizer
-from dyckbook import constructions as C
-from dyckbook.dataset import Dataset
-from dyckbook.languages import Dyck
-from dyckbook.model import Classifier, ModelConfig
-from dyckbook.protocol import balanced_sample, regime_lengths
+from dyckbook.data.dataset import Dataset
+from dyckbook.data.languages import Dyck
+from dyckbook.data.protocol import balanced_sample, regime_lengths
+from dyckbook.experiment import checkpoint, evaluate
+from dyckbook.interp import constructions as C
+from dyckbook.nn import kernels, tokenizer
+from dyckbook.nn.model import Classifier, ModelConfig
 
 
 def _balanced_skeletons(k: int, n: int) -> tuple[np.ndarray, np.ndarray]:

@@ -1,12 +1,12 @@
-"""Tests for dyckbook.dataset: string hashes, deduplication, set algebra, labels, summaries."""
+"""Tests for dyckbook.data.dataset: string hashes, deduplication, set algebra, labels, summaries."""
 
 import numpy as np
 import pytest
 from reference_checker import dyck_words, is_member
 
-from dyckbook.dataset import MEMBER, Dataset, string_hash
-from dyckbook.languages import Dyck
-from dyckbook.vocab import PAD_CODE
+from dyckbook.data.dataset import MEMBER, Dataset, string_hash
+from dyckbook.data.languages import Dyck
+from dyckbook.data.vocab import PAD_CODE
 
 DYCK2 = Dyck(2)
 

@@ -12,8 +12,8 @@ import pytest
 import torch
 import yaml
 
+from dyckbook.experiment.run import RunConfig
 from dyckbook.pipeline import cli, devices, executors, runner
-from dyckbook.run import RunConfig
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 GiB = 2**30
@@ -52,7 +52,7 @@ def test_auto_is_cuda_where_there_is_one(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_the_names_agree_with_the_librarys() -> None:
-    from dyckbook import checkpoint
+    from dyckbook.experiment import checkpoint
 
     assert (devices.MEMORY_ENV, devices.CONTEXT_BYTES) == (checkpoint.MEMORY_ENV,
                                                            checkpoint.CONTEXT_BYTES)
@@ -83,7 +83,7 @@ def test_the_estimate_grows_with_what_a_worker_holds() -> None:
     for bigger in (dict(batch_size=256), dict(max_length=96), dict(d_model=128, d_mlp=256)):
         assert devices.estimate_bytes(_grid_config(**bigger), 1) > base, bigger
     # exp. 7's shape at 4,096 symbols: attention over 4,098 keys, several GiB for batch 8
-    from dyckbook.run import thesis_config
+    from dyckbook.experiment.run import thesis_config
 
     long = thesis_config(7, literal=False).override(max_length=4096, test_max_length=4096,
                                                     n_ctx=4096, batch_size=8)

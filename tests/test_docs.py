@@ -97,7 +97,7 @@ def test_every_cross_reference_names_a_page_of_the_toc() -> None:
 
 def test_the_methods_page_scores_a_bigbench_file_as_it_says(capsys) -> None:
     """The methods page's snippet runs as written (on the BBH file, at a tiny budget)."""
-    from dyckbook import completion
+    from dyckbook.data import completion
 
     text = (REPO / "book" / "methods.md").read_text(encoding="utf-8")
     code = re.search(r"## Scoring a BIG-bench completion file.*?```python\n(.*?)```", text,

@@ -1,4 +1,4 @@
-"""Tests for dyckbook.evaluate: Wilson intervals, score tables, pooling, binning, predictions."""
+"""Tests for evaluate: Wilson intervals, score tables, pooling, binning, predictions."""
 
 import json
 import math
@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from dyckbook import tokenizer
-from dyckbook.dataset import MEMBER, Dataset
-from dyckbook.evaluate import Score, binned, margins, pool, predict, score, wilson
-from dyckbook.languages import Dyck
-from dyckbook.model import Classifier, ModelConfig
+from dyckbook.data.dataset import MEMBER, Dataset
+from dyckbook.data.languages import Dyck
+from dyckbook.experiment.evaluate import Score, binned, margins, pool, predict, score, wilson
+from dyckbook.nn import tokenizer
+from dyckbook.nn.model import Classifier, ModelConfig
 
 LANG = Dyck(2)
 

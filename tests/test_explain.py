@@ -1,4 +1,4 @@
-"""Tests for dyckbook.explain: hand-built patterns, brute-force loops and tiny real models."""
+"""Tests for explain: hand-built patterns, brute-force loops and tiny real models."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import pytest
 import torch
 from torch import nn
 
-from dyckbook import explain as E
-from dyckbook import tokenizer
-from dyckbook.dataset import Dataset
-from dyckbook.languages import Dyck
-from dyckbook.model import ClassificationTask, Classifier, ModelConfig
-from dyckbook.thesis_model import ThesisClassifier, ThesisModelConfig
-from dyckbook.train import TrainConfig, train
+from dyckbook.data.dataset import Dataset
+from dyckbook.data.languages import Dyck
+from dyckbook.experiment.train import TrainConfig, train
+from dyckbook.interp import explain as E
+from dyckbook.nn import tokenizer
+from dyckbook.nn.model import ClassificationTask, Classifier, ModelConfig
+from dyckbook.nn.thesis_model import ThesisClassifier, ThesisModelConfig
 
 LANG = Dyck(2)
 

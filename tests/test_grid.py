@@ -1,4 +1,4 @@
-"""Tests for dyckbook.grid: cell names and sets, the spec's run configs, resuming and executors."""
+"""Tests for grid: cell names and sets, the spec's run configs, resuming and executors."""
 
 import json
 from concurrent.futures import ThreadPoolExecutor
@@ -7,8 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from dyckbook import results
-from dyckbook.blocks import MASKS, POS_ENCODINGS, READOUTS
 from dyckbook.chapters import ablation_grid
 from dyckbook.chapters.ablation_grid import (
     Cell,
@@ -18,9 +16,11 @@ from dyckbook.chapters.ablation_grid import (
     run_grid,
     summarise,
 )
-from dyckbook.evaluate import Score, wilson
-from dyckbook.record import RunRecord
-from dyckbook.run import RunConfig
+from dyckbook.experiment import results
+from dyckbook.experiment.evaluate import Score, wilson
+from dyckbook.experiment.record import RunRecord
+from dyckbook.experiment.run import RunConfig
+from dyckbook.nn.blocks import MASKS, POS_ENCODINGS, READOUTS
 
 TINY = GridSpec(d_model=8, n_heads=1, d_mlp=16, max_length=12, max_length_k1=12, n_train=128,
                 n_val=32, n_test=64, batch_size=32, warmup_steps=2, max_steps=8, eval_every=4,
@@ -185,9 +185,9 @@ def test_a_grid_on_workers_makes_each_data_split_once_before_the_cells(tmp_path,
     """With an executor, each distinct (data config, seed) is made once, into the data cache
     (a temporary folder where none is set), and the cells read it there: a cell that made its
     own splits fails here."""
-    from dyckbook import cache
-    from dyckbook import run as R
     from dyckbook.chapters import page
+    from dyckbook.experiment import cache
+    from dyckbook.experiment import run as R
 
     monkeypatch.delenv(cache.DATA_ENV, raising=False)
     cells = cells_named("smoke")

@@ -1,4 +1,4 @@
-"""Tests for dyckbook.hardness: the profile against window enumeration and independent checkers."""
+"""Tests for hardness: the profile against window enumeration and independent checkers."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from reference_checker import is_dyck, is_locally_valid
 
-from dyckbook.hardness import BINS, MEMBER_BIN, profile, window_rejects
-from dyckbook.languages import Dyck, locally_valid
-from dyckbook.negatives import sample_negatives
+from dyckbook.data.hardness import BINS, MEMBER_BIN, profile, window_rejects
+from dyckbook.data.languages import Dyck, locally_valid
+from dyckbook.data.negatives import sample_negatives
 
 LANGUAGES = [Dyck(1), Dyck(2), Dyck(3), Dyck(2, max_depth=3), Dyck(1, max_depth=2),
              Dyck(3, max_depth=4)]

@@ -1,4 +1,4 @@
-"""Tests for dyckbook.intervals: the t quantile against tabulated values, the interval's edges,
+"""Tests for intervals: the t quantile against tabulated values, the interval's edges,
 and its coverage by simulation at the book's seed counts (the claim a "95%" interval makes)."""
 
 import math
@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from dyckbook.intervals import coverage, interval, intervals, t_quantile
+from dyckbook.experiment.intervals import coverage, interval, intervals, t_quantile
 
 
 @pytest.mark.parametrize("df, expected", [(1, 12.7062047), (2, 4.3026527), (3, 3.1824463),

@@ -1,4 +1,4 @@
-"""Tests for dyckbook.kernels: the C kernels compute what torch computes (values and gradients),
+"""Tests for dyckbook.nn.kernels: the C kernels compute what torch computes (values and gradients),
 step aside where they do not apply, and a machine without a compiler falls back to torch."""
 
 import os
@@ -8,9 +8,9 @@ import sys
 import pytest
 import torch
 
-from dyckbook import blocks, kernels
-from dyckbook.model import Classifier, ModelConfig
-from dyckbook.seq2seq import Seq2SeqConfig, build_seq2seq
+from dyckbook.nn import blocks, kernels
+from dyckbook.nn.model import Classifier, ModelConfig
+from dyckbook.nn.seq2seq import Seq2SeqConfig, build_seq2seq
 
 pytestmark = pytest.mark.skipif(not kernels.available(), reason="no C compiler")
 

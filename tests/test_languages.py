@@ -1,4 +1,4 @@
-"""Tests for dyckbook.languages: membership, structure, counting, sampling, local validity."""
+"""Tests for dyckbook.data.languages: membership, structure, counting, sampling, local validity."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from reference_checker import is_locally_valid, local_sets
 from reference_checker import is_member as ref_member
 from scipy.stats import chisquare
 
-from dyckbook.languages import Dyck, local_tables, locally_valid, sample_lengths, window_index
-from dyckbook.vocab import PAD_CODE
+from dyckbook.data.languages import Dyck, local_tables, locally_valid, sample_lengths, window_index
+from dyckbook.data.vocab import PAD_CODE
 
 LANGUAGES = [
     Dyck(1),

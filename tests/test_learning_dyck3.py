@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dyckbook import results
 from dyckbook.chapters import learning_dyck3 as L
-from dyckbook.dataset import Dataset
-from dyckbook.languages import Dyck
-from dyckbook.negatives import sample_negatives
-from dyckbook.recurrent import RecurrentConfig
+from dyckbook.data.dataset import Dataset
+from dyckbook.data.languages import Dyck
+from dyckbook.data.negatives import sample_negatives
+from dyckbook.experiment import results
+from dyckbook.nn.recurrent import RecurrentConfig
 
 TINY = "max_steps:3 n_train:120 n_val:20 n_test:20 test_sets:('stack',) d_model:8 d_mlp:16"
 

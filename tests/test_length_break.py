@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from dyckbook import constructions, tokenizer
 from dyckbook.chapters import references_objectives as length_break
-from dyckbook.model import Classifier, ModelConfig
+from dyckbook.interp import constructions
+from dyckbook.nn import tokenizer
+from dyckbook.nn.model import Classifier, ModelConfig
 
 
 def _first_dip(codes: np.ndarray, length: int) -> int:

@@ -8,11 +8,11 @@ from types import SimpleNamespace
 import pytest
 
 from dyckbook.chapters import generalisation, plotting
-from dyckbook.checkpoint import build_model
-from dyckbook.evaluate import Score
-from dyckbook.model import ModelConfig
-from dyckbook.recurrent import RecurrentClassifier, RecurrentConfig
-from dyckbook.run import RunConfig
+from dyckbook.experiment.checkpoint import build_model
+from dyckbook.experiment.evaluate import Score
+from dyckbook.experiment.run import RunConfig
+from dyckbook.nn.model import ModelConfig
+from dyckbook.nn.recurrent import RecurrentClassifier, RecurrentConfig
 
 
 def _base(**kw) -> RunConfig:

@@ -1,4 +1,4 @@
-"""Tests for dyckbook.blocks and dyckbook.model: masks, padding, hooks, and S models in one network
+"""Tests for blocks and model: masks, padding, hooks, and S models in one network
 trained together equal S models trained alone."""
 
 from dataclasses import replace
@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 import torch
 
-from dyckbook import dropout, tokenizer
-from dyckbook import negatives as N
-from dyckbook.blocks import POS_ENCODINGS
-from dyckbook.dataset import Dataset
-from dyckbook.languages import Dyck, sample_lengths
-from dyckbook.model import READOUTS, ClassificationTask, Classifier, ModelConfig, seed_for
-from dyckbook.train import TrainConfig, train
+from dyckbook.data import negatives as N
+from dyckbook.data.dataset import Dataset
+from dyckbook.data.languages import Dyck, sample_lengths
+from dyckbook.experiment.train import TrainConfig, train
+from dyckbook.nn import dropout, tokenizer
+from dyckbook.nn.blocks import POS_ENCODINGS
+from dyckbook.nn.model import READOUTS, ClassificationTask, Classifier, ModelConfig, seed_for
 
 LANG = Dyck(2)
 

@@ -1,4 +1,4 @@
-"""Tests for dyckbook.negatives: verified non-members that keep every promise of their kind."""
+"""Tests for dyckbook.data.negatives: verified non-members that keep every promise of their kind."""
 
 from __future__ import annotations
 
@@ -8,11 +8,10 @@ import numpy as np
 import pytest
 from reference_checker import is_dyck, is_locally_valid
 
-from dyckbook import negatives as N
-from dyckbook.baselines import LocalRecogniser
-from dyckbook.hardness import profile
-from dyckbook.languages import Dyck, locally_valid, sample_lengths
-from dyckbook.negatives import (
+from dyckbook.data import negatives as N
+from dyckbook.data.hardness import profile
+from dyckbook.data.languages import Dyck, locally_valid, sample_lengths
+from dyckbook.data.negatives import (
     HARD_KINDS,
     LONG_RANGE_KINDS,
     NEGATIVE_KINDS,
@@ -22,6 +21,7 @@ from dyckbook.negatives import (
     sample_negatives,
     stack_kind,
 )
+from dyckbook.rules.baselines import LocalRecogniser
 
 LANGUAGES = [Dyck(1), Dyck(2), Dyck(3), Dyck(2, 1), Dyck(2, 2), Dyck(1, 3), Dyck(3, 3)]
 IDS = [lang.name for lang in LANGUAGES]
@@ -301,7 +301,7 @@ def test_stack_exchanges_two_long_pairs_at_one_height_under_an_ancestor(k):
     """A before B at one depth, types a != b, spans >= W, a common ancestor of type b;
     the negative exchanges their closers, the matched member retypes B to a: the two differ
     in A's closer and B's opener, and every (height, type) tally of both is a word's."""
-    from dyckbook.adversary import HeightTally
+    from dyckbook.rules.adversary import HeightTally
 
     lang = Dyck(k)
     lengths = np.repeat(np.arange(30, 50, 2), 60)

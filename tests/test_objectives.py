@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from dyckbook.constructions import all_strings
-from dyckbook.dataset import Dataset
-from dyckbook.languages import Dyck
-from dyckbook.model import ClassificationTask, Classifier, ModelConfig
+from dyckbook.data.dataset import Dataset
+from dyckbook.data.languages import Dyck
+from dyckbook.interp.constructions import all_strings
+from dyckbook.nn.model import ClassificationTask, Classifier, ModelConfig
 
 
 @pytest.mark.parametrize("language", [Dyck(2), Dyck(2, max_depth=2)], ids=["k2", "k2-D2"])
@@ -53,9 +53,9 @@ def test_language_model_targets_are_the_members_next_symbols():
 
 @pytest.mark.parametrize("objective", ["next_symbols", "language_model"])
 def test_an_auxiliary_objective_trains_through_run_and_batched_equals_alone(objective):
-    from dyckbook.protocol import DataConfig
-    from dyckbook.run import RunConfig, run_seeds
-    from dyckbook.train import TrainConfig
+    from dyckbook.data.protocol import DataConfig
+    from dyckbook.experiment.run import RunConfig, run_seeds
+    from dyckbook.experiment.train import TrainConfig
 
     model = ModelConfig(k=2, n_ctx=12, d_model=16, n_heads=2, d_mlp=32, n_layers=2,
                         dropout=0.0, mask="causal", readout="end", pos_encoding="learned",

@@ -24,7 +24,7 @@ LIBRARY_LINES, MODULE_LINES = 10_500, 700  # issue 49's bounds
 #: what every page shares: a chapter module named after no notebook
 SHARED = {"page", "plotting", "attention_plots", "figure_style"}
 #: the pipeline's judging modules, which the verdict chapter shows: the only ones a chapter reads
-JUDGING = {"dyckbook.pipeline", "dyckbook.pipeline.registry", "dyckbook.pipeline.verdicts"}
+JUDGING = {"dyckbook.pipeline", "dyckbook.claims.registry", "dyckbook.claims.verdicts"}
 
 
 def module_names() -> dict[str, Path]:
@@ -65,7 +65,7 @@ def architecture_floors(text: str | None = None) -> dict[str, int]:
 
 
 FLOORS = architecture_floors()
-NO_TORCH = {m for m, f in FLOORS.items() if f <= 2} | {"dyckbook.baselines"}
+NO_TORCH = {m for m, f in FLOORS.items() if f <= 2} | {"dyckbook.rules.baselines"}
 
 
 def imports(name: str) -> tuple[set[str], set[str]]:

@@ -133,7 +133,7 @@ def test_every_page_says_where_its_numbers_come_from(tmp_path):
         {**record, "longest_s": 600.0, "params": {"workers": 0}}, folder)["text"]
     assert pages.provenance(record, tmp_path / "no such folder")["text"] == said["text"]
     # the registration its claims are judged against, or why they are not (issue 51 item 4)
-    from dyckbook.pipeline import registry
+    from dyckbook.claims import registry
 
     run, params = registry.verdict_runs()[0], {"n_seeds": 10}
     fixed = registry.Registration(1, "2026-11-28T10:00:00Z", "cpu", run, registry.claims_of(run),

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from dyckbook import constructions, patching
 from dyckbook.chapters import intervention
-from dyckbook.languages import Dyck
-from dyckbook.model import Classifier, ModelConfig
-from dyckbook.negatives import sample_minimal_pairs
+from dyckbook.data.languages import Dyck
+from dyckbook.data.negatives import sample_minimal_pairs
+from dyckbook.interp import constructions, patching
+from dyckbook.nn.model import Classifier, ModelConfig
 
 
 def _pairs(k, kind, lengths, seed=0):

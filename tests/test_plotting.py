@@ -9,8 +9,6 @@ import pytest
 from matplotlib.figure import Figure
 from matplotlib.patches import Arc, Rectangle
 
-from dyckbook import explain
-from dyckbook import explain as E
 from dyckbook.chapters import (
     ablation_grid,
     dyck_languages,
@@ -19,11 +17,13 @@ from dyckbook.chapters import (
     references_objectives,
 )
 from dyckbook.chapters import plotting as P
-from dyckbook.dataset import Dataset
-from dyckbook.evaluate import score
-from dyckbook.hardness import BINS
-from dyckbook.languages import Dyck
-from dyckbook.probes import ProbeResult
+from dyckbook.data.dataset import Dataset
+from dyckbook.data.hardness import BINS
+from dyckbook.data.languages import Dyck
+from dyckbook.experiment.evaluate import score
+from dyckbook.interp import explain
+from dyckbook.interp import explain as E
+from dyckbook.interp.probes import ProbeResult
 
 LANG = Dyck(2)
 

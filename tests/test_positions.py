@@ -9,11 +9,11 @@ import math
 import pytest
 import torch
 
-from dyckbook import blocks
-from dyckbook.model import Classifier, ModelConfig
-from dyckbook.seq2seq import Seq2SeqConfig, build_seq2seq, greedy_decode
-from dyckbook.tokenizer import encode
-from dyckbook.vocab import BOS, EOS, N_SPECIAL
+from dyckbook.data.vocab import BOS, EOS, N_SPECIAL
+from dyckbook.nn import blocks
+from dyckbook.nn.model import Classifier, ModelConfig
+from dyckbook.nn.seq2seq import Seq2SeqConfig, build_seq2seq, greedy_decode
+from dyckbook.nn.tokenizer import encode
 
 STRINGS = ["(())", "()()()", "((()))()", "()"]
 

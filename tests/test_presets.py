@@ -7,16 +7,16 @@ import json
 import numpy as np
 import pytest
 
-from dyckbook import presets
-from dyckbook.presets import (
+from dyckbook.data import presets
+from dyckbook.data.presets import (
     THESIS_EXPERIMENTS,
     THESIS_RESULTS,
     ThesisData,
     ThesisExperiment,
     thesis_experiment,
 )
-from dyckbook.thesis import thesis_is_dyck_word, thesis_samples, thesis_split_sizes
-from dyckbook.thesis_model import ThesisClassifier, ThesisModelConfig, thesis_permutation
+from dyckbook.data.thesis import thesis_is_dyck_word, thesis_samples, thesis_split_sizes
+from dyckbook.nn.thesis_model import ThesisClassifier, ThesisModelConfig, thesis_permutation
 
 
 def expected_params(e: ThesisExperiment) -> int:

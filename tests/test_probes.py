@@ -1,4 +1,4 @@
-"""Tests for dyckbook.probes: planted signals, independent checkers and forward passes by hand."""
+"""Tests for probes: planted signals, independent checkers and forward passes by hand."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from dyckbook import probes as P
-from dyckbook import tokenizer
-from dyckbook.dataset import Dataset
-from dyckbook.evaluate import margins
-from dyckbook.languages import Dyck
-from dyckbook.model import Classifier, ModelConfig
+from dyckbook.data.dataset import Dataset
+from dyckbook.data.languages import Dyck
+from dyckbook.experiment.evaluate import margins
+from dyckbook.interp import probes as P
+from dyckbook.nn import tokenizer
+from dyckbook.nn.model import Classifier, ModelConfig
 
 LANG = Dyck(2)
 

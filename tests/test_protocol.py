@@ -1,4 +1,4 @@
-"""Tests for dyckbook.protocol: disjoint pools, per-length balance, regimes, the thesis source,
+"""Tests for dyckbook.data.protocol: disjoint pools, per-length balance, regimes, the thesis source,
 and the headline check that a strictly 4-local recogniser is at chance on the hard test set."""
 
 from dataclasses import replace
@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 from reference_checker import is_locally_valid, is_member
 
-from dyckbook import negatives as N
-from dyckbook.baselines import LocalRecogniser
-from dyckbook.dataset import MEMBER
-from dyckbook.languages import locally_valid
-from dyckbook.protocol import DataConfig, make_splits
-from dyckbook.thesis import thesis_samples, thesis_split_sizes
+from dyckbook.data import negatives as N
+from dyckbook.data.dataset import MEMBER
+from dyckbook.data.languages import locally_valid
+from dyckbook.data.protocol import DataConfig, make_splits
+from dyckbook.data.thesis import thesis_samples, thesis_split_sizes
+from dyckbook.rules.baselines import LocalRecogniser
 
 LONGEST = {1: 20, 3: 16}  # the protocol's default lengths: Dyck-1 4..20, Dyck-3 4..16
 

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from dyckbook.recurrent import RecurrentClassifier, RecurrentConfig
-from dyckbook.tokenizer import encode
-from dyckbook.vocab import PAD
+from dyckbook.data.vocab import PAD
+from dyckbook.nn.recurrent import RecurrentClassifier, RecurrentConfig
+from dyckbook.nn.tokenizer import encode
 
 STRINGS = ["(())", "()()()", "((()))()", "()", ")("]
 
@@ -85,7 +85,7 @@ def test_batched_equals_alone(cell):
 def test_a_model_stopping_early_leaves_the_others_and_comes_back(cell):
     """train() drops a model that reached its target from the batch and puts it back at the
     end; a recurrent network (no dropout generators) must survive both."""
-    from dyckbook import train
+    from dyckbook.experiment import train
 
     config = RecurrentConfig(n_ctx=12, cell=cell)
     model, alone = RecurrentClassifier(config, [0, 1, 2]), RecurrentClassifier(config, [2])
@@ -106,9 +106,9 @@ def test_a_model_stopping_early_leaves_the_others_and_comes_back(cell):
 
 @pytest.mark.parametrize("cell", ["lstm", "stack"])
 def test_a_recurrent_reference_learns_dyck1_through_run(cell):
-    from dyckbook.protocol import DataConfig
-    from dyckbook.run import RunConfig, run_seeds
-    from dyckbook.train import TrainConfig
+    from dyckbook.data.protocol import DataConfig
+    from dyckbook.experiment.run import RunConfig, run_seeds
+    from dyckbook.experiment.train import TrainConfig
 
     config = RunConfig(DataConfig(k=1, min_length=2, max_length=12, n_train=1000, n_val=100,
                                   n_test=200),

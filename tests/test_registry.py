@@ -1,4 +1,4 @@
-"""Tests for dyckbook.pipeline.registry: every profile's verdict-bearing recipe is registered, a run
+"""Tests for dyckbook.claims.registry: every profile's verdict-bearing recipe is registered, a run
 whose recipe differs from its registration is not judged, and the history says what changed."""
 
 import json
@@ -6,8 +6,9 @@ import json
 import pytest
 
 from dyckbook.chapters import re_examining_thesis
-from dyckbook.pipeline import registry, runner
-from dyckbook.pipeline.verdicts import RULES, UNREGISTERED, Evidence, verdicts
+from dyckbook.claims import registry
+from dyckbook.claims.verdicts import RULES, UNREGISTERED, Evidence, verdicts
+from dyckbook.pipeline import runner
 
 PROFILES = ("smoke", "cpu", "thesis")
 
@@ -135,10 +136,10 @@ def test_coverage_sentence_measures_at_the_builds_seed_counts():
 def test_ceilings_regenerate_the_first_seeds_test_set():
     from types import SimpleNamespace
 
-    from dyckbook.baselines import order_blind_ceiling
-    from dyckbook.model import ModelConfig
-    from dyckbook.protocol import DataConfig, make_splits
-    from dyckbook.run import RunConfig
+    from dyckbook.data.protocol import DataConfig, make_splits
+    from dyckbook.experiment.run import RunConfig
+    from dyckbook.nn.model import ModelConfig
+    from dyckbook.rules.baselines import order_blind_ceiling
 
     data = DataConfig(k=3, min_length=2, max_length=10, n_train=200, n_val=40, n_test=200)
     records = [SimpleNamespace(label="exp. 3: bidirectional, [start]",
@@ -152,7 +153,7 @@ def test_ceilings_regenerate_the_first_seeds_test_set():
 def test_the_digest_follows_the_results_version_and_what_a_named_set_expands_to(monkeypatch):
     """The one rule (``recipe``): a registration's digest moves with the results version and
     with what ``cells: reduced`` expands to, and with no code (a refactor leaves it judged)."""
-    from dyckbook import grid, recipe
+    from dyckbook.experiment import grid, recipe
 
     params = _params()
     before = registry.digest("ablation-grid", params)

@@ -1,4 +1,4 @@
-"""Tests for dyckbook.results: safe atomic writes, JSON, run records, datasets and model files."""
+"""Tests for results: safe atomic writes, JSON, run records, datasets and model files."""
 
 import json
 import math
@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 import torch
 
-from dyckbook import checkpoint, results
-from dyckbook.dataset import Dataset
-from dyckbook.evaluate import Score
-from dyckbook.languages import Dyck
-from dyckbook.model import Classifier, ModelConfig
+from dyckbook.data.dataset import Dataset
+from dyckbook.data.languages import Dyck
+from dyckbook.experiment import checkpoint, results
+from dyckbook.experiment.evaluate import Score
+from dyckbook.experiment.record import RunRecord
+from dyckbook.nn.model import Classifier, ModelConfig
+from dyckbook.nn.recurrent import RecurrentClassifier, RecurrentConfig
+from dyckbook.nn.thesis_model import ThesisClassifier, ThesisModelConfig
 from dyckbook.pipeline import layout
-from dyckbook.record import RunRecord
-from dyckbook.recurrent import RecurrentClassifier, RecurrentConfig
-from dyckbook.thesis_model import ThesisClassifier, ThesisModelConfig
 
 
 def _mode(path):

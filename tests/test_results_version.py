@@ -526,7 +526,8 @@ def _compare(got: Any, want: Any, path: tuple[str, ...]) -> list[str]:
             return [f"{where}: {str(got)[:80]} vs a mapping"]
         out = []
         if set(got) != set(want):
-            out.append(f"{where}: keys {sorted(set(got) ^ set(want))[:8]} differ")
+            out.append(f"{where}: keys {sorted(set(got) - set(want))[:8]} new, "
+                       f"{sorted(set(want) - set(got))[:8]} gone")
         for key in want:
             if key in got:
                 out += _compare(got[key], want[key], (*path, key))

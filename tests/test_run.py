@@ -1,4 +1,4 @@
-"""Tests for dyckbook.run: RunConfig, the failure rules, run_seeds' records and summaries."""
+"""Tests for run: RunConfig, the failure rules, run_seeds' records and summaries."""
 
 import json
 import os
@@ -9,16 +9,23 @@ from dataclasses import fields, replace
 import numpy as np
 import pytest
 
-from dyckbook import adversary as A
 from dyckbook.chapters.page import summarise
-from dyckbook.evaluate import Score
-from dyckbook.model import ModelConfig
-from dyckbook.presets import thesis_experiment
-from dyckbook.protocol import DataConfig
-from dyckbook.record import RunRecord
-from dyckbook.run import FAILURE_RULES, RunConfig, config_digest, judge, run_seeds, thesis_config
-from dyckbook.thesis_model import ThesisModelConfig
-from dyckbook.train import TrainConfig
+from dyckbook.data.presets import thesis_experiment
+from dyckbook.data.protocol import DataConfig
+from dyckbook.experiment.evaluate import Score
+from dyckbook.experiment.record import RunRecord
+from dyckbook.experiment.run import (
+    FAILURE_RULES,
+    RunConfig,
+    config_digest,
+    judge,
+    run_seeds,
+    thesis_config,
+)
+from dyckbook.experiment.train import TrainConfig
+from dyckbook.nn.model import ModelConfig
+from dyckbook.nn.thesis_model import ThesisModelConfig
+from dyckbook.rules import adversary as A
 
 DATA = DataConfig(k=2, min_length=4, max_length=10, n_train=256, n_val=40, n_test=120)
 MODEL = ModelConfig(k=2, n_ctx=10, d_model=8, n_heads=1, d_mlp=16, n_layers=1, dropout=0.0,
@@ -59,7 +66,7 @@ def test_run_config_round_trip_through_json(config):
 
 
 def test_digest_is_stable_across_processes():
-    code = ("from dyckbook.run import RunConfig, DataConfig, ModelConfig, TrainConfig;"
+    code = ("from dyckbook.experiment.run import RunConfig, DataConfig, ModelConfig, TrainConfig;"
             "print(RunConfig(DataConfig(k=2, min_length=4, max_length=10, n_train=256, n_val=40,"
             " n_test=120), ModelConfig(k=2, n_ctx=10, d_model=8, n_heads=1, d_mlp=16, n_layers=1,"
             " dropout=0.0, pos_encoding='learned'), TrainConfig(lr=1e-2, batch_size=32,"
@@ -292,11 +299,11 @@ def test_a_group_scored_together_is_scored_as_each_alone():
     that path is taken on the CPU (the guard reads only the device's type) and compared."""
     import torch
 
-    from dyckbook import run as R
-    from dyckbook.checkpoint import build_model
-    from dyckbook.evaluate import margins
-    from dyckbook.model import ClassificationTask
-    from dyckbook.train import train
+    from dyckbook.experiment import run as R
+    from dyckbook.experiment.checkpoint import build_model
+    from dyckbook.experiment.evaluate import margins
+    from dyckbook.experiment.train import train
+    from dyckbook.nn.model import ClassificationTask
 
     for model_config in (MODEL, replace(MODEL, mask="causal", pos_encoding="randomized",
                                         readout="end")):
@@ -321,8 +328,9 @@ def test_a_card_trains_as_many_seeds_together_as_fit(monkeypatch):
     (a fake card here: checkpoint.MEMORY_ENV), an evaluation batch holds fewer long rows."""
     import torch
 
-    from dyckbook import checkpoint, tokenizer
-    from dyckbook import run as R
+    from dyckbook.experiment import checkpoint
+    from dyckbook.experiment import run as R
+    from dyckbook.nn import tokenizer
 
     each = checkpoint.training_bytes(CONFIG, 1) - checkpoint.CONTEXT_BYTES
     assert checkpoint.training_bytes(CONFIG, 4) == checkpoint.CONTEXT_BYTES + 4 * each
@@ -360,8 +368,8 @@ def test_a_run_on_cuda_is_the_cpu_run_to_rounding(results):
 
 
 def _completion_config() -> RunConfig:
-    from dyckbook.completion import CompletionDataConfig
-    from dyckbook.seq2seq import Seq2SeqConfig
+    from dyckbook.data.completion import CompletionDataConfig
+    from dyckbook.nn.seq2seq import Seq2SeqConfig
 
     return RunConfig(CompletionDataConfig(k=2, min_length=4, max_length=10, test_min_length=12,
                                           test_max_length=14, n_train=128, n_val=16, n_test=16),
@@ -378,10 +386,10 @@ def test_a_training_step_on_cuda_never_waits_for_the_card():
 
     import torch
 
-    from dyckbook.checkpoint import build_model
-    from dyckbook.model import ClassificationTask
-    from dyckbook.protocol import make_splits
-    from dyckbook.train import train
+    from dyckbook.data.protocol import make_splits
+    from dyckbook.experiment.checkpoint import build_model
+    from dyckbook.experiment.train import train
+    from dyckbook.nn.model import ClassificationTask
 
     for model_config in (replace(MODEL, dropout=0.1, pos_encoding="randomized"),
                          replace(MODEL, mask="causal", readout="end", dropout=0.1),
@@ -408,7 +416,7 @@ def test_a_training_step_on_cuda_never_waits_for_the_card():
 def test_the_adversary_is_scored_beside_a_model_on_its_long_range_sets_only():
     """Issue 50: every run shows the strongest stack-free rule beside its model, the adversary's
     included, on the test sets it was assembled against (those with long-range negatives)."""
-    from dyckbook import baselines as B
+    from dyckbook.rules import baselines as B
 
     data = DataConfig(k=2, min_length=2, max_length=32, n_train=300, n_val=0, n_test=120,
                       test_sets=("hard", "stack"))
@@ -423,8 +431,8 @@ def test_a_rule_that_cannot_read_the_longest_strings_is_left_out_there():
     """The length study tests to 8N = 128 symbols; edit_knn reads strings of one machine word
     (64) and failed the cpu profile's 07 run. Where a stack set holds longer strings every
     other rule is still scored."""
-    from dyckbook import baselines as B
-    from dyckbook.run import _rules_for
+    from dyckbook.experiment.run import _rules_for
+    from dyckbook.rules import baselines as B
 
     rules = (*B.STACK_FREE, *A.ADVERSARY)
     assert "edit_knn" in _rules_for(rules, ("member", "stack"), 64)

@@ -1,11 +1,13 @@
-"""Tests of dyckbook.seq2seq: masks, caches, decoding, order-blindness, learning, bad inputs."""
+"""Tests of dyckbook.nn.seq2seq: masks, caches, decoding, order-blindness, learning, bad inputs."""
 
 import numpy as np
 import pytest
 import torch
 
-from dyckbook.completion import CompletionDataConfig, make_completion_splits
-from dyckbook.seq2seq import (
+from dyckbook.data.completion import CompletionDataConfig, make_completion_splits
+from dyckbook.data.vocab import BOS, EOS, SEQ_PAD
+from dyckbook.experiment.train import TrainConfig, train
+from dyckbook.nn.seq2seq import (
     CompletionTask,
     DecoderOnly,
     EncoderDecoder,
@@ -16,8 +18,6 @@ from dyckbook.seq2seq import (
     source_tokens,
     target_tokens,
 )
-from dyckbook.train import TrainConfig, train
-from dyckbook.vocab import BOS, EOS, SEQ_PAD
 
 ED = {"arch": "encoder_decoder", "k": 2, "n_ctx": 24, "n_encoder_layers": 2,
       "n_decoder_layers": 2, "d_model": 32, "n_heads": 4, "d_mlp": 64}
@@ -191,7 +191,7 @@ def test_determinism_batched_models_and_parameter_budgets(data):
 
 
 def test_save_and_load_round_trip(tmp_path, data):
-    from dyckbook.checkpoint import load_model, save_model
+    from dyckbook.experiment.checkpoint import load_model, save_model
 
     for kw in (ED, DO):
         model = build_seq2seq(Seq2SeqConfig(**kw, pos_encoding="learned"), [3]).eval()

@@ -1,4 +1,4 @@
-"""Tests for dyckbook.thesis: the literal ports of the thesis' generators and their defects."""
+"""Tests for dyckbook.data.thesis: the literal ports of the thesis' generators and their defects."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from reference_checker import is_dyck
 from scipy.stats import chisquare
 
-from dyckbook.thesis import (
+from dyckbook.data.thesis import (
     THESIS_PAIRS,
     ThesisLoopError,
     thesis_balanced,
@@ -99,7 +99,7 @@ def test_loop_detection():
 
 
 def test_loop_error_raised_for_a_constructed_case(monkeypatch):
-    from dyckbook import thesis
+    from dyckbook.data import thesis
 
     monkeypatch.setattr(thesis, "_unbalanced_once", lambda order, length, seed, pairs: "()")
     with pytest.raises(ThesisLoopError, match="never returns"):

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from dyckbook.thesis import thesis_is_dyck_word, thesis_samples
-from dyckbook.thesis_model import (
+from dyckbook.data.thesis import thesis_is_dyck_word, thesis_samples
+from dyckbook.nn.thesis_model import (
     ThesisClassifier,
     ThesisModelConfig,
     thesis_permutation,

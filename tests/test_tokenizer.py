@@ -1,12 +1,12 @@
-"""Tests for dyckbook.tokenizer: the classifier's token layout and its inverse."""
+"""Tests for dyckbook.nn.tokenizer: the classifier's token layout and its inverse."""
 
 import numpy as np
 import pytest
 import torch
 
-from dyckbook import tokenizer
-from dyckbook.languages import Dyck
-from dyckbook.vocab import END, N_SPECIAL, PAD, PAD_CODE, START
+from dyckbook.data.languages import Dyck
+from dyckbook.data.vocab import END, N_SPECIAL, PAD, PAD_CODE, START
+from dyckbook.nn import tokenizer
 
 LANG = Dyck(3)
 

@@ -1,4 +1,4 @@
-"""Tests for dyckbook.train: the loop's steps, schedule, data order, freezing, stopping, errors."""
+"""Tests for train: the loop's steps, schedule, data order, freezing, stopping, errors."""
 
 import math
 import threading
@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from dyckbook import blocks
-from dyckbook import negatives as N
-from dyckbook.dataset import Dataset
-from dyckbook.evaluate import predict
-from dyckbook.languages import Dyck, sample_lengths
-from dyckbook.model import ClassificationTask, Classifier, ModelConfig
-from dyckbook.train import TrainConfig, first_reach, train
+from dyckbook.data import negatives as N
+from dyckbook.data.dataset import Dataset
+from dyckbook.data.languages import Dyck, sample_lengths
+from dyckbook.experiment.evaluate import predict
+from dyckbook.experiment.train import TrainConfig, first_reach, train
+from dyckbook.nn import blocks
+from dyckbook.nn.model import ClassificationTask, Classifier, ModelConfig
 
 LANG = Dyck(1)
 CONFIG = ModelConfig(k=1, n_ctx=16, d_model=16, n_heads=2, d_mlp=32, n_layers=1, dropout=0.0,
@@ -228,7 +228,7 @@ def test_ids_are_checked_at_the_data_boundary_before_any_step():
     """The steps read no ids back from a device (``tokenizer.check_ids`` reads host tensors
     only): ``train`` checks every dataset's tokens on the host first, training and validation,
     so a set the model cannot read fails before its first step, naming the id."""
-    from dyckbook import tokenizer
+    from dyckbook.nn import tokenizer
 
     dyck2 = Dyck(2)
     rng = np.random.default_rng(0)

@@ -1,4 +1,4 @@
-"""Tests for dyckbook.pipeline.verdicts: every rule's three labels, per language; labels that
+"""Tests for dyckbook.claims.verdicts: every rule's three labels, per language; labels that
 move with the evidence; the one-seed sensitivity; the held-out choice of the best
 configuration; evidence read from records with every seed counted."""
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dyckbook.pipeline.verdicts import (
+from dyckbook.claims.verdicts import (
     LABELS,
     RULE_OF,
     RULES,
@@ -229,8 +229,8 @@ def test_verdicts_skip_rules_whose_evidence_is_missing():
 
 def _grid_record(k, layers, seed, hard, stack, status="ok", mask="causal", floor=0.9):
     from dyckbook.chapters.ablation_grid import Cell, GridSpec
-    from dyckbook.evaluate import Score
-    from dyckbook.record import RunRecord
+    from dyckbook.experiment.evaluate import Score
+    from dyckbook.experiment.record import RunRecord
 
     config = GridSpec().config(Cell(k, layers, mask, "learned", "end"), seed).to_dict()
     scores = {name: Score(100, round(100 * acc), {}, {}, {})
@@ -267,7 +267,7 @@ def test_the_learning_study_gives_its_held_out_best_recipe_and_the_strongest_rul
     references beside the recipes are not Transformers and are left out."""
     from dataclasses import replace as with_
 
-    from dyckbook.evaluate import Score
+    from dyckbook.experiment.evaluate import Score
 
     def rec(label, seed, stack, rule, kind="classifier"):
         r = _grid_record(3, 2, seed, hard=0.9, stack=stack)
@@ -299,7 +299,7 @@ def test_failed_seeds_are_counted_not_dropped():
 def test_length_evidence_per_language_with_the_stack_set_shown():
     from types import SimpleNamespace
 
-    from dyckbook.evaluate import Score
+    from dyckbook.experiment.evaluate import Score
 
     def record(k, config, seed, within, beyond, stack):
         hard = Score(200, round(100 * within) + round(100 * beyond),

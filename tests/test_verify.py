@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dyckbook import results as R
+from dyckbook.experiment import results as R
 from dyckbook.pipeline import cli, manifest
 from dyckbook.pipeline.verify import (
     Report,

@@ -1,4 +1,4 @@
-"""Tests for dyckbook.vocab: ids, pairs, and the string <-> code encoder."""
+"""Tests for dyckbook.data.vocab: ids, pairs, and the string <-> code encoder."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dyckbook.vocab import (
+from dyckbook.data.vocab import (
     BOS,
     DEFAULT_PAIRS,
     END,

@@ -10,10 +10,13 @@ import numpy as np
 import pytest
 import yaml
 
-from dyckbook import adversary, baselines, blocks, grid, negatives, protocol, seq2seq
 from dyckbook.chapters import ablation_grid, generalisation
-from dyckbook.languages import Dyck
-from dyckbook.model import ModelConfig
+from dyckbook.data import negatives, protocol
+from dyckbook.data.languages import Dyck
+from dyckbook.experiment import grid
+from dyckbook.nn import blocks, seq2seq
+from dyckbook.nn.model import ModelConfig
+from dyckbook.rules import adversary, baselines
 
 ROOT = Path(__file__).resolve().parents[1]
 

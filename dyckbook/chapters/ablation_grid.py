@@ -1,7 +1,8 @@
 """The ablation grid: mask x positional encoding x readout x layers x k, many seeds per cell.
 
 A grid is "enumerate cells -> map ``run_cell`` over an executor -> append records": every cell
-is an ordinary :class:`~dyckbook.run.RunConfig` built from one :class:`GridSpec`, its seeds are
+is an ordinary :class:`~dyckbook.experiment.run.RunConfig`
+built from one :class:`GridSpec`, its seeds are
 trained together (``run.run_seeds``), and the records are appended to a JSONL file as cells
 finish, so an interrupted grid resumes where it stopped.
 """
@@ -19,7 +20,6 @@ import numpy as np
 import seaborn as sns
 from matplotlib.figure import Figure
 
-from dyckbook import blocks, results
 from dyckbook.chapters.figure_style import HIDDEN, new_figure, style_context
 from dyckbook.chapters.page import (
     accuracy_text,
@@ -32,14 +32,16 @@ from dyckbook.chapters.page import (
     summary_rows,
 )
 from dyckbook.chapters.page import summarise as run_summarise
-from dyckbook.config import Config
-from dyckbook.evaluate import wilson
-from dyckbook.grid import CELL_SETS, Cell, cells_named
-from dyckbook.model import ModelConfig
-from dyckbook.protocol import DataConfig
-from dyckbook.record import RunRecord
-from dyckbook.run import RunConfig, config_digest, run_seeds
-from dyckbook.train import TrainConfig
+from dyckbook.data.config import Config
+from dyckbook.data.protocol import DataConfig
+from dyckbook.experiment import results
+from dyckbook.experiment.evaluate import wilson
+from dyckbook.experiment.grid import CELL_SETS, Cell, cells_named
+from dyckbook.experiment.record import RunRecord
+from dyckbook.experiment.run import RunConfig, config_digest, run_seeds
+from dyckbook.experiment.train import TrainConfig
+from dyckbook.nn import blocks
+from dyckbook.nn.model import ModelConfig
 
 __all__ = ["CELL_SETS", "SOLVED", "Cell", "GridSpec", "cell_of",
            "cells_named", "run_cell", "run_grid", "summarise"]
@@ -214,7 +216,7 @@ def stack_beside_hard(stack: Sequence[Mapping[str, Any]], hard: Sequence[Mapping
                       k: int, top: int = 10) -> list[dict[str, Any]]:
     """The ``top`` cells of one k by stack accuracy, each with its stack accuracy beside its hard
     (local) accuracy, the hard set's bins and the strongest shortcut on each set."""
-    from dyckbook.hardness import BINS
+    from dyckbook.data.hardness import BINS
 
     by_cell = {r["cell"]: r for r in hard}
     ranked = sorted((r for r in stack if r["k"] == k and math.isfinite(r["accuracy"])),

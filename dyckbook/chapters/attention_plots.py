@@ -17,7 +17,6 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
 
-from dyckbook import explain
 from dyckbook.chapters.figure_style import (
     ANNOTATE_MAX,
     HIDDEN,
@@ -27,6 +26,7 @@ from dyckbook.chapters.figure_style import (
     new_figure,
     style_context,
 )
+from dyckbook.interp import explain
 
 __all__ = ["plot_attention_grid", "plot_attention_summary", "plot_cross_attention",
            "plot_matching", "plot_preview_roc"]

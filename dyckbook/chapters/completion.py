@@ -1,6 +1,7 @@
 """The completion chapter's configurations, tables and sentences (notebooks 10 and 90).
 
-Three families of runs, one :class:`~dyckbook.run.RunConfig` each per label: ``main`` (the
+Three families of runs, one
+:class:`~dyckbook.experiment.run.RunConfig` each per label: ``main`` (the
 seed's encoder–decoder with each source encoding and the decoder-only model, on Dyck-k suffix
 completion), ``lengths`` (the decoder-only model with positions that can generalise, tested on
 longer prefixes) and ``bbh`` (both architectures trained on BIG-Bench Hard's regime and lengths,
@@ -22,8 +23,8 @@ import torch
 from torch import nn
 
 from dyckbook.chapters.page import accuracy_text, failed_text, mean_interval, pct
-from dyckbook.completion import close_by_counts, order_blind_best, order_blind_expected
-from dyckbook.train import first_reach
+from dyckbook.data.completion import close_by_counts, order_blind_best, order_blind_expected
+from dyckbook.experiment.train import first_reach
 
 __all__ = ["BBH_PUBLISHED", "agreement_sentence", "bbh_reference_rows", "bbh_rows",
            "bigbench_paths", "bigbench_rows", "chapter_configs", "completion_rows",
@@ -60,7 +61,7 @@ def chapter_configs(params: Mapping[str, Any], ks: str, pos_encodings: str,
             ``{"norm": "pre", "max_steps": 4000}``); its blocks are the encoder's and decoder's
             together.
     """
-    from dyckbook.run import RunConfig
+    from dyckbook.experiment.run import RunConfig
 
     base = RunConfig.from_flat(params, model="seq2seq")
     layers = base.model.n_encoder_layers + base.model.n_decoder_layers
@@ -190,7 +191,7 @@ def merged_lengths(groups: Mapping[str, Sequence[Any]], by: str = "length",
                    tests: Sequence[str] | None = None) -> dict[str, dict[int, list[int]]]:
     """Per configuration: exact match by prefix length (``by="depth"``: by completion length,
     i.e. the prefix's unmatched openers), the ``tests`` (default all) and every seed pooled."""
-    from dyckbook.evaluate import pool
+    from dyckbook.experiment.evaluate import pool
 
     out = {}
     for label, group in groups.items():
@@ -206,7 +207,7 @@ def bbh_rows(scores: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
     its 95% interval, every seed's share, and how many items every seed / some seed misses.
 
     Args:
-        scores: ``{label: [seq2seq.ItemScores per seed]}``, all on the same items.
+        scores: ``{label: [completion_scores.ItemScores per seed]}``, all on the same items.
     """
     out = []
     for label, seeds in scores.items():
@@ -223,7 +224,7 @@ def bbh_rows(scores: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
 def bigbench_paths(files: str) -> list[Path]:
     """The files of ``files``, comma-separated paths (relative ones to the repository; empty:
     none); a ValueError names one that is not a file."""
-    from dyckbook.results import resolve, source_root
+    from dyckbook.experiment.results import resolve, source_root
 
     if not isinstance(files, str):
         raise ValueError(f"files must be a str of comma-separated paths, got {files!r}")
@@ -242,8 +243,8 @@ def item_sets(bbh: Sequence[tuple[str, str]], original: Sequence[tuple[str, str]
     BIG-bench task's, the original items BBH left out, and each file of ``files``
     (:func:`bigbench_paths`: BIG-bench or BBH ``dyck_languages`` files, each named by the
     path given; errors name the path)."""
-    from dyckbook.completion import to_items
-    from dyckbook.results import read_bigbench
+    from dyckbook.data.completion import to_items
+    from dyckbook.experiment.results import read_bigbench
 
     taken = set(bbh)
     out = {"BIG-Bench Hard": list(bbh), "BIG-bench, every item": list(original),
@@ -258,7 +259,7 @@ def bigbench_rows(scores: Mapping[str, Mapping[str, Sequence[Any]]]) -> list[dic
     """:func:`bbh_rows` for each set of items, led by the set's name and size.
 
     Args:
-        scores: ``{set name: {label: [seq2seq.ItemScores per seed]}}``.
+        scores: ``{set name: {label: [completion_scores.ItemScores per seed]}}``.
     """
     return [{"items": f"{name} ({next(iter(by_label.values()))[0].score.n:,})", **row}
             for name, by_label in scores.items() if by_label for row in bbh_rows(by_label)]
@@ -304,7 +305,7 @@ def missed_rows(scores: Mapping[str, Sequence[Any]], items: Sequence[tuple[str, 
 def permutation_agreement(model: nn.Module, data: Any, seed: int = 0) -> float:
     """Share of completion prefixes whose greedy completion is unchanged when the prefix's
     symbols are shuffled (a model blind to order keeps every one)."""
-    from dyckbook.seq2seq import greedy_decode, source_tokens
+    from dyckbook.nn.seq2seq import greedy_decode, source_tokens
 
     rng = np.random.default_rng(seed)
     shuffled = data.codes.copy()
@@ -323,8 +324,8 @@ def cross_attention_example(model: nn.Module, data: Any, row: int
     """``(patterns (layer, head, step, source), prefix, output, partners)`` of one completion
     prefix: the cross-attention of the teacher-forced completion, the prefix, the target with
     ``$`` for ``<eos>``, and the prefix position of the opener each output closes (-1: none)."""
-    from dyckbook.completion import open_positions
-    from dyckbook.seq2seq import CompletionTask
+    from dyckbook.data.completion import open_positions
+    from dyckbook.nn.seq2seq import CompletionTask
 
     one = data.subset([row])
     task = CompletionTask()

@@ -11,9 +11,9 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Arc
 
 from dyckbook.chapters.figure_style import PALETTE, new_panel, style_context
-from dyckbook.dataset import Dataset
-from dyckbook.languages import Dyck
-from dyckbook.probes import prefix_targets
+from dyckbook.data.dataset import Dataset
+from dyckbook.data.languages import Dyck
+from dyckbook.interp.probes import prefix_targets
 
 
 def plot_oracle(tables: Mapping[str, Mapping[str, Mapping[str, float]]], bar: float,

@@ -11,9 +11,9 @@ import numpy as np
 from torch import nn
 
 from dyckbook.chapters.page import mean_interval, pct
-from dyckbook.dataset import Dataset
-from dyckbook.evaluate import predict
-from dyckbook.explain import (
+from dyckbook.data.dataset import Dataset
+from dyckbook.experiment.evaluate import predict
+from dyckbook.interp.explain import (
     attention_patterns,
     head_movement,
     head_reset_accuracy,

@@ -3,7 +3,7 @@ or readout beside recurrent references at a matched parameter count, run on a pr
 and how far each holds beyond its training lengths.
 
 A configuration is named ``mask-encoding-readout`` (``causal-rope-end``), optionally with an
-auxiliary objective (``causal-none-end+next_symbols``, :data:`dyckbook.model.OBJECTIVES`), or by
+auxiliary objective (``causal-none-end+next_symbols``, :data:`dyckbook.nn.model.OBJECTIVES`), or by
 a recurrent reference (:data:`REFERENCES`: ``lstm``, ``stack-rnn``), whose hidden width is the
 one whose parameter count is closest to the Transformer's of the same study.
 """
@@ -17,14 +17,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from dyckbook.grid import expand_configs
+from dyckbook.experiment.grid import expand_configs
 
 __all__ = ["REFERENCES", "Study", "cell_fields", "check_sentence", "config",
            "fields", "matched_hidden", "panels",
            "reach", "reach_rows", "reach_sentence", "recipe_sentence", "run_records", "side_rows",
            "side_sentence", "study", "theme_rows", "theme_sentence"]
 
-#: the recurrent references' configuration names and their cells (``dyckbook.recurrent.CELLS``):
+#: the recurrent references' configuration names and their cells (``dyckbook.nn.recurrent.CELLS``):
 #: "stack-rnn", not "stack", which names the stack test set
 REFERENCES = {"lstm": "lstm", "stack-rnn": "stack"}
 
@@ -37,8 +37,8 @@ def fields(name: str) -> dict[str, str]:
     Raises:
         ValueError: a name that is neither (the message names it and what is allowed).
     """
-    from dyckbook.blocks import ATTENTION_WEIGHTS, MASKS, POS_ENCODINGS, READOUTS
-    from dyckbook.model import OBJECTIVES
+    from dyckbook.nn.blocks import ATTENTION_WEIGHTS, MASKS, POS_ENCODINGS, READOUTS
+    from dyckbook.nn.model import OBJECTIVES
 
     if not isinstance(name, str):
         raise ValueError(f"a configuration must be a string, got {name!r}")
@@ -70,7 +70,7 @@ def fields(name: str) -> dict[str, str]:
 def matched_hidden(cell: str, k: int, n_ctx: int, n_params: int) -> int:
     """The hidden width of recurrent ``cell`` whose parameter count is closest to ``n_params``
     (its embedding and stack widths at their defaults)."""
-    from dyckbook.recurrent import RecurrentClassifier, RecurrentConfig
+    from dyckbook.nn.recurrent import RecurrentClassifier, RecurrentConfig
 
     def size(width: int) -> int:
         return RecurrentClassifier(RecurrentConfig(k=k, n_ctx=n_ctx, cell=cell,
@@ -86,8 +86,8 @@ def matched_hidden(cell: str, k: int, n_ctx: int, n_params: int) -> int:
 def config(base: Any, name: str) -> Any:
     """The ``RunConfig`` of configuration ``name`` on ``base``'s data and training (``base``:
     a classifier run); a recurrent cell gets :func:`matched_hidden` for ``base``'s model."""
-    from dyckbook.checkpoint import build_model
-    from dyckbook.recurrent import RecurrentConfig
+    from dyckbook.experiment.checkpoint import build_model
+    from dyckbook.nn.recurrent import RecurrentConfig
     chosen = fields(name)
     if "cell" not in chosen:
         return base.override(**chosen)
@@ -124,7 +124,7 @@ def study(params: Mapping[str, Any]) -> Study:
     at most ``depth_length`` and tests to ``test_max_depth`` on the hard set.
     (``test_max_depth`` is the depth study's alone: until 2026-11-27 it also bounded the
     length study's test strings, at depth 6, because ``RunConfig.from_flat`` took it.)"""
-    from dyckbook.run import RunConfig
+    from dyckbook.experiment.run import RunConfig
 
     missing = [k for k in _STUDY_PARAMS if k not in params]
     if missing:
@@ -147,7 +147,7 @@ def study(params: Mapping[str, Any]) -> Study:
 
 
 def _records(run_config: Any, seeds: Sequence[int], device: str = "cpu") -> list[Any]:
-    from dyckbook import run  # a stopped run resumes its seeds from the run cache too
+    from dyckbook.experiment import run  # a stopped run resumes its seeds from the run cache too
 
     return [r.record for r in run.run_seeds(
         run_config, list(seeds), device=device, splits=False,  # the records only
@@ -170,8 +170,8 @@ def run_records(configs: Mapping[str, Any], seeds: Sequence[int], out: Any,
     """
     import concurrent.futures as cf
 
-    from dyckbook import results
-    from dyckbook.run import config_digest, training_device
+    from dyckbook.experiment import results
+    from dyckbook.experiment.run import config_digest, training_device
 
     if executor is not None and not isinstance(executor, cf.Executor):
         raise ValueError(f"executor must be None or a concurrent.futures.Executor, got "
@@ -359,7 +359,7 @@ def side_rows(groups: Mapping[str, Sequence[Any]], test: str, train_max_length: 
     evidence), *rejects the members* (the converse: it reads a state that drifts with length),
     else *errs both ways*."""
     from dyckbook.chapters.page import pct
-    from dyckbook.dataset import MEMBER
+    from dyckbook.data.dataset import MEMBER
 
     if not isinstance(split_at, int) or split_at < 1:
         raise ValueError(f"split_at must be an int >= 1, got {split_at!r}")
@@ -419,7 +419,7 @@ def _agree(way: str, n: int) -> str:
 def panels(groups: Mapping[str, Sequence[Any]], test: str) -> dict[str, dict[str, Any]]:
     """``{"Dyck-k": {configuration: pooled score of its seeds on test}}`` for the labels
     ``Dyck-<k> <configuration>`` of ``groups`` that have ``test``, a panel per language."""
-    from dyckbook.evaluate import pool
+    from dyckbook.experiment.evaluate import pool
 
     out: dict[str, dict[str, Any]] = {}
     for label, group in groups.items():

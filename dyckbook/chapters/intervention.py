@@ -1,5 +1,5 @@
 """The page of mechanism by intervention (notebook 11): its models, hypotheses and patching
-effects as rows and sentences (the patching itself is ``dyckbook.patching``)."""
+effects as rows and sentences (the patching itself is ``dyckbook.interp.patching``)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def _mean_text(values: Sequence[float], low: float, high: float) -> str:
 def model_rows(runs: dict[str, Sequence[object]]) -> list[dict[str, object]]:
     """Per trained configuration (``book.run_all``'s result): its models' stack-set accuracy,
     mean with its 95% interval, and how many reached 99%."""
-    from dyckbook.intervals import interval
+    from dyckbook.experiment.intervals import interval
 
     rows = []
     for label, group in runs.items():
@@ -98,7 +98,7 @@ def per_model_rows(names: Sequence[str], accuracies: Sequence[float],
 def effect_rows(effects: dict[str, dict[str, list[float]]]) -> list[dict[str, object]]:
     """``{language: component_effects(...)}`` as rows: one per component, a column per
     language (mean over its models with the 95% interval)."""
-    from dyckbook.intervals import interval
+    from dyckbook.experiment.intervals import interval
 
     names = list(dict.fromkeys(n for table in effects.values() for n in table))
     rows = []

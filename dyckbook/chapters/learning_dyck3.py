@@ -22,16 +22,17 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from dyckbook import constructions, evaluate, probes, results
 from dyckbook.chapters.ablation_grid import Cell, GridSpec
 from dyckbook.chapters.figure_style import new_figure, style_context
 from dyckbook.chapters.page import pct, plural, run_all
-from dyckbook.dataset import Dataset
-from dyckbook.protocol import DataConfig
-from dyckbook.record import RunRecord
-from dyckbook.recurrent import RecurrentConfig
-from dyckbook.run import RunConfig, config_digest, data_splits, run_seeds
-from dyckbook.train import TrainConfig
+from dyckbook.data.dataset import Dataset
+from dyckbook.data.protocol import DataConfig
+from dyckbook.experiment import evaluate, results
+from dyckbook.experiment.record import RunRecord
+from dyckbook.experiment.run import RunConfig, config_digest, data_splits, run_seeds
+from dyckbook.experiment.train import TrainConfig
+from dyckbook.interp import constructions, probes
+from dyckbook.nn.recurrent import RecurrentConfig
 
 __all__ = ["Recipe", "parse_recipes", "plot_curves", "probe_rows", "recipe_rows",
            "reference_configs", "run_recipes", "stack_tops"]

@@ -10,17 +10,17 @@ import numpy as np
 import seaborn as sns
 from matplotlib.figure import Figure
 
-from dyckbook import checkpoint, results
 from dyckbook.chapters.figure_style import PALETTE, as_list, new_figure, style_context
 from dyckbook.chapters.page import pct
-from dyckbook.probes import PROBE_TARGETS, ProbeResult
+from dyckbook.experiment import checkpoint, results
+from dyckbook.interp.probes import PROBE_TARGETS, ProbeResult
 
 
 def load_models(folder: str) -> dict[str, list[tuple[Any, Any]]]:
     """The models an explainability run saved, each with its (regenerated) hard test set:
     ``{label: [(model, test set) per seed]}``."""
-    from dyckbook.protocol import make_splits
-    from dyckbook.run import RunConfig
+    from dyckbook.data.protocol import make_splits
+    from dyckbook.experiment.run import RunConfig
 
     path = results.resolve(folder)
     out: dict[str, list[tuple[Any, Any]]] = {}

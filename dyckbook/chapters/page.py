@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from dyckbook import results
-from dyckbook.evaluate import Score
-from dyckbook.hardness import BINS
-from dyckbook.intervals import interval
-from dyckbook.record import RunRecord
+from dyckbook.data.hardness import BINS
+from dyckbook.experiment import results
+from dyckbook.experiment.evaluate import Score
+from dyckbook.experiment.intervals import interval
+from dyckbook.experiment.record import RunRecord
 
 __all__ = ["glue", "glue_figure", "glue_md", "glue_table", "markdown_table", "pct", "plural",
            "setup", "span"]
@@ -103,7 +103,7 @@ def accuracy_text(row: Mapping[str, Any]) -> str:
 
 def mean_interval(values: Sequence[float], percent: bool = True) -> str:
     """The mean of ``values`` with its 95% interval, in percent or to 3 decimals."""
-    from dyckbook.intervals import interval
+    from dyckbook.experiment.intervals import interval
 
     mean, (lo, hi) = sum(values) / len(values) if values else math.nan, interval(values)
     return f"{pct(mean)} {span(lo, hi)}" if percent else f"{mean:.3f} [{lo:.3f}, {hi:.3f}]"
@@ -141,7 +141,7 @@ def run_all(configs: Mapping[str, Any], seeds: Sequence[int] | Mapping[str, Sequ
     Returns:
         ``{label: [RunResult per seed]}``.
     """
-    from dyckbook import run  # torch: only once a page runs
+    from dyckbook.experiment import run  # torch: only once a page runs
 
     groups = {label: _seeds_of(seeds, label) for label in configs}
     done = {}
@@ -172,7 +172,7 @@ def side_by_side(configs: Mapping[str, Any], seeds: Mapping[str, Sequence[int]],
     each group back. A card's steps of small models are launch-bound, so groups side by side
     take about as long as the longest alone (the cpu profile's intervention: six groups, 13 min
     one after another on an H200, the longest 3.8 min). No executor, or one group: nothing."""
-    from dyckbook import cache
+    from dyckbook.experiment import cache
 
     if executor is None or len(configs) < 2:
         yield
@@ -189,8 +189,8 @@ def side_by_side(configs: Mapping[str, Any], seeds: Mapping[str, Sequence[int]],
 
 
 def _train(config: Any, seeds: list[int], device: str, data: str | None, runs: str) -> None:
-    from dyckbook import cache
-    from dyckbook.run import run_seeds
+    from dyckbook.experiment import cache
+    from dyckbook.experiment.run import run_seeds
 
     with data_cache(data), environ(cache.RUN_ENV, runs):
         run_seeds(config, seeds, device=device, splits=False)
@@ -215,13 +215,13 @@ def environ(name: str, value: str | None) -> Iterator[None]:
 
 def data_cache(folder: str | None) -> Any:
     """In a worker: ``DYCKBOOK_DATA_CACHE`` is ``folder`` for the duration (None: as set)."""
-    from dyckbook import cache
+    from dyckbook.experiment import cache
 
     return environ(cache.DATA_ENV, folder)
 
 
 def _make_data(configs: list[Any], seed: int, folder: str | None = None) -> None:
-    from dyckbook.run import prepare
+    from dyckbook.experiment.run import prepare
 
     with data_cache(folder):
         for config in configs:
@@ -234,7 +234,7 @@ def make_data(configs: Mapping[str, Any], seeds: Sequence[int] | Mapping[str, Se
     a mapping: its label's seeds) and the rules' scores of each (``run.prepare``), each made
     once into the data cache (``folder``, else ``DYCKBOOK_DATA_CACHE``, which must then name
     one), here or spread over ``executor``'s workers; returns how many (data config, seed)."""
-    from dyckbook import cache
+    from dyckbook.experiment import cache
 
     if folder is None and cache.folder(cache.DATA_ENV) is None:
         raise ValueError(f"make_data writes the data cache: set {cache.DATA_ENV} to its folder")
@@ -261,7 +261,7 @@ def shared_data(configs: Mapping[str, Any], seeds: Sequence[int] | Mapping[str, 
     folder their tasks read (:func:`data_cache`): ``DYCKBOOK_DATA_CACHE`` where set, else a
     temporary one (on a remote cluster name a shared folder: a machine that cannot see it makes
     its own splits again, with the same result). No executor: None (made where needed)."""
-    from dyckbook import cache
+    from dyckbook.experiment import cache
 
     if executor is None:
         yield None
@@ -284,7 +284,7 @@ def summary_rows(rows: Sequence[Mapping[str, Any]], shortcuts: Sequence[str] = (
     accuracy of every hardness bin present (``hardness.BINS``) against the members of its
     lengths, the strongest shortcut and any ``shortcuts`` named (``name`` heads the column of
     the rows' labels)."""
-    from dyckbook.hardness import BINS
+    from dyckbook.data.hardness import BINS
 
     bins = [b for b in BINS if any(b in row.get("per_bin", {}) for row in rows)]
     out = []
@@ -367,7 +367,7 @@ def standard_figures(groups: Mapping[str, Sequence[Any]], out: str | os.PathLike
     """
     from dyckbook.chapters import plotting
     from dyckbook.chapters.page import summarise
-    from dyckbook.evaluate import pool
+    from dyckbook.experiment.evaluate import pool
     rows = summarise(groups, test)
     best = best_label(rows)
     ranked = sorted(next(r for r in rows if r["label"] == best)["baselines"].items(),
@@ -413,7 +413,7 @@ def length_split_sentences(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """A sentence per configuration saying whether its accuracy falls beyond the boundary:
     "falls" (or "rises") when the two 95% intervals do not overlap; when they do, that the two
     cannot be told apart (not that it holds: a wide interval over few seeds overlaps much)."""
-    from dyckbook.intervals import interval
+    from dyckbook.experiment.intervals import interval
 
     out = []
     for row in rows:

@@ -35,10 +35,10 @@ from dyckbook.chapters.figure_style import (
     new_panel,
     style_context,
 )
-from dyckbook.dataset import MEMBER
-from dyckbook.evaluate import Score, wilson
-from dyckbook.hardness import BINS
-from dyckbook.intervals import interval
+from dyckbook.data.dataset import MEMBER
+from dyckbook.data.hardness import BINS
+from dyckbook.experiment.evaluate import Score, wilson
+from dyckbook.experiment.intervals import interval
 
 __all__ = [
     "PALETTE", "STYLE", "plot_accuracy_by_length", "plot_attention_grid",

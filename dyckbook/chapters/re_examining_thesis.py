@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from dyckbook import results
-from dyckbook.intervals import METHOD, coverage
-from dyckbook.pipeline import registry
-from dyckbook.pipeline.verdicts import RULES, UNREGISTERED, Evidence, Rule, Verdict, sensitivity
+from dyckbook.claims import registry
+from dyckbook.claims.verdicts import RULES, UNREGISTERED, Evidence, Rule, Verdict, sensitivity
+from dyckbook.experiment import results
+from dyckbook.experiment.intervals import METHOD, coverage
 
 __all__ = ["ceilings", "coverage_sentence", "design_rows", "evidence_rows", "history_rows",
            "learned_sentence", "missing_sentence", "moved_sentence", "registration_check",
@@ -248,9 +248,9 @@ def missing_sentence(judged: Sequence[Verdict], rules: Sequence[Rule] = RULES) -
 def ceilings(experiments: Sequence[Any]) -> dict[int, float]:
     """``{k: order-blind ceiling}`` of the hard test set of the first seed of the thesis'
     bidirectional reruns (exp. 1: Dyck-1, exp. 3: Dyck-3), regenerated from its config."""
-    from dyckbook.baselines import order_blind_ceiling
-    from dyckbook.protocol import make_splits
-    from dyckbook.run import RunConfig
+    from dyckbook.data.protocol import make_splits
+    from dyckbook.experiment.run import RunConfig
+    from dyckbook.rules.baselines import order_blind_ceiling
 
     out = {}
     for k, e in ((1, 1), (3, 3)):
@@ -272,9 +272,9 @@ def permutation_check(n_strings: int, seed: int = 0) -> str:
     import numpy as np
     import torch
 
-    from dyckbook import tokenizer
-    from dyckbook.languages import Dyck
-    from dyckbook.model import Classifier, ModelConfig
+    from dyckbook.data.languages import Dyck
+    from dyckbook.nn import tokenizer
+    from dyckbook.nn.model import Classifier, ModelConfig
 
     rng = np.random.default_rng(seed)
     codes, lengths = Dyck(3).sample_codes(rng, np.full(n_strings, 12))

@@ -106,13 +106,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from dyckbook import tokenizer
-from dyckbook.blocks import Recorder
 from dyckbook.chapters.page import plural
-from dyckbook.evaluate import evaluating
-from dyckbook.languages import Dyck
-from dyckbook.negatives import sample_minimal_pairs
-from dyckbook.vocab import PAD
+from dyckbook.data.languages import Dyck
+from dyckbook.data.negatives import sample_minimal_pairs
+from dyckbook.data.vocab import PAD
+from dyckbook.nn import tokenizer
+from dyckbook.nn.blocks import Recorder, evaluating
 
 __all__ = ["CONDITIONS", "LAST_RULE", "LAST_VERDICTS", "LAYER0", "MOVED", "MOVED_READS",
            "MOVED_RULE",

@@ -27,7 +27,7 @@ def _seeds_text(records: Sequence[Any], test: str = "hard") -> str:
 def recipe_departure(experiment: int, record: Any) -> str:
     """How a rerun of the thesis' pipeline departs from Table 5.1 and the notebook's data
     (epochs, learning rate, strings), or ``"Table 5.1"`` when it does not."""
-    from dyckbook.presets import thesis_experiment
+    from dyckbook.data.presets import thesis_experiment
 
     e = thesis_experiment(experiment)
     train = record.config["train"]
@@ -56,7 +56,7 @@ def sound_column(label: str) -> tuple[int, str] | None:
 def table52_rows(literal: Sequence[Any], sound: Sequence[Any]) -> list[dict[str, Any]]:
     """Table 5.2 beside the rerun of its pipeline (with how its recipe departs from Table
     5.1) and the sound reruns, one row per experiment."""
-    from dyckbook.presets import THESIS_RESULTS
+    from dyckbook.data.presets import THESIS_RESULTS
 
     rows = []
     for n, reported in THESIS_RESULTS.items():

@@ -12,7 +12,7 @@ from dyckbook.chapters.page import pct
 
 def literal_row(n: int, result: Any) -> dict[str, Any]:
     """A row of the literal reproduction: what ran, the thesis' number, ours, the shortcut."""
-    from dyckbook.presets import thesis_experiment, thesis_result
+    from dyckbook.data.presets import thesis_experiment, thesis_result
 
     record, e = result.record, thesis_experiment(n)
     train = result.splits.train
@@ -29,7 +29,7 @@ def literal_row(n: int, result: Any) -> dict[str, Any]:
 def constant_sentences(records: Mapping[int, Any], test: str = "thesis") -> str:
     """For every experiment whose output did not depend on its input: which class it always
     answers and why that gives its accuracy (the class's share of the test split)."""
-    from dyckbook.presets import thesis_result
+    from dyckbook.data.presets import thesis_result
 
     out = []
     for n, record in records.items():

@@ -221,8 +221,8 @@ def _out_path(text: str) -> Path:
 def _cmd_generate(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from dyckbook.languages import Dyck, local_tables
-    from dyckbook.protocol import balanced_sample, regime_lengths
+    from dyckbook.data.languages import Dyck, local_tables
+    from dyckbook.data.protocol import balanced_sample, regime_lengths
 
     lo, hi = args.min_length, args.max_length
     if args.n * hi > MAX_SYMBOLS:
@@ -261,7 +261,10 @@ def _cmd_generate(args: argparse.Namespace) -> int:
                  language.name)
     rng = np.random.default_rng(args.seed)
     data = balanced_sample(language, args.negatives, rng.choice(usable, args.n // 2), window, rng)
-    from dyckbook.results import dataset_text, write_dataset  # torch: only once input is valid
+    from dyckbook.experiment.results import (  # torch: only once input is valid
+        dataset_text,
+        write_dataset,
+    )
 
     shuffled = data.subset(rng.permutation(len(data)))
     log.debug("drew %d strings at %d lengths: %s", len(data), len(set(data.lengths.tolist())),
@@ -286,7 +289,7 @@ def _ranges(values: list[int]) -> str:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from dyckbook.languages import Dyck
+    from dyckbook.data.languages import Dyck
 
     language = Dyck(args.k, args.max_depth)
     log.debug("checking %d string(s) against %s", len(args.strings), language.name)
@@ -299,7 +302,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 def _manifest(args: argparse.Namespace) -> Path:
     """--manifest (or the repository's), refused here if it is not a file the runner can read:
     a pipe or a device would otherwise be reported as 'not found'."""
-    from dyckbook.results import source_root
+    from dyckbook.experiment.results import source_root
 
     if args.manifest is None:
         return source_root() / "notebooks" / "experiments.yml"
@@ -314,16 +317,16 @@ def _manifest(args: argparse.Namespace) -> Path:
 
 def _where(manifest: Path) -> None:
     """One line naming the manifest (so the repository) and the output root acted on."""
-    from dyckbook.results import ROOT_ENV, repo_root
+    from dyckbook.experiment.results import ROOT_ENV, repo_root
 
     log.info("manifest %s; output root %s%s", manifest.resolve(), repo_root(),
              f" (from ${ROOT_ENV})" if os.environ.get(ROOT_ENV) else "")
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
+    from dyckbook.experiment.results import repo_root
     from dyckbook.pipeline import runner
     from dyckbook.pipeline.layout import run_results_dir
-    from dyckbook.results import repo_root
 
     manifest = _manifest(args)
     rows = runner.statuses(args.profile, manifest)
@@ -378,7 +381,7 @@ def _cmd_register(args: argparse.Namespace) -> int:
     from dyckbook.pipeline import runner
 
     runs = runner.resolve_profile(runner.load_manifest(_manifest(args)), args.profile)
-    from dyckbook.pipeline import registry  # the verdict rules: only once the profile is known
+    from dyckbook.claims import registry  # the verdict rules: only once the profile is known
 
     log.debug("profile %s: %d runs; registry %s", args.profile, len(runs),
               registry.registry_path())
@@ -476,7 +479,7 @@ def _cmd_train_lengths(args: argparse.Namespace) -> int:
                              f"{args.profile}, got {args.run!r}")
         params = dict(chosen[0].params)
     if args.write_params:
-        from dyckbook import results
+        from dyckbook.experiment import results
 
         results.write_bytes(args.write_params, json.dumps(params, indent=1).encode())
         print(f"wrote {args.write_params}")
@@ -485,8 +488,8 @@ def _cmd_train_lengths(args: argparse.Namespace) -> int:
         raise ValueError("--data-only needs --data-cache DIR (the folder the splits go to)")
     if out is None and not args.data_only:
         raise ValueError("--out must name the folder of records.jsonl")
-    from dyckbook import cache
     from dyckbook.chapters import generalisation, page
+    from dyckbook.experiment import cache
     from dyckbook.pipeline import executors
 
     if args.data_cache:  # before the workers start: they inherit it

@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from dyckbook import results as R
+from dyckbook.experiment import results as R
 from dyckbook.pipeline import pages, runner
 from dyckbook.pipeline.layout import GZIP_FROM, RUN_RECORD, gzip_folder
 

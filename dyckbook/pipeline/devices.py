@@ -33,7 +33,7 @@ MEMORY_ENV, CONTEXT_BYTES = "DYCKBOOK_DEVICE_MEMORY", 768 * 2**20
 def estimate_bytes(config: Any, n_models: int = 1) -> int:
     """A worker's device memory: ``checkpoint.training_bytes`` (its configuration's weights,
     Adam's moments, activations, scoring and its context)."""
-    from dyckbook.checkpoint import training_bytes
+    from dyckbook.experiment.checkpoint import training_bytes
 
     return training_bytes(config, n_models)
 
@@ -41,7 +41,7 @@ def estimate_bytes(config: Any, n_models: int = 1) -> int:
 def device_memory(device: str) -> int:
     """What this process may fill of ``device``: ``checkpoint.device_memory`` (the runner's
     share, :data:`MEMORY_ENV`, where it is set: a test fakes a card with it)."""
-    from dyckbook.checkpoint import device_memory as memory
+    from dyckbook.experiment.checkpoint import device_memory as memory
 
     return memory(device)
 
@@ -117,7 +117,7 @@ def kernel_estimate(params: Mapping[str, Any]) -> int:
     else an encoder-decoder's), one seed (given more, ``run.run_seeds`` trains more seeds
     together); a notebook whose parameters name no such configuration counts as the defaults'
     (a classifier of 16 symbols)."""
-    from dyckbook import run
+    from dyckbook.experiment import run
 
     fields = run.config_fields(params)
     for kind in ("classifier", "seq2seq"):

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dyckbook.results import read_json, read_stored, resolve, write_bytes
+from dyckbook.experiment.results import read_json, read_stored, resolve, write_bytes
 
 __all__ = ["GZIP_FROM", "PAGES_DIR", "RESULTS_DIR", "RUNS_DIR", "RUN_RECORD", "gzip_folder",
            "migrate_legacy_tree", "profile_index", "run_notebook_path", "run_results_dir",

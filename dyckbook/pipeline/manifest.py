@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from dyckbook import results as R
+from dyckbook.experiment import results as R
 from dyckbook.pipeline.layout import RESULTS_DIR
 
 __all__ = ["CHAPTERS_GROUP", "INJECTED", "Manifest", "Notebook", "READS", "RESULTS_PLACEHOLDER",

@@ -253,7 +253,7 @@ def _registration(record: Mapping[str, Any], registrations: Sequence[Any] | None
                   ) -> tuple[str | None, str]:
     """The registration a run's claims are judged against (its id as text, or "not judged"),
     and the sentence that says so; (None, "") for a run that feeds no claim."""
-    from dyckbook.pipeline import registry
+    from dyckbook.claims import registry
 
     if not record.get("run") or record.get("run") not in registry.verdict_runs():
         return None, ""

@@ -27,8 +27,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from dyckbook import cache, recipe
-from dyckbook import results as R
+from dyckbook.experiment import cache, recipe
+from dyckbook.experiment import results as R
 from dyckbook.pipeline import devices, executors, pages
 from dyckbook.pipeline.executors import (
     TEMP_PREFIX,

@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dyckbook import cache
-from dyckbook import results as R
+from dyckbook.experiment import cache
+from dyckbook.experiment import results as R
 from dyckbook.pipeline import runner
 from dyckbook.pipeline.executors import cores
 from dyckbook.pipeline.layout import RUN_RECORD
