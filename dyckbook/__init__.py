@@ -25,15 +25,19 @@ from typing import Any
 
 from dyckbook.version import __version__
 
-#: the library's packages, in their order (``tests/test_package.py`` holds it)
-PACKAGES = ("data", "nn", "rules", "experiment", "interp", "claims", "chapters", "pipeline")
+#: the packages and their layers: a module imports only from its own package or a lower layer
+#: (``nn`` and ``rules`` are peers: neither imports the other). ``tests/test_package.py`` holds
+#: the code to it and ARCHITECTURE.md's table to this declaration.
+LAYERS = {"data": 1, "nn": 2, "rules": 2, "experiment": 3, "interp": 4, "claims": 5,
+          "chapters": 6, "pipeline": 7}
+PACKAGES = tuple(LAYERS)
 
 #: every library module by its short name: the face's ``from dyckbook import run``
 MODULES = {
     **{m: "data" for m in ("vocab", "config", "presets", "languages", "negatives", "hardness",
                            "dataset", "protocol", "thesis", "completion")},
-    **{m: "nn" for m in ("tokenizer", "blocks", "dropout", "kernels", "model", "thesis_model",
-                         "recurrent", "seq2seq")},
+    **{m: "nn" for m in ("tokenizer", "options", "blocks", "positions", "dropout", "kernels",
+                         "model", "thesis_model", "recurrent", "seq2seq")},
     **{m: "rules" for m in ("baselines", "adversary")},
     **{m: "experiment" for m in ("train", "evaluate", "intervals", "record", "results",
                                  "checkpoint", "cache", "run", "recipe", "grid",

@@ -121,7 +121,7 @@ BAD = [
      r"load_model: path must be a str or os\.PathLike, got 7 \(int\)"),
     ("load_model None", lambda: load_model(None), r"load_model: path must be .*None"),
     ("negatives language", lambda: sample_negatives("Dyck-2", rng(), [8]),
-     r"language must be a dyckbook\.languages\.Dyck, got 'Dyck-2' \(str\)"),
+     r"language must be a dyckbook\.data\.languages\.Dyck, got 'Dyck-2' \(str\)"),
     ("negatives rng", lambda: sample_negatives(LANG, 0, [8]), r"rng must be a numpy"),
     ("negatives lengths str", lambda: sample_negatives(LANG, rng(), "8"), r"lengths must be"),
     ("negatives lengths float", lambda: sample_negatives(LANG, rng(), [8.0]), r"lengths must be"),

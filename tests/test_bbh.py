@@ -26,6 +26,7 @@ from dyckbook.data.completion import (
     to_items,
 )
 from dyckbook.data.languages import Dyck
+from dyckbook.experiment.completion_scores import evaluate_completions, score_items
 from dyckbook.experiment.results import read_bigbench
 from dyckbook.experiment.train import TrainConfig, train
 from dyckbook.nn.seq2seq import (
@@ -33,8 +34,6 @@ from dyckbook.nn.seq2seq import (
     EncoderDecoder,
     Seq2SeqConfig,
     build_seq2seq,
-    evaluate_completions,
-    score_items,
 )
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,8 +12,8 @@ from dyckbook.data.dataset import Dataset
 from dyckbook.data.languages import Dyck, sample_lengths
 from dyckbook.experiment.train import TrainConfig, train
 from dyckbook.nn import dropout, tokenizer
-from dyckbook.nn.blocks import POS_ENCODINGS
 from dyckbook.nn.model import READOUTS, ClassificationTask, Classifier, ModelConfig, seed_for
+from dyckbook.nn.options import POS_ENCODINGS
 
 LANG = Dyck(2)
 

@@ -228,14 +228,21 @@ def test_long_lengths(window):
     assert len(set(names)) >= 3
 
 
-def test_registry():
-    assert HARD_KINDS == ("dip", "rotation", "swap", "crossing", "deep_mismatch")
-    assert LONG_RANGE_KINDS == ("stack", "far")
-    assert list(NEGATIVE_KINDS) == ["random", *HARD_KINDS, *LONG_RANGE_KINDS]
+def test_the_declaration():
+    """Every kind declares what belongs to it; the views are read from the declaration."""
+    assert HARD_KINDS == tuple(n for n, k in NEGATIVE_KINDS.items()
+                               if k.hard and not k.long_range)
+    assert LONG_RANGE_KINDS == tuple(n for n, k in NEGATIVE_KINDS.items() if k.long_range)
     for name, kind in NEGATIVE_KINDS.items():
         assert kind.name == name and kind.description.endswith(".")
-        assert kind.hard == (name != "random")
-        assert kind.min_k == (2 if name in ("crossing", "deep_mismatch", "stack") else 1)
+        assert kind.guarantees and callable(kind.build), name
+        assert kind.hard or not kind.long_range, name
+    # the facts of today's kinds
+    assert not NEGATIVE_KINDS["random"].hard
+    assert {n for n in ("crossing", "deep_mismatch", "stack") if NEGATIVE_KINDS[n].min_k == 2} \
+        == {"crossing", "deep_mismatch", "stack"}
+    assert {"dip", "rotation", "swap", "crossing", "deep_mismatch"} <= set(HARD_KINDS)
+    assert {"stack", "far"} <= set(LONG_RANGE_KINDS)
     assert stack_kind(Dyck(1)) == "far" and stack_kind(Dyck(3, 4)) == "stack"
     assert [long_range_window(n) for n in (4, 24, 25, 36, 48, 100)] == [8, 8, 9, 12, 16, 34]
 

@@ -100,6 +100,29 @@ def test_manifest_names_every_notebook_and_every_profile_resolves() -> None:
     assert {r.notebook.key for r in smoke} == set(man.notebooks)  # smoke runs every notebook
 
 
+def test_the_contributing_template_executes_as_it_stands(tmp_path: Path) -> None:
+    """CONTRIBUTING's notebook template (``notebooks/templates/experiment.ipynb``) is a file
+    that runs: its parameters cell typed, commented and defaulting to scratch, then
+    ``params.check``, ``chapters.page`` and a training on ``device``, its table glued."""
+    template = REPO / "notebooks" / "templates" / "experiment.ipynb"
+    test_source_notebook_is_clean(template)
+    tagged = [c for c in _cells(template) if "parameters" in c.get("metadata", {}).get("tags", [])]
+    defaults = {n.target.id: ast.literal_eval(n.value) for n in ast.parse(_source(tagged[0])).body}
+    assert set(runner.INJECTED) <= set(defaults) and defaults["results_dir"] == "scratch/NN_slug"
+    assert set(papermill.inspect_notebook(str(template))) == set(defaults)
+    code = "\n".join(_source(c) for c in _cells(template) if c["cell_type"] == "code")
+    assert "params.check(" in code and "from dyckbook.chapters import page" in code
+    out = tmp_path / "results"
+    papermill.execute_notebook(str(template), str(tmp_path / "executed.ipynb"),
+                               parameters={"results_dir": str(out), "num_threads": 1},
+                               cwd=str(tmp_path), kernel_name="python3", progress_bar=False)
+    executed = json.loads((tmp_path / "executed.ipynb").read_text(encoding="utf-8"))
+    glued = [o["metadata"]["scrapbook"]["name"] for c in executed["cells"]
+             for o in c.get("outputs", []) if "scrapbook" in o.get("metadata", {})]
+    assert glued == ["table"], glued
+    assert any(out.rglob("records.jsonl*")), sorted(p.name for p in out.rglob("*"))
+
+
 # ------------------------------------------------------------------------ the smoke execution
 
 

@@ -1,14 +1,16 @@
-"""The package's three parts and the library's floors, as ARCHITECTURE.md states them.
+"""The package's concept packages and their order, as ``dyckbook.LAYERS`` declares them.
 
-The library (the modules at the top of ``dyckbook/``) imports only from its own floor or below
-and never from ``chapters/`` or ``pipeline/``; a chapter module imports the library, the
-chapters and of the pipeline only its judging modules (registry, verdicts); nothing imports the
-command line. No import, function-local ones
-included, closes a circle. The floors are read from ARCHITECTURE.md's table, so the map and the
-code cannot drift apart.
+Each package holds one kind of thing (``data``, ``nn``, ``rules``, ``experiment``, ``interp``,
+``claims``, ``chapters``, ``pipeline``); a module imports only from its own package or a lower
+layer, so no arrow runs up and no import closes a circle. Every import counts, function bodies
+included; an import may sit in a function only for an optional dependency or a measured
+start-up cost, named on its line (``# deferred: optional dependency X`` or ``# deferred:
+start-up: ...``). ARCHITECTURE.md's table of packages is read and must agree. There are no
+line caps: a module is as long as its one concept needs.
 """
 
 import ast
+import json
 import re
 import subprocess
 import sys
@@ -20,11 +22,12 @@ import dyckbook
 
 PACKAGE = Path(dyckbook.__file__).parent
 ROOT = PACKAGE.parent
-LIBRARY_LINES, MODULE_LINES = 10_500, 700  # issue 49's bounds
+#: modules of the package root: below every package (``version``, the face, which imports
+#: only ``version`` and reaches the rest lazily), or the command line's entry (``pipeline``'s)
+ROOT_MODULES = {"dyckbook": 0, "dyckbook.version": 0, "dyckbook.__main__": 7}
 #: what every page shares: a chapter module named after no notebook
 SHARED = {"page", "plotting", "attention_plots", "figure_style"}
-#: the pipeline's judging modules, which the verdict chapter shows: the only ones a chapter reads
-JUDGING = {"dyckbook.pipeline", "dyckbook.claims.registry", "dyckbook.claims.verdicts"}
+DEFERRED = re.compile(r"#\s*deferred:\s*(optional dependency \S+|start-up: .*\d.*)")
 
 
 def module_names() -> dict[str, Path]:
@@ -40,59 +43,45 @@ def module_names() -> dict[str, Path]:
 MODULES = module_names()
 
 
-def part(name: str) -> str:
-    """``library``, ``chapters``, ``pipeline`` or ``root`` (the package's ``__init__``)."""
-    if name == "dyckbook":
-        return "root"
-    if name.startswith("dyckbook.chapters"):
-        return "chapters"
-    if name.startswith("dyckbook.pipeline") or name == "dyckbook.__main__":
+def package_of(name: str) -> str:
+    """``data``, ``nn``, ... for a module of a package; the name itself for a root module."""
+    if name == "dyckbook.__main__":
         return "pipeline"
-    return "library"
+    if name in ROOT_MODULES:
+        return "root"
+    parts = name.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in dyckbook.LAYERS) \
+        else name
 
 
-def architecture_floors(text: str | None = None) -> dict[str, int]:
-    """``{module: floor}`` from the floors table of ARCHITECTURE.md: each row ``| N | ... |``
-    names its modules in backticks, each followed by its description in parentheses."""
-    text = text if text is not None else (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
-    floors = {}
-    for line in text.splitlines():
-        row = re.match(r"\|\s*(\d+)\s*\|(.*)\|[^|]*\|\s*$", line)
-        if row:
-            for name in re.findall(r"`(\w+)` \(", row.group(2)):
-                floors[f"dyckbook.{name}"] = int(row.group(1))
-    return floors
+def layer(name: str) -> int:
+    return dyckbook.LAYERS.get(package_of(name), ROOT_MODULES.get(name, 0))
 
 
-FLOORS = architecture_floors()
-NO_TORCH = {m for m, f in FLOORS.items() if f <= 2} | {"dyckbook.rules.baselines"}
-
-
-def imports(name: str) -> tuple[set[str], set[str]]:
-    """(package modules, other top-level packages) that module ``name`` imports anywhere in it,
-    function bodies included. ``from M import x`` imports M, and also M.x where that is a
-    module; ``from dyckbook import x`` counts the root only for a name that is no module
-    (``__version__``): the root runs before any submodule anyway."""
-    tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
-    own, other = set(), set()
+def imports(name: str, source: str | None = None) -> list[tuple[str, int, bool]]:
+    """``(target, line, in a function)`` for every import of a package module by ``name``
+    (``from M import x`` imports M, and M.x where that is a module; ``from dyckbook import
+    run`` names the module the face stands for)."""
+    tree = ast.parse(source if source is not None else MODULES[name].read_text("utf-8"))
+    inner = {id(n) for f in ast.walk(tree) if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
+             for n in ast.walk(f) if isinstance(n, ast.Import | ast.ImportFrom)}
+    out = []
     for node in ast.walk(tree):
+        targets = []
         if isinstance(node, ast.Import):
-            for alias in node.names:
-                top = alias.name.split(".")[0]
-                (own.add(alias.name) if top == "dyckbook" else other.add(top))
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            if node.module.split(".")[0] != "dyckbook":
-                other.add(node.module.split(".")[0])
-                continue
-            assert node.module in MODULES, f"{name} imports {node.module}: not in the package"
-            subs = {f"{node.module}.{a.name}" for a in node.names} & set(MODULES)
-            own |= subs
-            if node.module != "dyckbook" or len(subs) < len(node.names):
-                own.add(node.module)
-    return own - {name}, other
+            targets = [a.name for a in node.names if a.name.split(".")[0] == "dyckbook"]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
+                and node.module.split(".")[0] == "dyckbook":
+            subs = [f"{node.module}.{a.name}" for a in node.names]
+            if node.module == "dyckbook":
+                subs = [dyckbook.module_path(a.name) if a.name in dyckbook.MODULES
+                        else f"dyckbook.{a.name}" for a in node.names]
+            targets = [t for t in subs if t in MODULES] or [node.module]
+        out += [(t, node.lineno, id(node) in inner) for t in targets if t != name]
+    return out
 
 
-GRAPH = {name: imports(name)[0] for name in MODULES}
+GRAPH = {name: {t for t, _, _ in imports(name)} for name in MODULES}
 
 
 def circles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -128,11 +117,39 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
-def test_the_floors_table_is_read_and_covers_every_library_module():
-    library = {m for m in MODULES if part(m) == "library"}
-    assert library == set(FLOORS), library ^ set(FLOORS)
-    assert architecture_floors("| 3 | `a` (x, `b.c` d), `e` (f) | floors 1-2 |") == {
-        "dyckbook.a": 3, "dyckbook.e": 3}
+def floors(graph: dict[str, set[str]]) -> int:
+    """The longest chain of packages (each importing the next): how many floors the import
+    graph has, read from the code, not from the declaration."""
+    edges = {(package_of(a), package_of(b)) for a, ts in graph.items() for b in ts
+             if package_of(a) != package_of(b)}
+    nodes = {n for e in edges for n in e}
+    depth: dict[str, int] = {}
+
+    def height(n: str, seen: frozenset = frozenset()) -> int:
+        if n not in depth:
+            below = [height(b, seen | {n}) for a, b in edges if a == n and b not in seen]
+            depth[n] = 1 + max(below, default=0)
+        return depth[n]
+
+    return max((height(n) for n in nodes), default=0)
+
+
+def test_every_module_belongs_to_a_declared_package():
+    stray = [m for m in MODULES if package_of(m) not in {*dyckbook.LAYERS, "root"}]
+    assert stray == []
+    assert set(dyckbook.MODULES) | {"completion_scores"} >= {
+        m.rsplit(".", 1)[1] for m in MODULES
+        if package_of(m) in dyckbook.LAYERS and dyckbook.LAYERS[package_of(m)] <= 5
+        and not m.endswith(tuple(f".{p}" for p in dyckbook.LAYERS))}
+    for short, pkg in dyckbook.MODULES.items():  # the face names real modules
+        assert f"dyckbook.{pkg}.{short}" in MODULES, short
+
+
+def test_architecture_md_lists_the_packages_in_their_layers():
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+
+    table = {pkg: int(n) for n, pkg in re.findall(r"^\|\s*(\d)\s*\|\s*`(\w+)/`", text, re.M)}
+    assert table == dyckbook.LAYERS, table
 
 
 def test_no_import_closes_a_circle():
@@ -143,47 +160,74 @@ def test_no_import_closes_a_circle():
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
-def test_imports_keep_to_the_parts_and_go_down_the_floors(name):
-    own, other = imports(name)
-    assert "dyckbook.__main__" not in own and "dyckbook.pipeline.cli" not in own or \
-        name == "dyckbook.__main__", f"{name} imports the command line"
-    if part(name) == "library":
-        assert "dyckbook" not in own, f"{name} imports the package root"
-        for target in own:
-            assert part(target) == "library", f"library module {name} imports {target}"
-            assert FLOORS[target] <= FLOORS[name], \
-                f"{name} (floor {FLOORS[name]}) imports {target} (floor {FLOORS[target]})"
-        if FLOORS[name] < 5:
-            assert "dyckbook.chapters.plotting" not in own and "matplotlib" not in other, name
-        if name in NO_TORCH:
-            assert "torch" not in other, name
-    elif part(name) == "chapters":
-        wrong = {t for t in own if part(t) == "pipeline"} - JUDGING
-        assert not wrong, f"{name} imports the pipeline's {sorted(wrong)}"
+def test_no_arrow_runs_up(name):
+    """A module imports its own package or a lower layer (function bodies included); peers of
+    one layer (``nn``, ``rules``) do not import each other; the command line is imported only
+    by ``__main__``."""
+    for target, line, _ in imports(name):
+        if package_of(target) == package_of(name):
+            continue
+        assert layer(target) < layer(name), (
+            f"{name}:{line} (layer {layer(name)}) imports {target} (layer {layer(target)})")
+        assert target != "dyckbook.pipeline.cli" or name == "dyckbook.__main__"
 
 
-def test_sizes_stay_thin():
-    lines = {name: len(path.read_text(encoding="utf-8").splitlines())
-             for name, path in MODULES.items()}
-    library = sum(n for name, n in lines.items() if part(name) in ("library", "root"))
-    assert library <= LIBRARY_LINES, f"the library is {library} lines"
-    over = {name: n for name, n in lines.items() if n > MODULE_LINES}
-    assert not over, over
+def test_the_order_check_can_fail():
+    """An import up (experiment from data) and one between peers (rules from nn) are caught."""
+    up = imports("dyckbook.data.languages", "from dyckbook.experiment import run\n")
+    assert [(t, layer(t) < layer("dyckbook.data.languages")) for t, _, _ in up] == [
+        ("dyckbook.experiment.run", False)]
+    peer = imports("dyckbook.nn.model", "def f():\n    from dyckbook import baselines\n")
+    assert peer == [("dyckbook.rules.baselines", 2, True)]
+    assert layer("dyckbook.rules.baselines") == layer("dyckbook.nn.model")
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_an_import_in_a_function_says_why(name):
+    """Every import inside a function (the package's or another's) names an optional dependency
+    or a measured start-up cost on its line."""
+    source = MODULES[name].read_text("utf-8")
+    lines = source.splitlines()
+    tree = ast.parse(source)
+    unsaid = []
+    for f in ast.walk(tree):
+        if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef):
+            for node in ast.walk(f):
+                if isinstance(node, ast.Import | ast.ImportFrom):
+                    said = " ".join(lines[node.lineno - 1: node.end_lineno])
+                    if not DEFERRED.search(said):
+                        unsaid.append(f"{name}:{node.lineno}")
+    assert not unsaid, f"imports in functions without '# deferred: <why>': {unsaid}"
+
+
+def test_the_import_graph_has_at_most_eight_floors():
+    assert floors(GRAPH) <= 8
+    assert floors({"dyckbook.a.x": {"dyckbook.b.y"}, "dyckbook.b.y": {"dyckbook.c.z"}}) == 3
+
+
+def test_data_and_stack_free_rules_load_no_torch_and_nothing_below_chapters_draws():
+    for name, path in MODULES.items():
+        tree = ast.parse(path.read_text("utf-8"))
+        top = {a.name.split(".")[0] for n in tree.body if isinstance(n, ast.Import)
+               for a in n.names} | {n.module.split(".")[0] for n in tree.body
+                                    if isinstance(n, ast.ImportFrom) and n.module}
+        if package_of(name) == "data" or name == "dyckbook.rules.baselines":
+            assert "torch" not in top, name
+        if name not in ROOT_MODULES and layer(name) < dyckbook.LAYERS["chapters"]:
+            assert not {"matplotlib", "seaborn"} & top, name
 
 
 def test_every_chapter_module_serves_a_page_that_uses_it():
     """A chapter module is named after its notebook (``page`` serves every page), the notebook
     imports it, and every public function of it is used: by a notebook, by another chapter
     module, or within its own module (no dead code)."""
-    import json
-
     notebooks = {p.stem.split("_", 1)[1] if p.stem[:2].isdigit() else p.stem: p
                  for p in [*ROOT.glob("notebooks/*.ipynb"), *ROOT.glob("book/*.ipynb")]}
     sources = {stem: "\n".join("".join(c["source"]) for c in json.loads(p.read_text())["cells"]
                                if c["cell_type"] == "code") for stem, p in notebooks.items()}
-    chapter_code = {n: p.read_text() for n, p in MODULES.items() if part(n) == "chapters"}
+    chapter_code = {n: p.read_text() for n, p in MODULES.items() if package_of(n) == "chapters"}
     for name, path in MODULES.items():
-        if part(name) != "chapters" or name == "dyckbook.chapters":
+        if package_of(name) != "chapters" or name == "dyckbook.chapters":
             continue
         short = name.rsplit(".", 1)[1]
         if short not in SHARED:
@@ -192,7 +236,7 @@ def test_every_chapter_module_serves_a_page_that_uses_it():
                              sources[short]), f"{notebooks[short].name} does not import {name}"
         tree = ast.parse(path.read_text())
         public = [n.name for n in tree.body
-                  if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and not n.name.startswith("_")]
+                  if isinstance(n, ast.FunctionDef | ast.ClassDef) and not n.name.startswith("_")]
         users = "\n".join(sources.values()) + "\n".join(
             code for other, code in chapter_code.items() if other != name)
         own = chapter_code[name]
@@ -204,12 +248,17 @@ def test_every_chapter_module_serves_a_page_that_uses_it():
 def test_every_export_resolves():
     for name in dyckbook.__all__:
         assert getattr(dyckbook, name) is not None, name
+    for short in dyckbook.MODULES:
+        assert getattr(dyckbook, short).__name__ == dyckbook.module_path(short)
     with pytest.raises(AttributeError, match="NotAThing"):
         dyckbook.NotAThing  # noqa: B018
+    with pytest.raises(ValueError, match="name must be a library module"):
+        dyckbook.module_path("nothing")
 
 
 def test_language_floor_does_not_load_torch():
     code = ("import sys, dyckbook; assert dyckbook.Dyck(3).is_member(['([]){}']).all();"
+            "from dyckbook import negatives, protocol;"
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
@@ -225,9 +274,10 @@ def test_imports_from_a_checkout_without_installation(tmp_path):
     code = ("import importlib.metadata as m\n"
             "def missing(name): raise m.PackageNotFoundError(name)\n"
             "m.version = missing\n"
-            "import dyckbook; from dyckbook.pipeline import verdicts\n"
+            "import dyckbook; from dyckbook.claims import verdicts\n"
             "print(dyckbook.__version__, verdicts.LABELS[0])\n"
-            "from dyckbook.chapters import page; from dyckbook.pipeline import manifest")
+            "from dyckbook.chapters import page; from dyckbook.pipeline import manifest\n"
+            "from dyckbook import run; print(run.__name__)")
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
                          text=True, check=True).stdout.split()
-    assert out == [dyckbook.__version__, "reproduced"]
+    assert out == [dyckbook.__version__, "reproduced", "dyckbook.experiment.run"]

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from dyckbook.data.vocab import BOS, EOS, N_SPECIAL
-from dyckbook.nn import blocks
+from dyckbook.nn import blocks, positions
 from dyckbook.nn.model import Classifier, ModelConfig
 from dyckbook.nn.seq2seq import Seq2SeqConfig, build_seq2seq, greedy_decode
 from dyckbook.nn.tokenizer import encode
@@ -49,7 +49,7 @@ def test_rope_scores_depend_on_the_distance_only():
 def test_rope_is_a_rotation_of_each_pair():
     x = torch.randn(2, 3, 5, 8)
     pos = torch.arange(5)[None].expand(2, 5)
-    rotated = blocks.rotate(x, pos)
+    rotated = positions.rotate(x, pos)
     pairs = lambda t: t.view(*t.shape[:-1], 4, 2).norm(dim=-1)  # noqa: E731
     assert torch.allclose(pairs(rotated), pairs(x), atol=1e-5)
     assert torch.allclose(rotated[:, :, 0], x[:, :, 0])  # position 0: no rotation
@@ -100,22 +100,22 @@ def test_classifier_patterns_are_distributions_and_batched_equals_alone(pos_enco
 def test_randomized_positions_are_sorted_subsets_that_ignore_the_padding():
     gens = [torch.Generator().manual_seed(1), torch.Generator().manual_seed(2)]
     n_tokens = torch.tensor([[3, 7, 10], [10, 1, 5]])
-    pos = blocks.random_positions(n_tokens, 10, 64, gens)
+    pos = positions.random_positions(n_tokens, 10, 64, gens)
     assert pos.shape == (2, 3, 10) and int(pos.max()) < 64
     for s in range(2):
         for b in range(3):
             row = pos[s, b, :int(n_tokens[s, b])]
             assert (row[1:] > row[:-1]).all()  # strictly increasing: order kept
-    wider = blocks.random_positions(n_tokens, 14, 64, [torch.Generator().manual_seed(1),
+    wider = positions.random_positions(n_tokens, 14, 64, [torch.Generator().manual_seed(1),
                                                         torch.Generator().manual_seed(2)])
     assert torch.equal(wider[..., :10], pos)  # padding wider changes nothing
-    spread = blocks.random_positions(torch.full((1, 500), 4), 4, 64,
+    spread = positions.random_positions(torch.full((1, 500), 4), 4, 64,
                                      [torch.Generator().manual_seed(0)])
     assert int(spread.max()) > 50  # a short row reaches the far positions
-    evaluation = blocks.random_positions(n_tokens, 10, 64, None)
+    evaluation = positions.random_positions(n_tokens, 10, 64, None)
     assert torch.equal(evaluation[0, 2], evaluation[1, 0])  # same length, same positions
     with pytest.raises(ValueError, match="more than the 8 positions"):
-        blocks.random_positions(n_tokens, 10, 8, gens)
+        positions.random_positions(n_tokens, 10, 8, gens)
 
 
 @pytest.mark.parametrize("arch", ["encoder_decoder", "decoder_only"])

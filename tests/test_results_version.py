@@ -28,7 +28,7 @@ section each:
 ``completion``    ``completion.make_completion_splits`` (both regimes), an encoder–decoder
                   and a decoder-only model trained through ``run.run``: loss, validation,
                   exact match and per-position token accuracy, the cross-attention shares,
-                  ``seq2seq.score_items``, and the chapter's order-blind references
+                  ``completion_scores.score_items``, and the chapter's order-blind references
 ``recurrent``     the LSTM and the stack RNN (``RecurrentConfig``) trained through ``run.run``
                   on the classifier's data: loss, accuracies, margins
 ``thesis``        a literal thesis experiment (its generator, split and ported model) trained
@@ -179,17 +179,17 @@ def golden_config():
 def variant_configs() -> dict[str, Any]:
     """The golden classifier with one option changed, for every value its config allows
     (a new positional encoding, mask, ... joins by itself); trained 20 steps, no rules."""
-    from dyckbook import blocks, model, train
+    from dyckbook import blocks, model, options, train
 
     base = golden_config()
     base = dataclasses.replace(base, baselines=(),
                                train=dataclasses.replace(base.train, max_steps=20))
-    options = {"pos_encoding": blocks.POS_ENCODINGS, "mask": model.MASKS,
+    choices = {"pos_encoding": options.POS_ENCODINGS, "mask": model.MASKS,
                "readout": model.READOUTS, "norm": blocks.NORMS, "act_fn": blocks.ACTIVATIONS,
                "objective": model.OBJECTIVES, "attention": blocks.ATTENTION_WEIGHTS,
                "schedule": train.SCHEDULES, "bucket": (True,), "weight_decay": (0.01,)}
     out = {}
-    for name, values in options.items():
+    for name, values in choices.items():
         for value in values:
             part = base.train if name in {f.name for f in dataclasses.fields(base.train)} \
                 else base.model
@@ -418,7 +418,7 @@ def adversary_numbers() -> dict[str, Any]:
 def completion_numbers() -> dict[str, Any]:
     """The completion data of both regimes, and an encoder–decoder and a decoder-only model
     trained and scored through ``run.run``."""
-    from dyckbook import completion, seq2seq
+    from dyckbook import completion, completion_scores
 
     base = completion_data()
     data, made = {}, {}
@@ -449,8 +449,8 @@ def completion_numbers() -> dict[str, Any]:
                                     for name, m in measures.items()},
                  "positions": {name: {str(j): n for j, (n, _) in m["per_position"].items()}
                                for name, m in measures.items()},
-                 "items": round(seq2seq.score_items(result.model, completion.to_items(test)[:50],
-                                                    kind="suffix").accuracy, 6)}
+                 "items": round(completion_scores.score_items(
+                     result.model, completion.to_items(test)[:50], kind="suffix").accuracy, 6)}
         shares = {name: m["cross_attention"]["share"] for name, m in measures.items()
                   if "cross_attention" in m}
         if shares:

@@ -6,6 +6,7 @@ import torch
 
 from dyckbook.data.completion import CompletionDataConfig, make_completion_splits
 from dyckbook.data.vocab import BOS, EOS, SEQ_PAD
+from dyckbook.experiment.completion_scores import evaluate_completions
 from dyckbook.experiment.train import TrainConfig, train
 from dyckbook.nn.seq2seq import (
     CompletionTask,
@@ -13,7 +14,6 @@ from dyckbook.nn.seq2seq import (
     EncoderDecoder,
     Seq2SeqConfig,
     build_seq2seq,
-    evaluate_completions,
     greedy_decode,
     source_tokens,
     target_tokens,

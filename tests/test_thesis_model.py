@@ -43,7 +43,10 @@ def test_causal_start_readout_is_the_same_for_every_input_and_end_readout_is_not
     for pos_encoding in ("none", "absolute", "sinusoidal"):
         causal = ThesisClassifier(small(mask="causal", pos_encoding=pos_encoding), 3).eval()
         logits = causal(x)
-        assert torch.equal(logits, logits[:1].expand_as(logits)), pos_encoding  # the defect
+        # the defect: one output for every input (rows of one batch may differ in the last
+        # bits: BLAS kernels block rows differently on Intel and AMD)
+        assert torch.allclose(logits, logits[:1].expand_as(logits), rtol=1e-5, atol=1e-6), \
+            pos_encoding
         end = ThesisClassifier(small(mask="causal", pos_encoding=pos_encoding, readout="end"),
                                3).eval()
         assert end(x).std(0).min() > 1e-4, pos_encoding
@@ -141,7 +144,7 @@ def test_positional_tables_and_the_double_embedding() -> None:
     once = ThesisClassifier(small(pos_encoding="absolute", embed_twice=False), 0).eval()
     assert not torch.allclose(absolute.eval()(x), once(x))
     plain = ThesisClassifier(small(embed_twice=False), 0).eval()  # no PE: nothing to add twice
-    assert torch.equal(ThesisClassifier(small(), 0).eval()(x), plain(x))
+    assert torch.allclose(ThesisClassifier(small(), 0).eval()(x), plain(x), rtol=1e-5, atol=1e-6)
 
 
 def test_experiment_one_has_the_librarys_parameter_count() -> None:
@@ -152,7 +155,7 @@ def test_model_dimension_tokens_and_bad_inputs() -> None:
     model = ThesisClassifier(small(), 0).eval()
     x = tokens(STRINGS)
     assert model(x[None]).shape == (1, len(STRINGS), 2)
-    assert torch.equal(model(x[None])[0], model(x))
+    assert torch.allclose(model(x[None])[0], model(x), rtol=1e-5, atol=1e-6)  # another shape
     with pytest.raises(ValueError, match="int64"):
         model(x.float())
     with pytest.raises(ValueError, match="outside"):

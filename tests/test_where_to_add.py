@@ -2,6 +2,7 @@
 addition the entry describes, in the one place it names, and finds it everywhere the entry
 promises."""
 
+import importlib.util
 import json
 import re
 from pathlib import Path
@@ -13,12 +14,30 @@ import yaml
 from dyckbook.chapters import ablation_grid, generalisation
 from dyckbook.data import negatives, protocol
 from dyckbook.data.languages import Dyck
-from dyckbook.experiment import grid
-from dyckbook.nn import blocks, seq2seq
+from dyckbook.experiment import grid, recipe
+from dyckbook.nn import options, seq2seq
 from dyckbook.nn.model import ModelConfig
 from dyckbook.rules import adversary, baselines
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def sphinx_ext():
+    """The book's Sphinx extension, whose directive tabulates the declarations."""
+    spec = importlib.util.spec_from_file_location("dyckbook_sphinx",
+                                                  ROOT / "book" / "_ext" / "dyckbook_sphinx.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def golden():
+    """``tests/test_results_version.py``, whose golden records iterate the declarations."""
+    spec = importlib.util.spec_from_file_location("golden", ROOT / "tests" /
+                                                  "test_results_version.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_every_entry_names_a_test_here():
@@ -31,29 +50,38 @@ def test_every_entry_names_a_test_here():
 
 
 def test_a_positional_encoding(monkeypatch):
-    """One name in ``blocks.POS_ENCODINGS`` reaches the full and reduced grids, 07's
-    ``positions`` list, 10's decodable choices and the model configs."""
-    monkeypatch.setattr(blocks, "POS_ENCODINGS", (*blocks.POS_ENCODINGS, "xpos"))
+    """One entry in ``options.POSITIONS`` (and nothing else) reaches the full and reduced
+    grids and their keys, 07's ``positions`` list, 10's decodable choices, the model configs,
+    the command line's choices, the docs' table and the golden records' variants."""
+    xpos = options.Position("xpos", "a dummy encoding", extends=True)
+    monkeypatch.setitem(options.POSITIONS, "xpos", xpos)
     full = ablation_grid.cells_named("full")
     assert {c for c in full if c.pos_encoding == "xpos"} == {
         grid.Cell(k, n, m, "xpos", r) for k in grid.KS
-        for n in grid.LAYERS for m in blocks.MASKS for r in blocks.READOUTS}
+        for n in grid.LAYERS for m in options.MASKS for r in options.READOUTS}
     assert any(c.pos_encoding == "xpos" for c in ablation_grid.cells_named("reduced"))
+    assert "k1-L1-causal-xpos-end" in recipe.expanded({"cells": "reduced"})["cells="]
     assert ablation_grid.Cell.from_name("k1-L2-causal-xpos-end").pos_encoding == "xpos"
     assert "causal-xpos-end" in grid.expand_configs("positions,lstm")
     assert generalisation.fields("causal-xpos-end")["pos_encoding"] == "xpos"
     assert "xpos" in seq2seq.decodable()
     assert ModelConfig(pos_encoding="xpos").pos_encoding == "xpos"
+    assert "xpos" in options.EXTENDING
+    assert ["`xpos`", "a dummy encoding", "yes", "no", "no", "yes"] in sphinx_ext().declared_rows(
+        "positions")
+    assert "pos_encoding=xpos" in golden().variant_configs()
     # one made for length generalisation stays out of the reduced grid, as rope does
-    monkeypatch.setattr(blocks, "LENGTH_ENCODINGS", (*blocks.LENGTH_ENCODINGS, "xpos"))
+    monkeypatch.setitem(options.POSITIONS, "xpos",
+                        options.Position("xpos", "a dummy", extends=True, for_length=True))
     assert not any(c.pos_encoding == "xpos" for c in ablation_grid.cells_named("reduced"))
     assert any(c.pos_encoding == "xpos" for c in ablation_grid.cells_named("full"))
 
 
 def test_a_mask_or_readout_is_read_the_same_way(monkeypatch):
-    monkeypatch.setattr(blocks, "READOUTS", (*blocks.READOUTS, "max"))
+    monkeypatch.setitem(options.READOUT_DECLARATION, "max", "the maximum over the real tokens")
     assert any(c.readout == "max" for c in ablation_grid.cells_named("full"))
     assert generalisation.fields("causal-none-max")["readout"] == "max"
+    assert ["`max`", "the maximum over the real tokens"] in sphinx_ext().declared_rows("readouts")
 
 
 def test_a_language():
@@ -75,19 +103,24 @@ def test_a_language():
 
 
 def test_a_negative_kind(monkeypatch):
-    """A hard kind named in ``negatives.NEGATIVE_KINDS`` with its construction joins every
-    ``hard`` set: the mixture the test sets, the validation set and the training mix draw from."""
-    kind = negatives.NegativeKind("swap_again", "Two symbols of a word exchanged, again.", 1, True)
+    """One ``NegativeKind`` in ``negatives.NEGATIVE_KINDS`` (its construction and guarantees
+    declared with it, nothing else edited) joins every ``hard`` set: the mixture the test sets,
+    the validation set and the training mix draw from; the docs' table and the golden
+    records' negatives section."""
+    kind = negatives.NegativeKind("swap_again", "Two symbols of a word exchanged, again.", 1, True,
+                                  guarantees="the promises only", build=negatives._swap)
     monkeypatch.setitem(negatives.NEGATIVE_KINDS, kind.name, kind)
-    monkeypatch.setitem(negatives._CONSTRUCTIONS, kind.name, negatives._CONSTRUCTIONS["swap"])
-    monkeypatch.setattr(negatives, "HARD_KINDS", (*negatives.HARD_KINDS, kind.name))
     negatives._probe.cache_clear()
     try:
+        assert kind.name in negatives.HARD_KINDS
         rng = np.random.default_rng(1)
         _, _, kinds = negatives.sample_negatives(Dyck(2), rng, [12] * 200, kinds="hard")
         assert kind.name in set(kinds)
         data = protocol.balanced_sample(Dyck(2), "hard", np.full(200, 12), 4, rng)
         assert kind.name in set(data.kinds.astype(str))
+        rows = sphinx_ext().declared_rows("negative-kinds")
+        assert ["`swap_again`", kind.description, "1", "4", "no", "the promises only"] in rows
+        assert golden().negatives_numbers()["swap_again"]
     finally:
         negatives._probe.cache_clear()
 

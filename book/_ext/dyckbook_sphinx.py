@@ -1,12 +1,18 @@
-"""Sphinx extension for the dyckbook: the profile a build shows, and no duplicate inline scripts."""
+"""Sphinx extension for the dyckbook: the profile a build shows, no duplicate inline scripts, and
+the tables of what the package declares (``{dyckbook-declared} positions``: read from the
+declaration at every build, so a new encoding, mask, readout or negative kind reaches the docs
+with nothing else edited)."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 from docutils import nodes
+from docutils.statemachine import StringList
+from sphinx.util.docutils import SphinxDirective
 
 INDEX = Path("book") / "pages" / "index.json"  # written by `dyckbook pages` (dyckbook.pages)
 #: the profile whose numbers are the book's (the Makefile's default PROFILE): a build of any
@@ -133,7 +139,60 @@ def _always_reread(app: Any, env: Any, added: set, changed: set, removed: set) -
     return sorted(env.found_docs)
 
 
+def declared_rows(what: str) -> list[list[str]]:
+    """The table of a declaration, header first: ``positions``, ``masks``, ``readouts`` or
+    ``negative-kinds``."""
+    if what == "positions":
+        from dyckbook.nn.options import POSITIONS
+
+        yes = {True: "yes", False: "no"}
+        return [["`pos_encoding`", "what it adds", "extends past the training lengths",
+                 "inside attention", "made for length", "a decoder reads it"]] + [
+            [f"`{p.name}`", p.description, yes[p.extends], yes[p.relative],
+             yes[p.for_length], yes[p.decodable]] for p in POSITIONS.values()]
+    if what in ("masks", "readouts"):
+        from dyckbook.nn import options
+
+        table = options.MASK_DECLARATION if what == "masks" else options.READOUT_DECLARATION
+        head = "what a query sees" if what == "masks" else "what the decision reads"
+        return [[f"`{what[:-1]}`", head]] + [[f"`{k}`", v] for k, v in table.items()]
+    if what == "negative-kinds":
+        from dyckbook.data.negatives import NEGATIVE_KINDS
+
+        return [["kind", "what is wrong", "from k", "shortest", "long-range", "guarantees"]] + [
+            [f"`{k.name}`", k.description, str(k.min_k), str(k.min_length),
+             "yes" if k.long_range else "no", k.guarantees] for k in NEGATIVE_KINDS.values()]
+    raise ValueError(f"dyckbook-declared takes positions, masks, readouts or negative-kinds, "
+                     f"got {what!r}")
+
+
+def _rst(cell: str) -> str:
+    """A cell's text for reStructuredText: `name` as a literal, every other markup character
+    escaped (``|i − j|`` is no substitution, ``m_h`` no reference)."""
+    parts = cell.split("`")
+    escaped = [re.sub(r"([\\*|_`])", r"\\\1", p) for p in parts]
+    return "".join(f"``{p}``" if i % 2 else p for i, p in enumerate(escaped) if p) or "-"
+
+
+class DeclaredTable(SphinxDirective):
+    """``{dyckbook-declared} positions``: the declaration's table, as a list-table."""
+
+    required_arguments = 1
+
+    def run(self) -> list[nodes.Node]:
+        rows = declared_rows(self.arguments[0])
+        lines = [".. list-table::", "   :header-rows: 1", ""]
+        for row in rows:
+            cells = [_rst(cell) for cell in row]
+            lines += [f"   * - {cells[0]}"] + [f"     - {cell}" for cell in cells[1:]]
+        container = nodes.container()
+        self.state.nested_parse(StringList(lines, source="dyckbook-declared"),
+                                self.content_offset, container)
+        return container.children
+
+
 def setup(app: Any) -> dict[str, Any]:
+    app.add_directive("dyckbook-declared", DeclaredTable)
     app.connect("html-page-context", _dedupe_scripts)
     app.connect("doctree-resolved", _profile_note)
     app.connect("doctree-resolved", _provenance)

@@ -33,6 +33,7 @@ from dyckbook.chapters.page import (
 )
 from dyckbook.chapters.page import summarise as run_summarise
 from dyckbook.data.config import Config
+from dyckbook.data.hardness import BINS
 from dyckbook.data.protocol import DataConfig
 from dyckbook.experiment import results
 from dyckbook.experiment.evaluate import wilson
@@ -40,7 +41,7 @@ from dyckbook.experiment.grid import CELL_SETS, Cell, cells_named
 from dyckbook.experiment.record import RunRecord
 from dyckbook.experiment.run import RunConfig, config_digest, run_seeds
 from dyckbook.experiment.train import TrainConfig
-from dyckbook.nn import blocks
+from dyckbook.nn import options
 from dyckbook.nn.model import ModelConfig
 
 __all__ = ["CELL_SETS", "SOLVED", "Cell", "GridSpec", "cell_of",
@@ -216,8 +217,6 @@ def stack_beside_hard(stack: Sequence[Mapping[str, Any]], hard: Sequence[Mapping
                       k: int, top: int = 10) -> list[dict[str, Any]]:
     """The ``top`` cells of one k by stack accuracy, each with its stack accuracy beside its hard
     (local) accuracy, the hard set's bins and the strongest shortcut on each set."""
-    from dyckbook.data.hardness import BINS
-
     by_cell = {r["cell"]: r for r in hard}
     ranked = sorted((r for r in stack if r["k"] == k and math.isfinite(r["accuracy"])),
                     key=lambda r: -r["accuracy"])[:top]
@@ -280,9 +279,9 @@ def plot_grid(rows: Sequence[Mapping[str, Any]], value: str = "solved_share",
     ks = sorted({r["k"] for r in rows})
     layers = sorted({r["n_layers"] for r in rows})
     lines = sorted({(r["mask"], r["pos_encoding"]) for r in rows},
-                   key=lambda m_pe: (blocks.MASKS.index(m_pe[0]),
-                                     blocks.POS_ENCODINGS.index(m_pe[1])))
-    readouts = sorted({r["readout"] for r in rows}, key=blocks.READOUTS.index)
+                   key=lambda m_pe: (options.MASKS.index(m_pe[0]),
+                                     options.POS_ENCODINGS.index(m_pe[1])))
+    readouts = sorted({r["readout"] for r in rows}, key=options.READOUTS.index)
     vmin = 0.0 if value == "solved_share" else 0.5
     with style_context():
         fig, axes = new_figure(len(ks), len(layers), (2.2 * len(layers) * max(1, len(readouts)) / 3

@@ -23,8 +23,18 @@ import torch
 from torch import nn
 
 from dyckbook.chapters.page import accuracy_text, failed_text, mean_interval, pct
-from dyckbook.data.completion import close_by_counts, order_blind_best, order_blind_expected
+from dyckbook.data.completion import (
+    close_by_counts,
+    open_positions,
+    order_blind_best,
+    order_blind_expected,
+    to_items,
+)
+from dyckbook.experiment.evaluate import pool
+from dyckbook.experiment.results import read_bigbench, resolve, source_root
+from dyckbook.experiment.run import RunConfig
 from dyckbook.experiment.train import first_reach
+from dyckbook.nn.seq2seq import CompletionTask, greedy_decode, source_tokens
 
 __all__ = ["BBH_PUBLISHED", "agreement_sentence", "bbh_reference_rows", "bbh_rows",
            "bigbench_paths", "bigbench_rows", "chapter_configs", "completion_rows",
@@ -61,8 +71,6 @@ def chapter_configs(params: Mapping[str, Any], ks: str, pos_encodings: str,
             ``{"norm": "pre", "max_steps": 4000}``); its blocks are the encoder's and decoder's
             together.
     """
-    from dyckbook.experiment.run import RunConfig
-
     base = RunConfig.from_flat(params, model="seq2seq")
     layers = base.model.n_encoder_layers + base.model.n_decoder_layers
     own = {"arch": "decoder_only", "n_encoder_layers": 0, "n_decoder_layers": layers,
@@ -191,8 +199,6 @@ def merged_lengths(groups: Mapping[str, Sequence[Any]], by: str = "length",
                    tests: Sequence[str] | None = None) -> dict[str, dict[int, list[int]]]:
     """Per configuration: exact match by prefix length (``by="depth"``: by completion length,
     i.e. the prefix's unmatched openers), the ``tests`` (default all) and every seed pooled."""
-    from dyckbook.experiment.evaluate import pool
-
     out = {}
     for label, group in groups.items():
         scores = [s for r in group for name, s in r.scores.items()
@@ -224,8 +230,6 @@ def bbh_rows(scores: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
 def bigbench_paths(files: str) -> list[Path]:
     """The files of ``files``, comma-separated paths (relative ones to the repository; empty:
     none); a ValueError names one that is not a file."""
-    from dyckbook.experiment.results import resolve, source_root
-
     if not isinstance(files, str):
         raise ValueError(f"files must be a str of comma-separated paths, got {files!r}")
     out = []
@@ -243,9 +247,6 @@ def item_sets(bbh: Sequence[tuple[str, str]], original: Sequence[tuple[str, str]
     BIG-bench task's, the original items BBH left out, and each file of ``files``
     (:func:`bigbench_paths`: BIG-bench or BBH ``dyck_languages`` files, each named by the
     path given; errors name the path)."""
-    from dyckbook.data.completion import to_items
-    from dyckbook.experiment.results import read_bigbench
-
     taken = set(bbh)
     out = {"BIG-Bench Hard": list(bbh), "BIG-bench, every item": list(original),
            "BIG-bench, the items BBH left out": [i for i in original if i not in taken]}
@@ -305,8 +306,6 @@ def missed_rows(scores: Mapping[str, Sequence[Any]], items: Sequence[tuple[str, 
 def permutation_agreement(model: nn.Module, data: Any, seed: int = 0) -> float:
     """Share of completion prefixes whose greedy completion is unchanged when the prefix's
     symbols are shuffled (a model blind to order keeps every one)."""
-    from dyckbook.nn.seq2seq import greedy_decode, source_tokens
-
     rng = np.random.default_rng(seed)
     shuffled = data.codes.copy()
     for i, n in enumerate(data.lengths):
@@ -324,9 +323,6 @@ def cross_attention_example(model: nn.Module, data: Any, row: int
     """``(patterns (layer, head, step, source), prefix, output, partners)`` of one completion
     prefix: the cross-attention of the teacher-forced completion, the prefix, the target with
     ``$`` for ``<eos>``, and the prefix position of the opener each output closes (-1: none)."""
-    from dyckbook.data.completion import open_positions
-    from dyckbook.nn.seq2seq import CompletionTask
-
     one = data.subset([row])
     task = CompletionTask()
     batch = task.batch(task.tensors(one, int(one.lengths[0])), torch.arange(1)[None])

@@ -10,6 +10,7 @@ one whose parameter count is closest to the Transformer's of the same study.
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import math
 import os
 import statistics
@@ -17,7 +18,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from dyckbook.chapters.page import pct, span
+from dyckbook.data.dataset import MEMBER
+from dyckbook.experiment import results, run
+from dyckbook.experiment.checkpoint import build_model
+from dyckbook.experiment.evaluate import pool
 from dyckbook.experiment.grid import expand_configs
+from dyckbook.experiment.run import RunConfig, config_digest, training_device
+from dyckbook.nn import blocks, options
+from dyckbook.nn.model import OBJECTIVES
+from dyckbook.nn.recurrent import RecurrentClassifier, RecurrentConfig
 
 __all__ = ["REFERENCES", "Study", "cell_fields", "check_sentence", "config",
            "fields", "matched_hidden", "panels",
@@ -37,16 +47,14 @@ def fields(name: str) -> dict[str, str]:
     Raises:
         ValueError: a name that is neither (the message names it and what is allowed).
     """
-    from dyckbook.nn.blocks import ATTENTION_WEIGHTS, MASKS, POS_ENCODINGS, READOUTS
-    from dyckbook.nn.model import OBJECTIVES
-
     if not isinstance(name, str):
         raise ValueError(f"a configuration must be a string, got {name!r}")
     name = name.strip()
     if name in REFERENCES:
         return {"cell": REFERENCES[name]}
     cell, *extras = name.split("+")
-    allowed = {"mask": MASKS, "pos_encoding": POS_ENCODINGS, "readout": READOUTS}
+    allowed = {"mask": options.MASKS, "pos_encoding": options.POS_ENCODINGS,
+               "readout": options.READOUTS}
     try:
         out = cell_fields(cell)  # the grid's mask-encoding-readout names
     except ValueError:
@@ -54,9 +62,10 @@ def fields(name: str) -> dict[str, str]:
     if not out or any(out[key] not in values for key, values in allowed.items()):
         raise ValueError(f"a configuration must be one of {tuple(REFERENCES)} or "
                          f"mask-encoding-readout "
-                         f"(masks {MASKS}, encodings {POS_ENCODINGS}, readouts {READOUTS}) "
+                         f"(masks {options.MASKS}, encodings {options.POS_ENCODINGS}, "
+                         f"readouts {options.READOUTS}) "
                          f"with an optional +objective {OBJECTIVES} and +sigmoid, got {name!r}")
-    weights = [w for w in ATTENTION_WEIGHTS if w != "softmax"]
+    weights = [w for w in blocks.ATTENTION_WEIGHTS if w != "softmax"]
     for extra in extras:
         key = "objective" if extra in OBJECTIVES else "attention" if extra in weights else None
         if key is None or key in out:
@@ -70,8 +79,6 @@ def fields(name: str) -> dict[str, str]:
 def matched_hidden(cell: str, k: int, n_ctx: int, n_params: int) -> int:
     """The hidden width of recurrent ``cell`` whose parameter count is closest to ``n_params``
     (its embedding and stack widths at their defaults)."""
-    from dyckbook.nn.recurrent import RecurrentClassifier, RecurrentConfig
-
     def size(width: int) -> int:
         return RecurrentClassifier(RecurrentConfig(k=k, n_ctx=n_ctx, cell=cell,
                                                    d_hidden=width)).n_params
@@ -86,8 +93,6 @@ def matched_hidden(cell: str, k: int, n_ctx: int, n_params: int) -> int:
 def config(base: Any, name: str) -> Any:
     """The ``RunConfig`` of configuration ``name`` on ``base``'s data and training (``base``:
     a classifier run); a recurrent cell gets :func:`matched_hidden` for ``base``'s model."""
-    from dyckbook.experiment.checkpoint import build_model
-    from dyckbook.nn.recurrent import RecurrentConfig
     chosen = fields(name)
     if "cell" not in chosen:
         return base.override(**chosen)
@@ -124,8 +129,6 @@ def study(params: Mapping[str, Any]) -> Study:
     at most ``depth_length`` and tests to ``test_max_depth`` on the hard set.
     (``test_max_depth`` is the depth study's alone: until 2026-11-27 it also bounded the
     length study's test strings, at depth 6, because ``RunConfig.from_flat`` took it.)"""
-    from dyckbook.experiment.run import RunConfig
-
     missing = [k for k in _STUDY_PARAMS if k not in params]
     if missing:
         raise ValueError(f"07's parameters lack {missing} (every one of {list(_STUDY_PARAMS)} "
@@ -147,9 +150,7 @@ def study(params: Mapping[str, Any]) -> Study:
 
 
 def _records(run_config: Any, seeds: Sequence[int], device: str = "cpu") -> list[Any]:
-    from dyckbook.experiment import run  # a stopped run resumes its seeds from the run cache too
-
-    return [r.record for r in run.run_seeds(
+    return [r.record for r in run.run_seeds(  # a stopped run resumes from the run cache too
         run_config, list(seeds), device=device, splits=False,  # the records only
         progress=not os.environ.get("DYCKBOOK_QUIET"))]
 
@@ -168,11 +169,6 @@ def run_records(configs: Mapping[str, Any], seeds: Sequence[int], out: Any,
     Returns:
         ``{label: [RunRecord per seed]}`` in the order of ``configs``.
     """
-    import concurrent.futures as cf
-
-    from dyckbook.experiment import results
-    from dyckbook.experiment.run import config_digest, training_device
-
     if executor is not None and not isinstance(executor, cf.Executor):
         raise ValueError(f"executor must be None or a concurrent.futures.Executor, got "
                          f"{type(executor).__name__}")
@@ -358,9 +354,6 @@ def side_rows(groups: Mapping[str, Sequence[Any]], test: str, train_max_length: 
     negatives* (members right ``gap`` more often than negatives: it has lost the long-range
     evidence), *rejects the members* (the converse: it reads a state that drifts with length),
     else *errs both ways*."""
-    from dyckbook.chapters.page import pct
-    from dyckbook.data.dataset import MEMBER
-
     if not isinstance(split_at, int) or split_at < 1:
         raise ValueError(f"split_at must be an int >= 1, got {split_at!r}")
     cut = split_at * train_max_length
@@ -419,8 +412,6 @@ def _agree(way: str, n: int) -> str:
 def panels(groups: Mapping[str, Sequence[Any]], test: str) -> dict[str, dict[str, Any]]:
     """``{"Dyck-k": {configuration: pooled score of its seeds on test}}`` for the labels
     ``Dyck-<k> <configuration>`` of ``groups`` that have ``test``, a panel per language."""
-    from dyckbook.experiment.evaluate import pool
-
     out: dict[str, dict[str, Any]] = {}
     for label, group in groups.items():
         language, _, name = label.partition(" ")
@@ -457,7 +448,6 @@ def theme_rows(split: Sequence[Mapping[str, Any]], stack: Sequence[Mapping[str, 
     (NoPE-causal membership beside its ``+next_symbols`` and ``+language_model`` versions) or
     ``"references"`` (the LSTM and the stack RNN, :data:`REFERENCES`, beside the Transformer
     configuration of the highest mean stack-set accuracy in that language)."""
-    from dyckbook.chapters.page import pct, span
     if theme not in ("objectives", "references"):
         raise ValueError(f"theme must be 'objectives' or 'references', got {theme!r}")
     hard = {r["configuration"]: r for r in split}
@@ -490,7 +480,6 @@ def theme_rows(split: Sequence[Mapping[str, Any]], stack: Sequence[Mapping[str, 
 def theme_sentence(rows: Sequence[Mapping[str, Any]]) -> str:
     """Per language, the configuration of :func:`theme_rows` with the highest mean stack-set
     accuracy, and the others' means beside it."""
-    from dyckbook.chapters.page import pct
     parts = []
     for language in dict.fromkeys(r["language"] for r in rows):
         mine = sorted((r for r in rows if r["language"] == language),

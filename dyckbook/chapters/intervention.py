@@ -8,6 +8,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from dyckbook.experiment.intervals import interval
+
 
 def _mean_text(values: Sequence[float], low: float, high: float) -> str:
     mean = float(np.mean(values)) if len(values) else math.nan
@@ -19,8 +21,6 @@ def _mean_text(values: Sequence[float], low: float, high: float) -> str:
 def model_rows(runs: dict[str, Sequence[object]]) -> list[dict[str, object]]:
     """Per trained configuration (``book.run_all``'s result): its models' stack-set accuracy,
     mean with its 95% interval, and how many reached 99%."""
-    from dyckbook.experiment.intervals import interval
-
     rows = []
     for label, group in runs.items():
         acc = [r.record.scores["stack"].accuracy for r in group]
@@ -98,8 +98,6 @@ def per_model_rows(names: Sequence[str], accuracies: Sequence[float],
 def effect_rows(effects: dict[str, dict[str, list[float]]]) -> list[dict[str, object]]:
     """``{language: component_effects(...)}`` as rows: one per component, a column per
     language (mean over its models with the 95% interval)."""
-    from dyckbook.experiment.intervals import interval
-
     names = list(dict.fromkeys(n for table in effects.values() for n in table))
     rows = []
     for name in names:

@@ -12,16 +12,15 @@ from matplotlib.figure import Figure
 
 from dyckbook.chapters.figure_style import PALETTE, as_list, new_figure, style_context
 from dyckbook.chapters.page import pct
+from dyckbook.data.protocol import make_splits
 from dyckbook.experiment import checkpoint, results
+from dyckbook.experiment.run import RunConfig
 from dyckbook.interp.probes import PROBE_TARGETS, ProbeResult
 
 
 def load_models(folder: str) -> dict[str, list[tuple[Any, Any]]]:
     """The models an explainability run saved, each with its (regenerated) hard test set:
     ``{label: [(model, test set) per seed]}``."""
-    from dyckbook.data.protocol import make_splits
-    from dyckbook.experiment.run import RunConfig
-
     path = results.resolve(folder)
     out: dict[str, list[tuple[Any, Any]]] = {}
     for record in results.read_records(path / "records.jsonl"):
@@ -35,8 +34,6 @@ def load_models(folder: str) -> dict[str, list[tuple[Any, Any]]]:
 def head_rows(drops: Mapping[str, Sequence[Any]],
               partner: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
     """Per model and seed: the head that matters most and the head that matches most."""
-    import numpy as np
-
     out = []
     for label in drops:
         for seed, (d, p) in enumerate(zip(drops[label], partner[label])):

@@ -14,12 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from dyckbook.data.hardness import BINS
-from dyckbook.experiment import results
-from dyckbook.experiment.evaluate import Score
+from dyckbook.experiment import cache, results, run
+from dyckbook.experiment.evaluate import Score, pool
 from dyckbook.experiment.intervals import interval
 from dyckbook.experiment.record import RunRecord
+from dyckbook.experiment.run import prepare, run_seeds
 
 __all__ = ["glue", "glue_figure", "glue_md", "glue_table", "markdown_table", "pct", "plural",
            "setup", "span"]
@@ -37,8 +39,7 @@ def setup(results_dir: str | os.PathLike[str], num_threads: int = 0) -> Path:
     Returns:
         The absolute results folder (created).
     """
-    import matplotlib
-    import torch
+    import matplotlib  # deferred: start-up: matplotlib (~0.1 s) off train-lengths workers
 
     matplotlib.use("Agg")
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
@@ -51,7 +52,7 @@ def setup(results_dir: str | os.PathLike[str], num_threads: int = 0) -> Path:
 
 def glue(name: str, value: Any, display: bool = False) -> None:
     """Glue a number or short text for ``{glue:text}`name``` (not displayed here by default)."""
-    from myst_nb import glue as myst_glue
+    from myst_nb import glue as myst_glue  # deferred: optional dependency myst_nb
 
     myst_glue(name, value, display=display)
 
@@ -59,7 +60,7 @@ def glue(name: str, value: Any, display: bool = False) -> None:
 def glue_md(name: str, text: str, display: bool = False) -> None:
     """Glue Markdown (a whole sentence or paragraph) for ``{glue:md}`name``` (returns nothing,
     so that a cell ending with it shows no echo)."""
-    from IPython.display import Markdown
+    from IPython.display import Markdown  # deferred: optional dependency IPython
 
     glue(name, Markdown(text), display)
 
@@ -74,7 +75,7 @@ def glue_figure(name: str, fig: Any, results_dir: str | os.PathLike[str]) -> Non
     """Save ``fig`` as ``fig_<name>.png`` in the results folder and glue that PNG as
     ``fig_<name>`` (shown where the page writes ``{glue:figure} fig_<name>``; a figure glued
     as an object would render as text under the non-interactive backend)."""
-    from IPython.display import Image
+    from IPython.display import Image  # deferred: optional dependency IPython
 
     path = results.resolve(results_dir) / f"fig_{name}.png"
     fig.savefig(path, dpi=120, bbox_inches="tight")
@@ -103,8 +104,6 @@ def accuracy_text(row: Mapping[str, Any]) -> str:
 
 def mean_interval(values: Sequence[float], percent: bool = True) -> str:
     """The mean of ``values`` with its 95% interval, in percent or to 3 decimals."""
-    from dyckbook.experiment.intervals import interval
-
     mean, (lo, hi) = sum(values) / len(values) if values else math.nan, interval(values)
     return f"{pct(mean)} {span(lo, hi)}" if percent else f"{mean:.3f} [{lo:.3f}, {hi:.3f}]"
 
@@ -141,8 +140,6 @@ def run_all(configs: Mapping[str, Any], seeds: Sequence[int] | Mapping[str, Sequ
     Returns:
         ``{label: [RunResult per seed]}``.
     """
-    from dyckbook.experiment import run  # torch: only once a page runs
-
     groups = {label: _seeds_of(seeds, label) for label in configs}
     done = {}
     with side_by_side(configs, groups, device, executor):
@@ -172,8 +169,6 @@ def side_by_side(configs: Mapping[str, Any], seeds: Mapping[str, Sequence[int]],
     each group back. A card's steps of small models are launch-bound, so groups side by side
     take about as long as the longest alone (the cpu profile's intervention: six groups, 13 min
     one after another on an H200, the longest 3.8 min). No executor, or one group: nothing."""
-    from dyckbook.experiment import cache
-
     if executor is None or len(configs) < 2:
         yield
         return
@@ -189,9 +184,6 @@ def side_by_side(configs: Mapping[str, Any], seeds: Mapping[str, Sequence[int]],
 
 
 def _train(config: Any, seeds: list[int], device: str, data: str | None, runs: str) -> None:
-    from dyckbook.experiment import cache
-    from dyckbook.experiment.run import run_seeds
-
     with data_cache(data), environ(cache.RUN_ENV, runs):
         run_seeds(config, seeds, device=device, splits=False)
 
@@ -215,14 +207,10 @@ def environ(name: str, value: str | None) -> Iterator[None]:
 
 def data_cache(folder: str | None) -> Any:
     """In a worker: ``DYCKBOOK_DATA_CACHE`` is ``folder`` for the duration (None: as set)."""
-    from dyckbook.experiment import cache
-
     return environ(cache.DATA_ENV, folder)
 
 
 def _make_data(configs: list[Any], seed: int, folder: str | None = None) -> None:
-    from dyckbook.experiment.run import prepare
-
     with data_cache(folder):
         for config in configs:
             prepare(config, seed)
@@ -234,8 +222,6 @@ def make_data(configs: Mapping[str, Any], seeds: Sequence[int] | Mapping[str, Se
     a mapping: its label's seeds) and the rules' scores of each (``run.prepare``), each made
     once into the data cache (``folder``, else ``DYCKBOOK_DATA_CACHE``, which must then name
     one), here or spread over ``executor``'s workers; returns how many (data config, seed)."""
-    from dyckbook.experiment import cache
-
     if folder is None and cache.folder(cache.DATA_ENV) is None:
         raise ValueError(f"make_data writes the data cache: set {cache.DATA_ENV} to its folder")
     tasks: dict[tuple[Any, int], dict[tuple[str, ...], Any]] = {}
@@ -261,8 +247,6 @@ def shared_data(configs: Mapping[str, Any], seeds: Sequence[int] | Mapping[str, 
     folder their tasks read (:func:`data_cache`): ``DYCKBOOK_DATA_CACHE`` where set, else a
     temporary one (on a remote cluster name a shared folder: a machine that cannot see it makes
     its own splits again, with the same result). No executor: None (made where needed)."""
-    from dyckbook.experiment import cache
-
     if executor is None:
         yield None
         return
@@ -284,8 +268,6 @@ def summary_rows(rows: Sequence[Mapping[str, Any]], shortcuts: Sequence[str] = (
     accuracy of every hardness bin present (``hardness.BINS``) against the members of its
     lengths, the strongest shortcut and any ``shortcuts`` named (``name`` heads the column of
     the rows' labels)."""
-    from dyckbook.data.hardness import BINS
-
     bins = [b for b in BINS if any(b in row.get("per_bin", {}) for row in rows)]
     out = []
     for row in rows:
@@ -365,9 +347,10 @@ def standard_figures(groups: Mapping[str, Sequence[Any]], out: str | os.PathLike
     kind and per hardness bin of the best configuration beside its ``shortcuts`` strongest
     shortcuts), ``fig_length`` (accuracy by length, seeds pooled, the training lengths marked).
     """
-    from dyckbook.chapters import plotting
-    from dyckbook.chapters.page import summarise
-    from dyckbook.experiment.evaluate import pool
+    from dyckbook.chapters import (  # deferred: start-up: seaborn/pyplot (~1 s) off workers
+        plotting,
+    )
+
     rows = summarise(groups, test)
     best = best_label(rows)
     ranked = sorted(next(r for r in rows if r["label"] == best)["baselines"].items(),
@@ -413,8 +396,6 @@ def length_split_sentences(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """A sentence per configuration saying whether its accuracy falls beyond the boundary:
     "falls" (or "rises") when the two 95% intervals do not overlap; when they do, that the two
     cannot be told apart (not that it holds: a wide interval over few seeds overlaps much)."""
-    from dyckbook.experiment.intervals import interval
-
     out = []
     for row in rows:
         within, beyond = row["_within"], row["_beyond"]

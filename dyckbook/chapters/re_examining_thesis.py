@@ -13,11 +13,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import torch
 
 from dyckbook.claims import registry
 from dyckbook.claims.verdicts import RULES, UNREGISTERED, Evidence, Rule, Verdict, sensitivity
+from dyckbook.data.languages import Dyck
+from dyckbook.data.protocol import make_splits
 from dyckbook.experiment import results
 from dyckbook.experiment.intervals import METHOD, coverage
+from dyckbook.experiment.run import RunConfig
+from dyckbook.nn import tokenizer
+from dyckbook.nn.model import Classifier, ModelConfig
+from dyckbook.rules.baselines import order_blind_ceiling
 
 __all__ = ["ceilings", "coverage_sentence", "design_rows", "evidence_rows", "history_rows",
            "learned_sentence", "missing_sentence", "moved_sentence", "registration_check",
@@ -248,10 +255,6 @@ def missing_sentence(judged: Sequence[Verdict], rules: Sequence[Rule] = RULES) -
 def ceilings(experiments: Sequence[Any]) -> dict[int, float]:
     """``{k: order-blind ceiling}`` of the hard test set of the first seed of the thesis'
     bidirectional reruns (exp. 1: Dyck-1, exp. 3: Dyck-3), regenerated from its config."""
-    from dyckbook.data.protocol import make_splits
-    from dyckbook.experiment.run import RunConfig
-    from dyckbook.rules.baselines import order_blind_ceiling
-
     out = {}
     for k, e in ((1, 1), (3, 3)):
         group = [r for r in experiments if r.label.startswith(f"exp. {e}: bidirectional")]
@@ -269,13 +272,6 @@ def ceilings(experiments: Sequence[Any]) -> dict[int, float]:
 def permutation_check(n_strings: int, seed: int = 0) -> str:
     """The proof, numerically: logits of bidirectional no-PE models (each readout, untrained,
     since the argument holds for all weights) on strings and rearrangements of them."""
-    import numpy as np
-    import torch
-
-    from dyckbook.data.languages import Dyck
-    from dyckbook.nn import tokenizer
-    from dyckbook.nn.model import Classifier, ModelConfig
-
     rng = np.random.default_rng(seed)
     codes, lengths = Dyck(3).sample_codes(rng, np.full(n_strings, 12))
     shuffled = rng.permuted(codes, axis=1)

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dyckbook.chapters.page import pct, plural
+from dyckbook.data.presets import THESIS_RESULTS, thesis_experiment
 
 
 def _seeds_text(records: Sequence[Any], test: str = "hard") -> str:
@@ -27,8 +28,6 @@ def _seeds_text(records: Sequence[Any], test: str = "hard") -> str:
 def recipe_departure(experiment: int, record: Any) -> str:
     """How a rerun of the thesis' pipeline departs from Table 5.1 and the notebook's data
     (epochs, learning rate, strings), or ``"Table 5.1"`` when it does not."""
-    from dyckbook.data.presets import thesis_experiment
-
     e = thesis_experiment(experiment)
     train = record.config["train"]
     parts = []
@@ -56,8 +55,6 @@ def sound_column(label: str) -> tuple[int, str] | None:
 def table52_rows(literal: Sequence[Any], sound: Sequence[Any]) -> list[dict[str, Any]]:
     """Table 5.2 beside the rerun of its pipeline (with how its recipe departs from Table
     5.1) and the sound reruns, one row per experiment."""
-    from dyckbook.data.presets import THESIS_RESULTS
-
     rows = []
     for n, reported in THESIS_RESULTS.items():
         lit = [r for r in literal if r.label == f"experiment {n}"]

@@ -7,13 +7,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from dyckbook.chapters.page import pct
+from dyckbook.data.presets import thesis_experiment, thesis_result
 
 
 def literal_row(n: int, result: Any) -> dict[str, Any]:
     """A row of the literal reproduction: what ran, the thesis' number, ours, the shortcut."""
-    from dyckbook.data.presets import thesis_experiment, thesis_result
-
     record, e = result.record, thesis_experiment(n)
     train = result.splits.train
     return {"exp.": n, "epochs": f"{record.config['train']['epochs']} of {e.epochs}",
@@ -29,8 +30,6 @@ def literal_row(n: int, result: Any) -> dict[str, Any]:
 def constant_sentences(records: Mapping[int, Any], test: str = "thesis") -> str:
     """For every experiment whose output did not depend on its input: which class it always
     answers and why that gives its accuracy (the class's share of the test split)."""
-    from dyckbook.data.presets import thesis_result
-
     out = []
     for n, record in records.items():
         if record.failure != "constant":
@@ -50,8 +49,6 @@ def constant_sentences(records: Mapping[int, Any], test: str = "thesis") -> str:
 def pattern_gap_sentence(real: Any, thesis_way: Any) -> str:
     """How far the thesis' attention extraction is from the real patterns, layer by layer
     (both (layer, head, query, key) of one string)."""
-    import numpy as np
-
     gaps = np.abs(np.asarray(real) - np.asarray(thesis_way)).reshape(len(real), -1).max(axis=1)
     parts = [f"layer {layer}: {gap:.2g}" for layer, gap in enumerate(gaps)]
     return ("Largest difference in attention probability between the thesis' extraction and "

@@ -9,14 +9,14 @@ raises a ValueError that names the field, what it expects and the value given, e
 from __future__ import annotations
 
 import reprlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import MISSING, fields
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Check", "Config", "check_fields", "describe", "flag", "instance", "integer",
-           "is_int", "mapping", "names", "required_keys"]
+__all__ = ["Check", "Config", "Declared", "check_fields", "describe", "flag", "instance",
+           "integer", "is_int", "mapping", "names", "required_keys"]
 
 Check = tuple[Callable[[Any], bool], str]  # (does the value pass, what the field expects)
 _SHORT = reprlib.Repr()
@@ -107,3 +107,44 @@ class Config:
         needed = [f.name for f in every if f.default is MISSING and f.default_factory is MISSING]
         required_keys(f"{cls.__name__}.from_dict", data, needed, [f.name for f in every])
         return cls(**data)
+
+
+class Declared(Sequence[str]):
+    """The names of a declaration (``{name: what belongs to it}``) that pass ``keep``, read
+    from the declaration each time: a name added there reaches every reader of this view (the
+    grid, the length study, the command line, the checks of a config) with nothing else
+    edited. It reads like the tuple of those names (``in``, iteration, indexing, ``==`` a
+    tuple, ``repr``)."""
+
+    def __init__(self, declaration: Mapping[str, Any],
+                 keep: Callable[[Any], bool] | None = None) -> None:
+        self._declaration, self._keep = declaration, keep
+
+    def _names(self) -> tuple[str, ...]:
+        return tuple(name for name, entry in self._declaration.items()
+                     if self._keep is None or self._keep(entry))
+
+    def __getitem__(self, index):  # type: ignore[override]
+        return self._names()[index]
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and not isinstance(other, str) and \
+            self._names() == tuple(other)
+
+    def __hash__(self) -> int:
+        return hash(self._names())
+
+    def __add__(self, other: Iterable[str]) -> tuple[str, ...]:
+        return self._names() + tuple(other)
+
+    def __repr__(self) -> str:
+        return repr(self._names())

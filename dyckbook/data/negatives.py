@@ -68,12 +68,12 @@ non-local; under D = 2 no crossing is, its child being a leaf).
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from dyckbook.data.config import check_fields, describe, is_int
+from dyckbook.data.config import Declared, check_fields, describe, is_int
 from dyckbook.data.hardness import profile
 from dyckbook.data.languages import (
     Dyck,
@@ -106,28 +106,14 @@ class NegativeKind:
     min_depth: int = 1  # smallest depth bound D for which it exists
     max_k: int | None = None  # most bracket types for which it is built (None: any)
     long_range: bool = False  # built non-local at W = long_range_window(length), far from the ends
+    #: what the construction guarantees of every string it keeps (the docs' tables)
+    guarantees: str = ""
+    #: the construction: ``(language, rng, lengths) -> (codes, ok)``, a long-range kind's
+    #: ``-> (codes, ok, words)`` (the words kept for its matched members)
+    build: Callable[..., tuple[np.ndarray, ...]] | None = field(default=None, repr=False,
+                                                                 compare=False)
 
 
-NEGATIVE_KINDS: dict[str, NegativeKind] = {
-    kind.name: kind
-    for kind in (
-        NegativeKind("random", "A uniform random string that is not a word.", 1, False, 1),
-        NegativeKind("dip", "A top-level pair is turned inside out: )X(.", 1, True, 6),
-        NegativeKind("rotation", "A cyclic rotation of a word, cut inside a pair.", 1, True, 6, 2),
-        NegativeKind("swap", "Two symbols of a word are exchanged.", 1, True),
-        NegativeKind("crossing", "A pair and its first child exchange closers.", 2, True, 4, 2),
-        NegativeKind("deep_mismatch", "A deepest parent pair's closer is another type's.", 2,
-                     True, 4, 2),
-        NegativeKind("stack", "Two long pairs of different types at one height, under an "
-                     "ancestor, exchange closers.", 2, True, 28, 2, long_range=True),
-        NegativeKind("far", "A top-level pair far from both ends is turned inside out, so the "
-                     "count dips.", 1, True, 30, max_k=1, long_range=True),
-    )
-}
-HARD_KINDS: tuple[str, ...] = tuple(name for name, kind in NEGATIVE_KINDS.items()
-                                    if kind.hard and not kind.long_range)
-LONG_RANGE_KINDS: tuple[str, ...] = tuple(name for name, kind in NEGATIVE_KINDS.items()
-                                          if kind.long_range)
 DEFAULT_WINDOW = 4  # w of the non-local regime unless asked otherwise (DataConfig.window too)
 LONG_RANGE_MIN_WINDOW = 8  # W is never below this
 
@@ -369,15 +355,43 @@ def _far(language: Dyck, rng: np.random.Generator, lengths: np.ndarray):
     return codes, ok, words
 
 
-_LONG_RANGE = {"stack": _stack, "far": _far}  # (codes, ok, words): the words kept for members
-_CONSTRUCTIONS = {
-    "random": _random,
-    "dip": _dip,
-    "rotation": _rotation,
-    "swap": _swap,
-    "crossing": _crossing,
-    "deep_mismatch": _deep_mismatch,
+#: every negative kind, declared once with what belongs to it: the languages it exists for,
+#: its promises, what it guarantees and its construction. The hard mixture, the long-range
+#: sets, the protocol, the golden records and the Dyck chapter's table read it.
+NEGATIVE_KINDS: dict[str, NegativeKind] = {
+    kind.name: kind
+    for kind in (
+        NegativeKind("random", "A uniform random string that is not a word.", 1, False, 1,
+                     guarantees="nothing: a uniform random string, redrawn until it is not a "
+                     "word", build=_random),
+        NegativeKind("dip", "A top-level pair is turned inside out: )X(.", 1, True, 6,
+                     guarantees="the promises; the running count dips below zero, so one "
+                     "counter rejects it", build=_dip),
+        NegativeKind("rotation", "A cyclic rotation of a word, cut inside a pair.", 1, True, 6, 2,
+                     guarantees="the promises; closers come before their openers, so one "
+                     "counter rejects it", build=_rotation),
+        NegativeKind("swap", "Two symbols of a word are exchanged.", 1, True,
+                     guarantees="the promises only", build=_swap),
+        NegativeKind("crossing", "A pair and its first child exchange closers.", 2, True, 4, 2,
+                     guarantees="the promises; its heights and every kind's own brackets are "
+                     "a member's, so no counter rejects it", build=_crossing),
+        NegativeKind("deep_mismatch", "A deepest parent pair's closer is another type's.", 2,
+                     True, 4, 2, guarantees="the promises; its heights are a member's, so the "
+                     "type-blind counter never rejects it", build=_deep_mismatch),
+        NegativeKind("stack", "Two long pairs of different types at one height, under an "
+                     "ancestor, exchange closers.", 2, True, 28, 2, long_range=True,
+                     guarantees="the promises; its heights, every kind's own brackets and "
+                     "every (height, kind) tally are a member's; each exchanged pair spans W "
+                     "symbols or more; matched members", build=_stack),
+        NegativeKind("far", "A top-level pair far from both ends is turned inside out, so the "
+                     "count dips.", 1, True, 30, max_k=1, long_range=True,
+                     guarantees="the promises; the heights outside the pair are the word's; "
+                     "the dip lies at least W from the ends; matched members", build=_far),
+    )
 }
+#: the kinds of the ``hard`` mixture and of the long-range sets, read from the declaration
+HARD_KINDS = Declared(NEGATIVE_KINDS, lambda kind: kind.hard and not kind.long_range)
+LONG_RANGE_KINDS = Declared(NEGATIVE_KINDS, lambda kind: kind.long_range)
 
 
 def _keeps_promises(language: Dyck, name: str, codes: np.ndarray, lengths: np.ndarray,
@@ -409,10 +423,13 @@ def _keeps_promises(language: Dyck, name: str, codes: np.ndarray, lengths: np.nd
 def _candidates(language, rng, name, lengths, window) -> tuple[np.ndarray, ...]:
     """Candidates of a kind, which keep its promises, and (long-range kinds) their matched
     members: the words the construction made them from, or a retyped word (``stack``)."""
-    if name in _LONG_RANGE:
-        codes, ok, words = _LONG_RANGE[name](language, rng, lengths)
+    kind = NEGATIVE_KINDS[name]
+    if kind.build is None:
+        raise ValueError(f"negative kind {name!r} declares no construction (build)")
+    if kind.long_range:
+        codes, ok, words = kind.build(language, rng, lengths)
     else:
-        (codes, ok), words = _CONSTRUCTIONS[name](language, rng, lengths), None
+        (codes, ok), words = kind.build(language, rng, lengths), None
     ok[ok] = _keeps_promises(language, name, codes[ok], lengths[ok], window)
     return codes, ok, words
 

@@ -38,6 +38,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from dyckbook.data.completion import CompletionDataConfig, make_completion_splits
+from dyckbook.data.protocol import make_splits as make_classifier_splits
 from dyckbook.experiment import recipe
 from dyckbook.experiment.results import read_json, write_bytes, write_json
 
@@ -63,9 +65,9 @@ def folder(variable: str = DATA_ENV) -> Path | None:
 # ------------------------------------------------------------------------------ data
 def make_splits(data: Any, seed: int) -> Any:
     """The splits of a data config (``DataConfig`` or ``CompletionDataConfig``) and seed."""
-    from dyckbook.data.completion import CompletionDataConfig, make_completion_splits
-    from dyckbook.data.protocol import make_splits as make_classifier_splits
-    from dyckbook.nn.thesis_model import thesis_permutation
+    from dyckbook.nn.thesis_model import (  # deferred: start-up: torch (~0.8 s) off dyckbook list
+        thesis_permutation,
+    )
 
     if isinstance(data, CompletionDataConfig):
         return make_completion_splits(data, seed)
@@ -77,7 +79,7 @@ def data_key(data: Any, seed: int) -> str:
     """A data entry's name: the data config (a dataclass), the seed, numpy's version and, for
     the thesis' own data only,
     torch's."""
-    import torch
+    import torch  # deferred: start-up: torch (~0.8 s) off dyckbook list
 
     thesis = getattr(data, "source", None) == "thesis"
     return recipe.key("cache", {"type": type(data).__name__, "data": asdict(data),
@@ -123,7 +125,9 @@ def run_key(config: Any, seed: int) -> str:
 def read_run(root: Path, config: Any, seed: int) -> tuple[dict[str, Any], Any] | None:
     """The cached ``(record as a dict, model)`` of ``config`` at ``seed`` in ``root``, or None
     (absent, unreadable, or another configuration's)."""
-    from dyckbook.experiment.checkpoint import load_model  # torch: only once a run is read
+    from dyckbook.experiment.checkpoint import (
+        load_model,  # deferred: start-up: torch (~0.8 s) off dyckbook list
+    )
 
     name = run_key(config, seed)
     record_path, model_path = root / f"{name}.json", root / f"{name}.pt"
@@ -144,7 +148,9 @@ def read_run(root: Path, config: Any, seed: int) -> tuple[dict[str, Any], Any] |
 
 def write_run(root: Path, config: Any, seed: int, record: dict[str, Any], model: Any) -> None:
     """Write a trained seed's model, then its record (which marks the entry complete)."""
-    from dyckbook.experiment.checkpoint import save_model
+    from dyckbook.experiment.checkpoint import (
+        save_model,  # deferred: start-up: torch (~0.8 s) off dyckbook list
+    )
 
     name = run_key(config, seed)
     save_model(root / f"{name}.pt", model)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import product
 
-from dyckbook.nn import blocks
+from dyckbook.nn import options
 
 __all__ = ["CELL_SETS", "EXPANSIONS", "KS", "LAYERS", "POSITIONS", "Cell", "all_cells",
            "cells_named", "expand_configs"]
@@ -46,27 +46,27 @@ class Cell:
         except (IndexError, ValueError, TypeError):
             raise ValueError(f"cell name must look like 'k3-L2-causal-learned-end', "
                              f"got {name!r}") from None
-        if (cell.mask not in blocks.MASKS or cell.pos_encoding not in blocks.POS_ENCODINGS
-                or cell.readout not in blocks.READOUTS):
+        if (cell.mask not in options.MASKS or cell.pos_encoding not in options.POS_ENCODINGS
+                or cell.readout not in options.READOUTS):
             raise ValueError(f"cell name {name!r} names an unknown mask, encoding or readout")
         return cell
 
 
 def all_cells() -> list[Cell]:
-    """k x layers x mask x encoding x readout, every encoding of ``blocks.POS_ENCODINGS``
+    """k x layers x mask x encoding x readout, every encoding of ``options.POS_ENCODINGS``
     (2 x 3 x 2 x 8 x 3 = 288 cells), in a fixed order."""
-    return [Cell(*c) for c in product(KS, LAYERS, blocks.MASKS, blocks.POS_ENCODINGS,
-                                      blocks.READOUTS)]
+    return [Cell(*c) for c in product(KS, LAYERS, options.MASKS, options.POS_ENCODINGS,
+                                      options.READOUTS)]
 
 
 def _reduced() -> list[Cell]:
     """What the verdicts need at 1 and 2 layers, for both k: the thesis' configurations, every
     causal configuration with a readout that can see the string, and the bidirectional ones
     with a position encoding that can tell order; the encodings made for length
-    generalisation (``blocks.LENGTH_ENCODINGS``) are the length study's."""
+    generalisation (``options.LENGTH_ENCODINGS``) are the length study's."""
     keep = []
     for c in all_cells():
-        if c.n_layers == 3 or c.pos_encoding in ("absolute_ctx", *blocks.LENGTH_ENCODINGS):
+        if c.n_layers == 3 or c.pos_encoding in ("absolute_ctx", *options.LENGTH_ENCODINGS):
             continue
         causal_ok = c.mask == "causal" and c.readout != "start"
         bidirectional_ok = c.mask == "bidirectional" and c.readout != "end"
@@ -96,18 +96,18 @@ def cells_named(name: str) -> list[Cell]:
 
 
 
-#: in a list of configurations, every positional encoding (``blocks.POS_ENCODINGS``) at the
+#: in a list of configurations, every positional encoding (``options.POS_ENCODINGS``) at the
 #: length study's mask and readout
 POSITIONS = "positions"
 
 
 def expand_configs(configs: str) -> list[str]:
     """The configuration names of a comma-separated list; :data:`POSITIONS` stands for
-    ``causal-<encoding>-end`` of every encoding in ``blocks.POS_ENCODINGS`` (so a new encoding
+    ``causal-<encoding>-end`` of every encoding in ``options.POS_ENCODINGS`` (so a new encoding
     joins the length study where a profile asks for them all)."""
     out = []
     for name in (c.strip() for c in configs.split(",")):
-        out += [f"causal-{pe}-end" for pe in blocks.POS_ENCODINGS] if name == POSITIONS \
+        out += [f"causal-{pe}-end" for pe in options.POS_ENCODINGS] if name == POSITIONS \
             else [name]
     return list(dict.fromkeys(out))
 

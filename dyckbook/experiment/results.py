@@ -12,6 +12,7 @@ rule).
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import math
 import os
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dyckbook.data.completion import parse_bigbench
 from dyckbook.data.dataset import Dataset
 from dyckbook.data.languages import Dyck
 
@@ -153,8 +155,6 @@ def record_files(name: str) -> list[str]:
 
 
 def _digest_baselines(blob: Any) -> str:
-    import hashlib
-
     text = json.dumps(blob, sort_keys=True)
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:20]
 
@@ -220,7 +220,9 @@ def append_records(path: str | os.PathLike[str], records: Iterable[RunRecord | d
     """Append run records to a JSONL file, one per line, their baselines' scores to its
     companion (:func:`baselines_path`) once per distinct blob (both rewritten atomically, the
     companion first; a file stored compressed is read, then replaced by the plain one)."""
-    from dyckbook.experiment.record import RunRecord
+    from dyckbook.experiment.record import (  # deferred: start-up: torch (~0.8 s) off the CLI path
+        RunRecord,
+    )
 
     path = Path(path)
     old = read_stored(path)
@@ -270,7 +272,9 @@ def keep_records(path: str | os.PathLike[str], keep: Callable[[RunRecord], bool]
 def read_records(path: str | os.PathLike[str]) -> list[RunRecord]:
     """Run records of a JSONL file (a missing file holds none), with the baselines' scores
     its companion holds put back (a file written before there was one holds them inline)."""
-    from dyckbook.experiment.record import RunRecord
+    from dyckbook.experiment.record import (  # deferred: start-up: torch (~0.8 s) off the CLI path
+        RunRecord,
+    )
 
     path = Path(path)  # a missing file holds no lines
     shared = [{"digest": d, "baselines": b} for d, b in _read_shared(path).items()]
@@ -348,8 +352,6 @@ def read_bigbench(path: str | os.PathLike[str], k: int = 4) -> Any:
     """Read a ``dyck_languages`` file into a ``CompletionSet``: BIG-Bench Hard's, or the
     original BIG-bench task's (``target_scores``, ``task_prefix``; see
     ``completion.parse_bigbench``); errors name the path and the example."""
-    from dyckbook.data.completion import parse_bigbench
-
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no such BIG-bench file: {path}")

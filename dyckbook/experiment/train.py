@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import torch
 from torch import nn
+from tqdm import tqdm
 
 from dyckbook.data.config import Config
 from dyckbook.data.dataset import Dataset
@@ -245,10 +246,8 @@ def progress_bar(total: int) -> Any:
     sets ``JPY_SESSION_NAME`` for its kernels) or on a terminal; elsewhere (papermill, a log
     file) plain text on stderr at most every 10 s, which ``papermill --log-output`` shows as it
     trains and a saved notebook keeps at its final count, never a widget frozen at 0%."""
-    from tqdm import tqdm
-
     if "ipykernel" in sys.modules and os.environ.get("JPY_SESSION_NAME"):
-        from tqdm.auto import tqdm as widget
+        from tqdm.auto import tqdm as widget  # deferred: start-up: tqdm.auto+ipywidgets (~30 ms)
 
         return widget(total=total, desc="training", unit="step", leave=False)
     tty = sys.stderr.isatty() and "ipykernel" not in sys.modules

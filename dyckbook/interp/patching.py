@@ -27,6 +27,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from dyckbook.experiment.intervals import interval
 from dyckbook.nn import tokenizer
 from dyckbook.nn.blocks import Recorder
 from dyckbook.nn.model import Classifier
@@ -246,8 +247,6 @@ def judge_hypotheses(models: Sequence[Classifier], members: torch.Tensor, negati
     the pairs (classifies under ``separates`` of their strings right) has no mechanism to
     explain: it counts as 0, a failure, not as missing. A :class:`ChosenHeads` hypothesis picks
     its components per model (on its own selection pairs); they are listed per model."""
-    from dyckbook.experiment.intervals import interval
-
     solved = [pair_accuracy(m, members, negatives) >= separates for m in models]
     rows = []
     for name, hypothesis in hypotheses.items():

@@ -13,8 +13,8 @@ from torch import nn
 from dyckbook.data.config import Config
 from dyckbook.data.dataset import Dataset
 from dyckbook.data.vocab import PAD, PAD_CODE
-from dyckbook.nn import blocks, dropout, tokenizer
-from dyckbook.nn.blocks import MASKS, READOUTS
+from dyckbook.nn import blocks, dropout, options, positions, tokenizer
+from dyckbook.nn.options import MASKS, READOUTS
 
 __all__ = ["MASKS", "OBJECTIVES", "READOUTS", "ClassificationTask", "Classifier", "ModelConfig",
            "seed_for"]
@@ -42,11 +42,9 @@ class ModelConfig(Config, tokenizer.TokenShape):
     d_mlp: int = 512  # hidden width of the MLP (the thesis' d_ff)
     n_layers: int = 2  # encoder blocks
     dropout: float = 0.1  # on embeddings, attention weights and sub-block outputs
-    mask: str = "bidirectional"  # bidirectional (pads hidden) | causal (also later tokens)
-    # none | absolute (i/n) | absolute_ctx (i/n_ctx) | sinusoidal | learned | rope | alibi |
-    # randomized (blocks.PositionalEncoding)
-    pos_encoding: str = "none"
-    readout: str = "start"  # start ([start], the thesis) | end ([end]) | mean (over real tokens)
+    mask: str = "bidirectional"  # one of options.MASK_DECLARATION
+    pos_encoding: str = "none"  # one of options.POSITIONS
+    readout: str = "start"  # one of options.READOUT_DECLARATION
     norm: str = "post"  # post (the thesis, torch's default) | pre
     act_fn: str = "relu"  # MLP non-linearity: relu | gelu
     objective: str = "membership"  # membership | next_symbols | language_model (OBJECTIVES)
@@ -67,7 +65,7 @@ class ModelConfig(Config, tokenizer.TokenShape):
         if (isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float))
                 or not 0.0 <= self.dropout < 1.0):
             raise ValueError(f"ModelConfig.dropout must be in [0, 1), got {self.dropout!r}")
-        for name, allowed in (("mask", MASKS), ("pos_encoding", blocks.POS_ENCODINGS),
+        for name, allowed in (("mask", MASKS), ("pos_encoding", options.POS_ENCODINGS),
                               ("readout", READOUTS), ("norm", blocks.NORMS),
                               ("act_fn", blocks.ACTIVATIONS), ("objective", OBJECTIVES),
                               ("attention", blocks.ATTENTION_WEIGHTS)):
@@ -99,7 +97,7 @@ class Classifier(blocks.Stacked):
         self.streams = [torch.Generator().manual_seed(seed_for(s, "dropout")) for s in seeds]
         c = config
         self.embed = blocks.Embedding(n, c.d_vocab, c.d_model)
-        self.pos = blocks.PositionalEncoding(c.pos_encoding, n, c.n_positions, c.d_model,
+        self.pos = positions.PositionalEncoding(c.pos_encoding, n, c.n_positions, c.d_model,
                                              c.n_ctx, self.streams)
         self.blocks = nn.ModuleList(
             blocks.Block(n, c.d_model, c.n_heads, c.d_mlp, c.dropout, c.norm, c.act_fn,

@@ -20,7 +20,7 @@ from torch import nn
 from dyckbook.data.completion import CompletionSet
 from dyckbook.data.config import Config
 from dyckbook.data.vocab import BOS, EOS, N_SPECIAL, SEQ_PAD
-from dyckbook.nn import blocks, dropout, tokenizer
+from dyckbook.nn import dropout, tokenizer
 from dyckbook.nn.blocks import (
     ACTIVATIONS,
     NORMS,
@@ -28,15 +28,16 @@ from dyckbook.nn.blocks import (
     Embedding,
     LayerNorm,
     Linear,
-    PositionalEncoding,
     Recorder,
     Stacked,
     evaluating,
     init_models,
 )
 from dyckbook.nn.model import seed_for
+from dyckbook.nn.options import POS_ENCODINGS, POSITIONS
+from dyckbook.nn.positions import PositionalEncoding
 
-__all__ = ["ARCHS", "UNDECODABLE", "CompletionTask", "DecoderOnly", "EncoderDecoder",
+__all__ = ["ARCHS", "CompletionTask", "DecoderOnly", "EncoderDecoder",
            "Seq2SeqConfig", "SequenceModel", "build_seq2seq", "decodable", "greedy_decode",
            "source_tokens", "target_tokens"]
 
@@ -44,15 +45,11 @@ ARCHS = ("encoder_decoder", "decoder_only")
 Hooks = Iterable[str] | Callable[[str], bool] | None
 
 
-#: encodings a decoder cannot read: each is a function of the row's length, unknown while
-#: decoding (``absolute``'s i/n, ``randomized``'s draw)
-UNDECODABLE = ("absolute", "randomized")
-
-
 def decodable() -> tuple[str, ...]:
-    """The encodings of ``blocks.POS_ENCODINGS`` a decoder (and a decoder-only model) can
-    read."""
-    return tuple(pe for pe in blocks.POS_ENCODINGS if pe not in UNDECODABLE)
+    """The encodings of ``options.POSITIONS`` a decoder (and a decoder-only model) can read:
+    not those that are a function of the row's length, unknown while decoding (``absolute``'s
+    i/n, ``randomized``'s draw)."""
+    return tuple(name for name, p in POSITIONS.items() if p.decodable)
 
 
 @dataclass(frozen=True)
@@ -94,8 +91,8 @@ class Seq2SeqConfig(Config):
         if isinstance(self.dropout, bool) or not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"Seq2SeqConfig.dropout must be in [0, 1), got {self.dropout!r}")
         for name, allowed in (("norm", NORMS), ("act_fn", ACTIVATIONS),
-                              ("pos_encoding", blocks.POS_ENCODINGS),
-                              ("target_pos_encoding", (None, *blocks.POS_ENCODINGS))):
+                              ("pos_encoding", POS_ENCODINGS),
+                              ("target_pos_encoding", (None, *POS_ENCODINGS))):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"Seq2SeqConfig.{name} must be one of {allowed}, "
                                  f"got {getattr(self, name)!r}")

@@ -5,6 +5,7 @@ after the command."""
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import re
@@ -17,6 +18,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
+from dyckbook.pipeline import executors
+from dyckbook.pipeline.devices import check_device
+from dyckbook.pipeline.executors import check_scheduler
 from dyckbook.version import __version__
 
 MAX_N = 1_000_000  # strings per dataset
@@ -85,8 +91,6 @@ def _int(name: str, low: int, high: int | None = None) -> Callable[[str], int]:
 
 
 def _device(text: str) -> str:
-    from dyckbook.pipeline.devices import check_device
-
     try:
         return check_device(text)
     except ValueError as error:
@@ -219,10 +223,16 @@ def _out_path(text: str) -> Path:
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
-    import numpy as np
+    import numpy as np  # deferred: start-up: numpy (~35 ms) off --help
 
-    from dyckbook.data.languages import Dyck, local_tables
-    from dyckbook.data.protocol import balanced_sample, regime_lengths
+    from dyckbook.data.languages import (  # deferred: start-up: numpy (~40 ms) off --help
+        Dyck,
+        local_tables,
+    )
+    from dyckbook.data.protocol import (  # deferred: start-up: numpy (~55 ms) off --help
+        balanced_sample,
+        regime_lengths,
+    )
 
     lo, hi = args.min_length, args.max_length
     if args.n * hi > MAX_SYMBOLS:
@@ -261,7 +271,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
                  language.name)
     rng = np.random.default_rng(args.seed)
     data = balanced_sample(language, args.negatives, rng.choice(usable, args.n // 2), window, rng)
-    from dyckbook.experiment.results import (  # torch: only once input is valid
+    from dyckbook.experiment.results import (  # deferred: start-up: numpy (~55 ms) off --help
         dataset_text,
         write_dataset,
     )
@@ -289,7 +299,7 @@ def _ranges(values: list[int]) -> str:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from dyckbook.data.languages import Dyck
+    from dyckbook.data.languages import Dyck  # deferred: start-up: numpy (~40 ms) off --help
 
     language = Dyck(args.k, args.max_depth)
     log.debug("checking %d string(s) against %s", len(args.strings), language.name)
@@ -302,7 +312,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
 def _manifest(args: argparse.Namespace) -> Path:
     """--manifest (or the repository's), refused here if it is not a file the runner can read:
     a pipe or a device would otherwise be reported as 'not found'."""
-    from dyckbook.experiment.results import source_root
+    from dyckbook.experiment.results import (  # deferred: start-up: numpy (~55 ms) off --help
+        source_root,
+    )
 
     if args.manifest is None:
         return source_root() / "notebooks" / "experiments.yml"
@@ -317,18 +329,26 @@ def _manifest(args: argparse.Namespace) -> Path:
 
 def _where(manifest: Path) -> None:
     """One line naming the manifest (so the repository) and the output root acted on."""
-    from dyckbook.experiment.results import ROOT_ENV, repo_root
+    from dyckbook.experiment.results import (  # deferred: start-up: numpy (~55 ms) off --help
+        ROOT_ENV,
+        repo_root,
+    )
 
     log.info("manifest %s; output root %s%s", manifest.resolve(), repo_root(),
              f" (from ${ROOT_ENV})" if os.environ.get(ROOT_ENV) else "")
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    from dyckbook.experiment.results import repo_root
-    from dyckbook.pipeline import runner
-    from dyckbook.pipeline.layout import run_results_dir
+    from dyckbook.experiment.results import (  # deferred: start-up: numpy (~55 ms) off --help
+        repo_root,
+    )
+    from dyckbook.pipeline.layout import (  # deferred: start-up: numpy (~55 ms) off --help
+        run_results_dir,
+    )
 
-    manifest = _manifest(args)
+    manifest = _manifest(args)  # before the runner: a bad --manifest fails without papermill
+    from dyckbook.pipeline import runner  # deferred: start-up: nbformat etc. (~0.95 s) off --help
+
     rows = runner.statuses(args.profile, manifest)
     why = runner.stale_reasons(args.profile, manifest) if any(
         status == "stale" for _, status, _ in rows) else {}
@@ -363,7 +383,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_pages(args: argparse.Namespace) -> int:
-    from dyckbook.pipeline import runner
+    from dyckbook.pipeline import runner  # deferred: start-up: nbformat etc. (~0.95 s) off --help
 
     manifest = _manifest(args)
     states = runner.assemble_pages(args.profile, manifest)
@@ -378,10 +398,10 @@ def _cmd_pages(args: argparse.Namespace) -> int:
 def _cmd_register(args: argparse.Namespace) -> int:
     if not args.note.strip():  # before the manifest is read: registry.register says the same
         raise ValueError(f"note must say why the recipe is registered, got {args.note!r}")
-    from dyckbook.pipeline import runner
+    from dyckbook.pipeline import runner  # deferred: start-up: nbformat etc. (~0.95 s) off --help
 
     runs = runner.resolve_profile(runner.load_manifest(_manifest(args)), args.profile)
-    from dyckbook.claims import registry  # the verdict rules: only once the profile is known
+    from dyckbook.claims import registry  # deferred: start-up: numpy+yaml (~75 ms) off --help
 
     log.debug("profile %s: %d runs; registry %s", args.profile, len(runs),
               registry.registry_path())
@@ -394,10 +414,8 @@ def _cmd_register(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from dyckbook.pipeline.executors import check_scheduler
-
     check_scheduler(args.scheduler)  # before the (slow) manifest is read
-    from dyckbook.pipeline import runner
+    from dyckbook.pipeline import runner  # deferred: start-up: nbformat etc. (~0.95 s) off --help
 
     manifest = _manifest(args)
     # the same checks runner.run makes, so that bad input fails before the line naming the roots
@@ -411,7 +429,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_compact(args: argparse.Namespace) -> int:
-    from dyckbook.pipeline import compact
+    from dyckbook.pipeline import compact  # deferred: start-up: nbformat etc. (~0.95 s) off --help
 
     manifest = _manifest(args)
     _where(manifest)
@@ -425,7 +443,7 @@ def _cmd_compact(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from dyckbook.pipeline import verify
+    from dyckbook.pipeline import verify  # deferred: start-up: nbformat etc. (~0.95 s) off --help
 
     manifest = _manifest(args)
     _where(manifest)
@@ -456,8 +474,6 @@ def _out_folder(text: str) -> Path:
 
 
 def _cmd_train_lengths(args: argparse.Namespace) -> int:
-    import json
-
     out = _out_folder(args.out) if args.out else None  # before anything trains
     if args.params:
         try:
@@ -470,7 +486,9 @@ def _cmd_train_lengths(args: argparse.Namespace) -> int:
         if not isinstance(params, dict):
             raise ValueError(f"--params must hold a JSON object, got {args.params}")
     else:
-        from dyckbook.pipeline import runner
+        from dyckbook.pipeline import (  # deferred: start-up: nbformat etc. (~0.95 s) off --help
+            runner,
+        )
 
         runs = runner.resolve_profile(runner.load_manifest(_manifest(args)), args.profile)
         chosen = [r for r in runs if r.name == args.run]
@@ -479,7 +497,7 @@ def _cmd_train_lengths(args: argparse.Namespace) -> int:
                              f"{args.profile}, got {args.run!r}")
         params = dict(chosen[0].params)
     if args.write_params:
-        from dyckbook.experiment import results
+        from dyckbook.experiment import results  # deferred: start-up: numpy (~55 ms) off --help
 
         results.write_bytes(args.write_params, json.dumps(params, indent=1).encode())
         print(f"wrote {args.write_params}")
@@ -488,9 +506,11 @@ def _cmd_train_lengths(args: argparse.Namespace) -> int:
         raise ValueError("--data-only needs --data-cache DIR (the folder the splits go to)")
     if out is None and not args.data_only:
         raise ValueError("--out must name the folder of records.jsonl")
-    from dyckbook.chapters import generalisation, page
-    from dyckbook.experiment import cache
-    from dyckbook.pipeline import executors
+    from dyckbook.chapters import (  # deferred: start-up: torch (~0.85 s) off --help
+        generalisation,
+        page,
+    )
+    from dyckbook.experiment import cache  # deferred: start-up: numpy (~70 ms) off --help
 
     if args.data_cache:  # before the workers start: they inherit it
         os.environ[cache.DATA_ENV] = str(Path(args.data_cache).resolve())
@@ -513,8 +533,6 @@ class _Handler(logging.Handler):
     """Log lines on stderr, above a progress bar; a debug line says so and names its logger."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        from tqdm import tqdm
-
         text = self.format(record)
         if record.levelno < logging.INFO:
             text = f"debug: {record.name}: {text}"

@@ -19,6 +19,8 @@ from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from typing import Any
 
+from dyckbook.pipeline import executors
+
 __all__ = ["CONTEXT_BYTES", "DEVICES", "MEMORY_ENV", "card_executor", "check_device",
            "device_memory", "estimate_bytes", "executor", "fitting", "kernel_estimate", "kernels",
            "resolve", "workers"]
@@ -33,7 +35,9 @@ MEMORY_ENV, CONTEXT_BYTES = "DYCKBOOK_DEVICE_MEMORY", 768 * 2**20
 def estimate_bytes(config: Any, n_models: int = 1) -> int:
     """A worker's device memory: ``checkpoint.training_bytes`` (its configuration's weights,
     Adam's moments, activations, scoring and its context)."""
-    from dyckbook.experiment.checkpoint import training_bytes
+    from dyckbook.experiment.checkpoint import (  # deferred: start-up: torch (~0.8 s), CLI --help
+        training_bytes,
+    )
 
     return training_bytes(config, n_models)
 
@@ -41,7 +45,9 @@ def estimate_bytes(config: Any, n_models: int = 1) -> int:
 def device_memory(device: str) -> int:
     """What this process may fill of ``device``: ``checkpoint.device_memory`` (the runner's
     share, :data:`MEMORY_ENV`, where it is set: a test fakes a card with it)."""
-    from dyckbook.experiment.checkpoint import device_memory as memory
+    from dyckbook.experiment.checkpoint import (  # deferred: start-up: torch (~0.8 s), CLI --help
+        device_memory as memory,
+    )
 
     return memory(device)
 
@@ -60,7 +66,7 @@ def resolve(device: str, here: bool = True) -> str:
     check_device(device)
     if device == "cpu" or not here:
         return device
-    import torch
+    import torch  # deferred: start-up: torch (~0.8 s), CLI --help
 
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
@@ -95,11 +101,10 @@ def executor(scheduler: str | None, requested: int, device: str, configs: Sequen
     """``executors.make_executor`` for training ``configs`` on ``device``: on a CUDA device
     with at most :func:`workers` processes, each task asking Dask for one ``GPU`` resource
     (book/cluster.md)."""
-    from dyckbook.pipeline.executors import make_executor
-
     if resolve(device) == "cpu":
-        return make_executor(scheduler, requested)
-    return make_executor(scheduler, workers(device, configs, n_models, requested), gpu=True)
+        return executors.make_executor(scheduler, requested)
+    return executors.make_executor(scheduler, workers(device, configs, n_models, requested),
+                                   gpu=True)
 
 
 def card_executor(device: str, configs: Sequence[Any], n_models: int) -> Any:
@@ -117,7 +122,7 @@ def kernel_estimate(params: Mapping[str, Any]) -> int:
     else an encoder-decoder's), one seed (given more, ``run.run_seeds`` trains more seeds
     together); a notebook whose parameters name no such configuration counts as the defaults'
     (a classifier of 16 symbols)."""
-    from dyckbook.experiment import run
+    from dyckbook.experiment import run  # deferred: start-up: torch (~0.8 s), CLI --help
 
     fields = run.config_fields(params)
     for kind in ("classifier", "seq2seq"):
@@ -136,10 +141,8 @@ def kernels(device: str | None, remote: bool, jobs: int, params: Sequence[Mappin
     largest run needs (:func:`kernel_estimate`: one seed); each kernel is told its share
     (:data:`MEMORY_ENV`), which its workers and its groups of seeds keep within. On the CPU, or
     on a cluster (whose workers each hold their card: book/cluster.md), ``jobs`` and nothing."""
-    from dyckbook.pipeline.executors import cores
-
     if device in (None, "cpu") or remote:
         return jobs, {}
     free = device_memory(device)
-    n = fitting([kernel_estimate(p) for p in params], free, jobs or cores())
+    n = fitting([kernel_estimate(p) for p in params], free, jobs or executors.cores())
     return n, {MEMORY_ENV: str(free // n)}

@@ -114,7 +114,10 @@ class _Dask(cf.Executor):
 
     def __init__(self, scheduler: str, workers: int, resources: dict | None = None) -> None:
         try:
-            from distributed import Client, LocalCluster
+            from distributed import (  # deferred: optional dependency distributed
+                Client,
+                LocalCluster,
+            )
         except ImportError:
             raise ValueError(f"scheduler {scheduler!r} needs Dask: pip install "
                              "'dyckbook[dask]'") from None
@@ -208,7 +211,7 @@ class Progress:
         self.mode = ("off" if os.environ.get(QUIET_ENV) == "1" else
                      "bar" if _interactive(self._stream) else "lines")
         if self.mode == "bar":
-            from tqdm.auto import tqdm
+            from tqdm.auto import tqdm  # deferred: start-up: tqdm.auto (~10-30 ms) off --help
 
             self._bar = tqdm(total=total, desc=desc, unit=unit, file=self._stream)
 

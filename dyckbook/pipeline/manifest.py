@@ -150,7 +150,7 @@ def _parse(raw: Any, mpath: Path) -> Manifest:
 
 def _declared(path: Path, where: str) -> dict[str, Any]:
     """The defaults of a notebook's parameters cell (papermill's inspection)."""
-    import papermill
+    import papermill  # deferred: optional dependency papermill
 
     if not path.is_file():
         raise FileNotFoundError(f"{where}.path: no notebook {path}")

@@ -21,6 +21,9 @@ from typing import Any
 
 import nbformat
 
+from dyckbook.claims import registry
+from dyckbook.pipeline.layout import training_seconds
+
 __all__ = ["STATES", "banner", "machine", "marked_page", "prepare_for_book", "provenance",
            "source_commit", "targets"]
 
@@ -184,7 +187,7 @@ def machine() -> str:
         pass
     text = f"{model}, {os.cpu_count()} cores"
     if "torch" in sys.modules:
-        import torch
+        import torch  # deferred: start-up: torch (~0.8 s) off dyckbook list
 
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             text += f", {torch.cuda.get_device_name()}"
@@ -217,8 +220,6 @@ def provenance(record: Mapping[str, Any], folder: str | os.PathLike[str] | None 
     training groups took longer than it (over its workers), what that training took: models
     resumed from a cache were trained by earlier attempts. Then the registration its claims are
     judged against (``registrations``: default ``registry.load()``), or why they are not."""
-    from dyckbook.pipeline.layout import training_seconds
-
     fields = {"commit": record.get("commit"), "dyckbook": record.get("dyckbook"),
               "results_version": record.get("results_version"),
               "finished": record.get("finished"), "machine": record.get("machine"),
@@ -253,8 +254,6 @@ def _registration(record: Mapping[str, Any], registrations: Sequence[Any] | None
                   ) -> tuple[str | None, str]:
     """The registration a run's claims are judged against (its id as text, or "not judged"),
     and the sentence that says so; (None, "") for a run that feeds no claim."""
-    from dyckbook.claims import registry
-
     if not record.get("run") or record.get("run") not in registry.verdict_runs():
         return None, ""
     found, problem = registry.check(record, registry.load() if registrations is None

@@ -393,9 +393,9 @@ def execute(task: Task) -> dict[str, Any]:
     folder (the kernel's working directory and ``DYCKBOOK_ROOT``); the kernel talks to it over
     IPC sockets. Returns ``{"status", "error", "notebook": bytes | None, "files": {path in
     results_dir: bytes}, "started", "finished", "duration_s", "host", "machine"}``."""
-    import nbformat
-    import papermill
-    from papermill.exceptions import PapermillExecutionError
+    import nbformat  # deferred: start-up: nbformat + papermill (~0.95 s) off dyckbook list
+    import papermill  # deferred: start-up: papermill (~0.95 s with nbformat) off dyckbook list
+    from papermill.exceptions import PapermillExecutionError  # deferred: start-up: ~0.95 s
 
     started, t0 = _now(), time.perf_counter()
     # named after this process, so a later run removes it if this worker is killed
@@ -449,7 +449,7 @@ MAX_SOCKET_PATH = 100  # bytes of a Unix socket path the kernel's IPC transport 
 
 
 def _kernel_manager(env: dict[str, str], cwd: Path, sockets: Path) -> type:
-    from jupyter_client.manager import AsyncKernelManager
+    from jupyter_client.manager import AsyncKernelManager  # deferred: start-up: ~0.1 s
 
     sockets.mkdir()
     # IPC sockets in the run's folder; a socket path is limited to ~107 bytes, so under a long

@@ -38,6 +38,7 @@ import torch.nn.functional as F
 from dyckbook.data.hardness import profile
 from dyckbook.data.languages import Dyck, check_int
 from dyckbook.data.negatives import long_range_window
+from dyckbook.data.protocol import balanced_sample
 from dyckbook.data.vocab import check_codes
 from dyckbook.rules import baselines as B
 
@@ -633,8 +634,6 @@ def attack_regime(language: Dyck, regime: str, lengths: Sequence[int], n: int, s
     on a fresh sample of the same size, both from ``seed``. The rules that recognise the
     language outright (:func:`recognisers`: under k = 1 ``height_tally`` and the old rules
     that read the count) are left out."""
-    from dyckbook.data.protocol import balanced_sample  # floor 2: the data of a regime
-
     n = check_int("n", n, 1)
     rng = np.random.default_rng(_check_seed(seed))
     lengths = np.asarray(lengths, dtype=np.int64)

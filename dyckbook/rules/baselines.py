@@ -36,6 +36,7 @@ import numpy as np
 
 from dyckbook.data.hardness import profile, window_rejects
 from dyckbook.data.languages import Dyck, check_int, window_index
+from dyckbook.data.protocol import balanced_sample
 from dyckbook.data.vocab import check_codes
 
 __all__ = [
@@ -484,8 +485,6 @@ def attack_regime(language: Dyck, regime: str, lengths: Sequence[int], n: int, s
 
     Rules that recognise the language outright (:func:`recognisers`) are left out.
     """
-    from dyckbook.data.protocol import balanced_sample  # floor 2: the data of a regime
-
     n = check_int("n", n, 1)
     rng = np.random.default_rng(check_int("seed", seed, 0))
     lengths = np.asarray(lengths, dtype=np.int64)
