@@ -331,9 +331,58 @@ def test_stack_exchanges_two_long_pairs_at_one_height_under_an_ancestor(k):
         assert any(word[x] >> 1 == neg[ob] >> 1 for x in ancestors)
 
 
+@pytest.mark.parametrize("k", [2, 3])
+def test_spread_keeps_its_guarantees(k):
+    """``spread`` (W = max(4, ceil(n / 6))): the negative and its matched member (the word
+    itself) differ in two closers, A's and B's, exchanged; A and B sit at one depth with types
+    a != b, A, the gap A-B, B and B's closer to an ancestor of type b each span >= W; every
+    (height, type) tally, every symbol count and every type's projection are a word's; no
+    window of W symbols and no counter rejects it; and its long closers' types are the
+    member's. Checked from the strings, independently of the construction."""
+    from dyckbook.rules.adversary import HeightTally
+
+    lang = Dyck(k)
+    lengths = np.repeat(np.arange(30, 98, 6), 30)
+    members, negatives, got = N.sample_minimal_pairs(lang, np.random.default_rng(k), lengths,
+                                                     "spread")
+    assert got.tolist() == lengths.tolist()
+    assert lang.is_member((members, lengths)).all() and not lang.is_member(
+        (negatives, lengths)).any()
+    assert HeightTally(lang).predict(negatives, lengths).all()  # tallies: a word's
+    p = profile(lang, negatives, lengths)
+    windows = np.array([N.spread_window(n) for n in lengths])
+    assert (p.w_star > windows).all() and not p.counter.any()
+    for word, neg, n, w in zip(members, negatives, lengths, windows):
+        assert w == max(4, -(-n // 6))
+        word, neg = word[:n], neg[:n]
+        assert sorted(word.tolist()) == sorted(neg.tolist())  # every symbol's count
+        at = np.flatnonzero(word != neg)
+        assert at.size == 2 and (word[at] % 2 == 1).all()  # two closers
+        ca, cb = at
+        assert neg[ca] == word[cb] and neg[cb] == word[ca]  # exchanged
+        partner = lang.matching(word[None], np.array([n]))[0]
+        oa, ob = partner[ca], partner[cb]
+        depth = np.cumsum(np.where(word % 2 == 0, 1, -1)) - (word % 2 == 0)
+        assert depth[oa] == depth[ob] and oa < ca < ob < cb
+        assert word[oa] >> 1 != word[ob] >> 1
+        assert ca - oa >= w and ob - ca >= w and cb - ob >= w
+        ancestors = [x for x in range(oa) if word[x] % 2 == 0 and partner[x] > cb
+                     and word[x] >> 1 == word[ob] >> 1 and partner[x] - cb >= w]
+        assert ancestors
+        for t in range(k):  # every type's projection stays balanced
+            proj = np.cumsum(np.where(neg[neg >> 1 == t] % 2 == 0, 1, -1))
+            assert proj.min() >= 0 and proj[-1] == 0
+    # the same strings, as the test sets draw them
+    strings, names = draw(lang, 3, [36, 48] * 10, "spread")
+    assert set(names) == {"spread"}
+    for s in strings:
+        check_hard(lang, s, None)
+
+
 def test_long_range_availability_and_errors():
     assert available_kinds(Dyck(3), 20, "stack") == () == available_kinds(Dyck(1), 20, "far")
-    assert available_kinds(Dyck(3), 48, "long_range") == ("stack",)  # far: Dyck-1 only
+    assert available_kinds(Dyck(3), 48, "long_range") == ("stack", "spread")  # far: Dyck-1
+    assert available_kinds(Dyck(1), 48, "spread") == ()  # k >= 2
     assert available_kinds(Dyck(1), 48, "long_range") == ("far",)
     assert available_kinds(Dyck(3, 1), 48, "stack") == ()
     with pytest.raises(ValueError, match="no far negative"):

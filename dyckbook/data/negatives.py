@@ -86,7 +86,7 @@ from dyckbook.data.vocab import PAD_CODE
 
 __all__ = ["HARD_KINDS", "LONG_RANGE_KINDS", "NEGATIVE_KINDS", "NegativeKind", "available_kinds",
            "long_range_window", "sample_matched_members", "sample_minimal_pairs",
-           "sample_negatives", "stack_kind"]
+           "sample_negatives", "spread_window", "stack_kind"]
 
 _MAX_ROUNDS = 64  # rejection rounds before giving up (each round oversamples the rare kinds)
 _MAX_CELLS = 1 << 22  # candidate cells generated per round at most
@@ -105,13 +105,18 @@ class NegativeKind:
     min_length: int = 4  # shortest length at which it can exist (Dyck-1: at least 6)
     min_depth: int = 1  # smallest depth bound D for which it exists
     max_k: int | None = None  # most bracket types for which it is built (None: any)
-    long_range: bool = False  # built non-local at W = long_range_window(length), far from the ends
+    long_range: bool = False  # built non-local at a window W of the length, far from the ends
     #: what the construction guarantees of every string it keeps (the docs' tables)
     guarantees: str = ""
     #: the construction: ``(language, rng, lengths) -> (codes, ok)``, a long-range kind's
     #: ``-> (codes, ok, words)`` (the words kept for its matched members)
     build: Callable[..., tuple[np.ndarray, ...]] | None = field(default=None, repr=False,
                                                                  compare=False)
+    #: a long-range kind's W of every length, ``(batch,) -> (batch,)``: verified, no window of W
+    #: symbols rejects one of its strings
+    window: Callable[[np.ndarray], np.ndarray] | None = field(default=None, repr=False,
+                                                              compare=False)
+    counter_free: bool = False  # verified: no counter without a stack rejects it
 
 
 DEFAULT_WINDOW = 4  # w of the non-local regime unless asked otherwise (DataConfig.window too)
@@ -126,6 +131,20 @@ def long_range_window(length: int) -> int:
 def long_range_windows(lengths: np.ndarray) -> np.ndarray:
     """:func:`long_range_window` of every length: int64 ``(batch,)``."""
     return np.maximum(LONG_RANGE_MIN_WINDOW, -(-np.asarray(lengths, dtype=np.int64) // 3))
+
+
+SPREAD_MIN_WINDOW = 4  # the spread layout's W is never below this
+
+
+def spread_window(length: int) -> int:
+    """W of the ``spread`` kind at ``length``: max(4, ceil(length / 6)); its layout needs about
+    4W symbols, so it cannot exist at the stack set's W = n / 3."""
+    return max(SPREAD_MIN_WINDOW, -(-int(length) // 6))
+
+
+def spread_windows(lengths: np.ndarray) -> np.ndarray:
+    """:func:`spread_window` of every length: int64 ``(batch,)``."""
+    return np.maximum(SPREAD_MIN_WINDOW, -(-np.asarray(lengths, dtype=np.int64) // 6))
 
 
 def stack_kind(language: Dyck) -> str:
@@ -355,6 +374,60 @@ def _far(language: Dyck, rng: np.random.Generator, lengths: np.ndarray):
     return codes, ok, words
 
 
+def _spread_eligible(k: int, o, c, depth, kind, real, long, w) -> np.ndarray:
+    """bool ``(batch, A, B)``: A before B at its depth, at least ``w`` (``(batch,)``) apart
+    (A's closer to B's opener), both long, of types a != b, with an ancestor of type b whose
+    closer lies at least ``w`` after B's."""
+    encloses = (o[:, :, None] < o[:, None, :]) & (c[:, :, None] > c[:, None, :]) \
+        & real[:, :, None] & real[:, None, :]  # (batch, X, Y): X encloses Y
+    apart = (o[:, None, :] - c[:, :, None]) >= w[:, None, None]  # (batch, A, B)
+    eligible = long[:, :, None] & long[:, None, :] & (depth[:, :, None] == depth[:, None, :]) \
+        & apart & (kind[:, :, None] != kind[:, None, :])
+    closes_after = (c[:, :, None] - c[:, None, :]) >= w[:, None, None]  # (batch, X, Y)
+    ancestor = np.zeros_like(eligible)
+    for t in range(k):
+        of_t = (encloses & (kind == t)[:, :, None]).astype(np.float32)  # (batch, X, A)
+        far_t = (encloses & closes_after & (kind == t)[:, :, None]).astype(np.float32)
+        ancestor |= (np.matmul(of_t.transpose(0, 2, 1), far_t) > 0) & (kind == t)[:, None, :]
+    return eligible & ancestor
+
+
+def _spread(language: Dyck, rng: np.random.Generator, lengths: np.ndarray):
+    """Words in which two pairs A before B at one depth exchange closers, laid out so that
+    every relation that differs from the word is at least W = :func:`spread_window` apart:
+    A spans W symbols or more, so does the gap from A's closer to B's opener, so does B, and
+    so does the way from B's closer to that of an ancestor X of B's type,
+    ``X( A(..) .. B[..] .. )X -> X( A(..] .. B[..) .. )X``; a uniform choice among a word's
+    such (A, B). The matched member is the word itself: the long closers' types (a, b and X's
+    b) form the same multiset in both, and the heights, every type's projection and every
+    (height, type) tally are a word's in both (benchmarks/bench_stack_layouts.py's layout).
+
+    Returns:
+        ``(codes, ok, words)``: the changed rows and the words they were made from.
+    """
+    codes, valid = _word(language, rng, lengths)
+    words = codes.copy()
+    o, c, depth, kind, real = _pairs(language, codes, valid, lengths)
+    w = spread_windows(lengths)
+    long = real & (c - o >= w[:, None])  # (batch, pair)
+    depths = np.sort(np.where(long, depth, -1), axis=1)
+    maybe = ((depths[:, 1:] == depths[:, :-1]) & (depths[:, 1:] >= 0)).any(axis=1)
+    a, b, ok = (np.zeros(lengths.size, np.int64) for _ in range(3))
+    m = o.shape[1]
+    step = max(1, _MAX_CELLS // m ** 2)  # rows at a time: (rows, pair, pair) arrays
+    for lo in range(0, lengths.size, step):
+        at = np.arange(lo, min(lo + step, lengths.size))
+        mask = np.zeros((at.size, m, m), dtype=bool)
+        some = at[maybe[at]]
+        mask[maybe[at]] = _spread_eligible(language.k, o[some], c[some], depth[some],
+                                           kind[some], real[some], long[some], w[some])
+        a[at], b[at], ok[at] = _pick_pair(rng, mask)
+    ok = ok.astype(bool)
+    rows = np.arange(lengths.size)
+    _exchange(codes, ok, c[rows, a], c[rows, b])
+    return codes, ok, words
+
+
 #: every negative kind, declared once with what belongs to it: the languages it exists for,
 #: its promises, what it guarantees and its construction. The hard mixture, the long-range
 #: sets, the protocol, the golden records and the Dyck chapter's table read it.
@@ -382,11 +455,22 @@ NEGATIVE_KINDS: dict[str, NegativeKind] = {
                      "ancestor, exchange closers.", 2, True, 28, 2, long_range=True,
                      guarantees="the promises; its heights, every kind's own brackets and "
                      "every (height, kind) tally are a member's; each exchanged pair spans W "
-                     "symbols or more; matched members", build=_stack),
+                     "symbols or more; matched members", build=_stack,
+                     window=long_range_windows, counter_free=True),
         NegativeKind("far", "A top-level pair far from both ends is turned inside out, so the "
                      "count dips.", 1, True, 30, max_k=1, long_range=True,
                      guarantees="the promises; the heights outside the pair are the word's; "
-                     "the dip lies at least W from the ends; matched members", build=_far),
+                     "the dip lies at least W from the ends; matched members", build=_far,
+                     window=long_range_windows),
+        NegativeKind("spread", "Two pairs of different types at one height, under an ancestor, "
+                     "exchange closers, every changed relation far apart.", 2, True, 28, 2,
+                     long_range=True,
+                     guarantees="the promises; its heights, every kind's own brackets and every "
+                     "(height, kind) tally are a member's; A, the gap to B, B and B's closer to "
+                     "its ancestor's each span W = max(4, ⌈n/6⌉) symbols or more, so no window "
+                     "of W sees two changed relations; the long closers' types are the "
+                     "member's; matched members (the word itself)", build=_spread,
+                     window=spread_windows, counter_free=True),
     )
 }
 #: the kinds of the ``hard`` mixture and of the long-range sets, read from the declaration
@@ -409,10 +493,10 @@ def _keeps_promises(language: Dyck, name: str, codes: np.ndarray, lengths: np.nd
             ok[ok] = locally_valid(language, codes[ok], lengths[ok], window)
         if language.max_depth is not None:
             ok[ok] = language.max_depths(codes[ok], lengths[ok]) <= language.max_depth
-    if kind.long_range:  # verified, not assumed: no W-window sees it; no counter (stack)
+    if kind.long_range:  # verified, not assumed: no W-window sees it; no counter (stack, spread)
         hardness = profile(language, codes[ok], lengths[ok])
-        passed = hardness.w_star > long_range_windows(lengths[ok])
-        if name == "stack":
+        passed = hardness.w_star > kind.window(lengths[ok])
+        if kind.counter_free:
             passed &= ~hardness.counter
         ok[ok] = passed & ~hardness.member
         return ok
