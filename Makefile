@@ -28,6 +28,9 @@ BIN := $(VENV)/bin/
 PY := $(VENV)/bin/python
 endif
 ROOT_USER := $(filter 0,$(shell id -u))
+# RERUN=all recomputes every run; RERUN="dyck1 ood" (run names, notebook keys or patterns) those
+# runs only, up to date or not; an unknown name is an error of `dyckbook run`, never a no-op
+RERUN_ARGS := $(if $(strip $(RERUN)),--force $(if $(filter-out all,$(strip $(RERUN))),--only $(RERUN)))
 
 .PHONY: help venv browser mathjax runs book site publish grid book-full smoke test lint lab bench clean \
 	clean-results
@@ -35,7 +38,7 @@ ROOT_USER := $(filter 0,$(shell id -u))
 help:
 	@echo "make book [PROFILE=cpu|smoke|thesis] [JOBS=2] [SCHEDULER=local|tcp://HOST:PORT]"
 	@echo "                                run the experiments, build the book (_build/html)"
-	@echo "     [RERUN=all]                recompute every run, up to date or not (resumable)"
+	@echo "     [RERUN=all|\"RUN ...\"]      recompute every run, or the runs named, up to date or not"
 	@echo "     [DEVICE=cpu|cuda|auto]     where every run trains (cuda: as many runs at once as"
 	@echo "                                fit in the card's memory; recorded, never hashed)"
 	@echo "make site [PROFILE=cpu]         the book as committed: pages and build, no run"
@@ -86,7 +89,7 @@ mathjax: venv
 
 runs: venv
 	DYCKBOOK_RUN_CACHE=$(RUN_CACHE) $(PY) -m dyckbook run --profile $(PROFILE) --jobs $(JOBS) \
-		$(if $(filter all,$(RERUN)),--force) \
+		$(RERUN_ARGS) \
 		$(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(DEVICE),--device $(DEVICE))
 
 # The book of one profile: its runs that are not up to date (RERUN=all: every run; a stopped one
@@ -95,7 +98,7 @@ runs: venv
 # The build writes _build/html/.nojekyll (sphinx.ext.githubpages): a branch deploy keeps _static.
 book: venv mathjax
 	@status=0; DYCKBOOK_RUN_CACHE=$(RUN_CACHE) $(PY) -m dyckbook run --profile $(PROFILE) \
-		--jobs $(JOBS) $(if $(filter all,$(RERUN)),--force) \
+		--jobs $(JOBS) $(RERUN_ARGS) \
 		$(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(DEVICE),--device $(DEVICE)) \
 		|| status=$$?; \
 	$(PY) -m dyckbook pages --profile $(PROFILE) && \

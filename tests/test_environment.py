@@ -156,6 +156,12 @@ def test_a_full_recompute_is_asked_for_by_name(target):
 
     assert "--force" not in run_line(plan(target))
     assert "--force" in run_line(plan(target, "RERUN=all"))
+    assert "--only" not in run_line(plan(target, "RERUN=all"))
+    # issue 65 item 2: any other value names runs, so a typo is dyckbook run's error, not a no-op
+    for value, only in (("dyck1", "--only dyck1"), ("ALL", "--only ALL"),
+                        ("dyck1 ood", "--only dyck1 ood")):
+        assert "--force" in run_line(plan(target, f"RERUN={value}"))
+        assert only in run_line(plan(target, f"RERUN={value}")), value
     assert "-m dyckbook run" not in plan("site") and "jupyter-book build" in plan("site")
 
 

@@ -179,3 +179,26 @@ def test_a_compressed_records_file_is_compared_as_its_json(tmp_path: Path) -> No
     assert report.ok and report.equal == 2  # the loss and the label
     assert not report_of(published, {"records.jsonl": text.replace(b"0.5", b"0.6"),
                                       "sub/fig.png": b"png"}).ok
+
+
+def test_out_is_checked_before_any_recomputation(tmp_path, monkeypatch):
+    """Issue 65 item 1 and 7: ``--out`` inside the published tree, empty, a file or an
+    unwritable folder is refused at once, naming ``--out``; a fresh folder is fine."""
+    from dyckbook.pipeline.verify import check_out
+
+    root = tmp_path / "repo"
+    (root / "book" / "results" / "cpu" / "90_summary" / "summary").mkdir(parents=True)
+    monkeypatch.chdir(root)
+    for bad in ("book/results/cpu/90_summary/summary", "book/runs/cpu", "book/pages",
+                str(root / "book" / "results")):
+        with pytest.raises(ValueError, match="--out must lie outside the published tree"):
+            check_out(bad, root, "cpu")
+    with pytest.raises(ValueError, match="--out must name a folder, got ''"):
+        check_out("", root, "cpu")
+    (root / "a_file").write_text("x")
+    with pytest.raises(ValueError, match="--out must name a folder, got 'a_file' \\(a file\\)"):
+        check_out("a_file", root, "cpu")
+    with pytest.raises(ValueError, match="--out 'a_file/below' cannot be written"):
+        check_out("a_file/below", root, "cpu")
+    assert check_out("elsewhere/new", root, "cpu") == root / "elsewhere" / "new"
+    assert check_out(None, root, "cpu") == root / "scratch" / "verify" / "cpu"

@@ -1,6 +1,6 @@
-"""The command line: dyckbook generate | check | list | run | pages | register | train-lengths
-(also: python -m dyckbook). -v (debug messages) and -q (warnings and errors only) go before or
-after the command."""
+"""The command line: dyckbook generate | check | list | run | pages | register | verify |
+compact | train-lengths (also: python -m dyckbook). -v (debug messages) and -q (warnings and
+errors only) go before or after the command."""
 
 from __future__ import annotations
 

@@ -30,6 +30,7 @@ import fnmatch
 import hashlib
 import json
 import math
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,10 +41,10 @@ from dyckbook.experiment import cache
 from dyckbook.experiment import results as R
 from dyckbook.pipeline import runner
 from dyckbook.pipeline.executors import cores
-from dyckbook.pipeline.layout import RUN_RECORD
+from dyckbook.pipeline.layout import PAGES_DIR, RESULTS_DIR, RUN_RECORD, RUNS_DIR
 
 __all__ = ["IGNORED_KEYS", "Difference", "Report", "Tolerance", "compare_files", "compare_text",
-           "compare_values", "glued_texts", "verify"]
+           "compare_values", "check_out", "glued_texts", "verify"]
 
 #: JSON keys that time or place a run, never compared
 IGNORED_KEYS = ("seconds", "*_seconds", "duration_s", "wall_s", "started", "finished", "date",
@@ -252,6 +253,30 @@ def _compare_pages(published: Path, recomputed: bytes | None, tol: Tolerance,
             compare_text(a[name], b[name], where, tol, report)
 
 
+def check_out(out: str | Path | None, root: Path, profile: str) -> Path:
+    """The folder ``--out`` names (default ``scratch/verify/<profile>``), checked before any
+    recomputation: not empty, not inside the published trees (``book/results``, ``book/runs``,
+    ``book/pages``: verify never writes into the book), not a file, and writable."""
+    if out is None:
+        return root / "scratch" / "verify" / profile
+    if not str(out).strip():
+        raise ValueError("--out must name a folder, got '' (the default is "
+                         f"scratch/verify/{profile})")
+    path = Path(out)
+    path = (path if path.is_absolute() else Path.cwd() / path).resolve()
+    for tree in (RESULTS_DIR, RUNS_DIR, PAGES_DIR):
+        if path == root / tree or (root / tree) in path.parents:
+            raise ValueError(f"--out must lie outside the published tree {tree}, got {out!r}: "
+                             "verify never writes into the book")
+    existing = next((p for p in (path, *path.parents) if p.exists()), None)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"--out must name a folder, got {out!r} (a file)")
+    if existing is not None and (not existing.is_dir() or not os.access(existing, os.W_OK)):
+        raise ValueError(f"--out {out!r} cannot be written: {existing} is "
+                         f"{'not a folder' if not existing.is_dir() else 'not writable'}")
+    return path
+
+
 def verify(profile: str, only: Sequence[str], out: str | Path | None = None,
            manifest: str | Path | None = None, root: str | Path | None = None) -> list[Report]:
     """Recompute each published run that ``only`` selects and compare it with its publication.
@@ -265,7 +290,7 @@ def verify(profile: str, only: Sequence[str], out: str | Path | None = None,
     man = runner.load_manifest(manifest)
     every = runner.resolve_profile(man, profile)
     chosen = runner.select_runs(every, only, profile)
-    out = Path(out) if out is not None else root / "scratch" / "verify" / profile
+    out = check_out(out, root, profile)
     reports = []
     for run in chosen:
         record = runner._record(run, root)
