@@ -6,12 +6,10 @@ with nothing else edited)."""
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 from docutils import nodes
-from docutils.statemachine import StringList
 from sphinx.util.docutils import SphinxDirective
 
 INDEX = Path("book") / "pages" / "index.json"  # written by `dyckbook pages` (dyckbook.pages)
@@ -130,13 +128,21 @@ def _provenance(app: Any, doctree: nodes.document, docname: str) -> None:
 
 def _always_reread(app: Any, env: Any, added: set, changed: set, removed: set) -> list[str]:
     # the notes depend on index.json, which Sphinx does not track: the landing page's always,
-    # every page's when the build is not the book's profile
+    # every page's when the build is not the book's profile; the declarations' tables depend on
+    # the package, which Sphinx does not track either: the pages that show one, always
+    declaring = sorted(doc for doc in env.found_docs
+                       if "dyckbook-declared" in _source_text(app, env, doc))
     index = Path(app.srcdir) / INDEX
     if not index.is_file():
-        return []
+        return declaring
     if json.loads(index.read_text(encoding="utf-8"))["profile"] == BOOK_PROFILE:
-        return [app.config.root_doc]
+        return sorted({app.config.root_doc, *declaring})
     return sorted(env.found_docs)
+
+
+def _source_text(app: Any, env: Any, doc: str) -> str:
+    path = Path(env.doc2path(doc))
+    return path.read_text(encoding="utf-8") if path.suffix == ".md" and path.is_file() else ""
 
 
 def declared_rows(what: str) -> list[list[str]]:
@@ -166,29 +172,34 @@ def declared_rows(what: str) -> list[list[str]]:
                      f"got {what!r}")
 
 
-def _rst(cell: str) -> str:
-    """A cell's text for reStructuredText: `name` as a literal, every other markup character
-    escaped (``|i − j|`` is no substitution, ``m_h`` no reference)."""
-    parts = cell.split("`")
-    escaped = [re.sub(r"([\\*|_`])", r"\\\1", p) for p in parts]
-    return "".join(f"``{p}``" if i % 2 else p for i, p in enumerate(escaped) if p) or "-"
+PROSE = {"what it adds", "what a query sees", "what the decision reads", "what is wrong",
+         "guarantees"}
+
+
+def declared_table(rows: list[list[str]]) -> nodes.table:
+    """A docutils table of ``rows`` (header first), `backticked` parts as literals."""
+    table = nodes.table(classes=["dyckbook-declared", "colwidths-given"])
+    group = nodes.tgroup(cols=len(rows[0]))
+    table += group
+    # prose columns (a description, the guarantees) wide, the short facts narrow
+    group += [nodes.colspec(colwidth=4 if head in PROSE else 1) for head in rows[0]]
+    for part, chunk in ((nodes.thead(), rows[:1]), (nodes.tbody(), rows[1:])):
+        for cells in chunk:
+            row = nodes.row()
+            for cell in cells:
+                row += nodes.entry("", nodes.paragraph("", "", *_inline(cell)))
+            part += row
+        group += part
+    return table
 
 
 class DeclaredTable(SphinxDirective):
-    """``{dyckbook-declared} positions``: the declaration's table, as a list-table."""
+    """``{dyckbook-declared} positions``: the declaration's table."""
 
     required_arguments = 1
 
     def run(self) -> list[nodes.Node]:
-        rows = declared_rows(self.arguments[0])
-        lines = [".. list-table::", "   :header-rows: 1", ""]
-        for row in rows:
-            cells = [_rst(cell) for cell in row]
-            lines += [f"   * - {cells[0]}"] + [f"     - {cell}" for cell in cells[1:]]
-        container = nodes.container()
-        self.state.nested_parse(StringList(lines, source="dyckbook-declared"),
-                                self.content_offset, container)
-        return container.children
+        return [declared_table(declared_rows(self.arguments[0]))]
 
 
 def setup(app: Any) -> dict[str, Any]:
