@@ -394,3 +394,28 @@ def test_stack_regime_needs_long_enough_strings():
     kinds = set(short.train.kinds.astype(str))
     assert "stack" not in kinds and "random" in kinds
     assert set(short.val.kinds.astype(str)) - {MEMBER} <= set(N.HARD_KINDS)
+
+
+def test_a_spread_test_set_pairs_spread_negatives_with_their_matched_members():
+    """Issue 63: ``spread`` is a test regime (never in the training mixture): its negatives are
+    the ``spread`` kind, its members the words they were made from, as many of each at every
+    length; a Dyck-1 config asking for it is refused, naming the regime."""
+    from dyckbook.data.negatives import spread_window
+    from dyckbook.data.protocol import REGIMES, TEST_REGIMES
+
+    assert "spread" in TEST_REGIMES and "spread" not in REGIMES
+    config = DataConfig(k=2, min_length=4, max_length=16, test_min_length=30, test_max_length=36,
+                        n_train=200, n_val=0, n_test=120, test_sets=("spread",))
+    splits = make_splits(config, 1)
+    test = splits.tests["spread"]
+    kinds = test.kinds.astype(str)
+    assert set(kinds) == {"member", "spread"} and (test.labels == (kinds == "member")).all()
+    for n in np.unique(test.lengths):
+        at = test.lengths == n
+        assert (kinds[at] == "member").sum() == (kinds[at] == "spread").sum() > 0
+        assert spread_window(int(n)) == max(4, -(-int(n) // 6))
+    assert config.language().is_member((test.codes, test.lengths))[kinds == "member"].all()
+    assert "spread" not in set(splits.train.kinds.astype(str))
+    with pytest.raises(ValueError, match="asks for spread negatives \\(spread\\), but Dyck-1"):
+        DataConfig(k=1, max_length=16, test_min_length=30, test_max_length=36,
+                   test_sets=("spread",))

@@ -25,6 +25,10 @@ Test regimes (negative kinds of a test set):
             end symbols do not beat chance on it; learned rules that read heights, gapped
             pairs or local pieces still do (up to 0.89 on Dyck-2, the Dyck chapter's table).
             Training negatives of this regime come with matched members too.
+``spread``  a test set only (k >= 2): the ``spread`` kind against its matched members (the words
+            themselves), W = max(4, ceil(length / 6)): every relation that differs lies W or
+            more apart, and a rule of reach r meets negatives whose W exceeds r from about
+            6r on (issue 63). The training mixture never holds it.
 """
 
 from __future__ import annotations
@@ -48,12 +52,21 @@ from dyckbook.data.thesis import (
     thesis_split_sizes,
 )
 
-__all__ = ["REGIMES", "SOURCES", "TRAIN_NEGATIVES", "DataConfig", "Splits", "balanced_sample",
-           "make_splits", "regime_lengths"]
+__all__ = ["LONG_RANGE", "REGIMES", "SOURCES", "TEST_REGIMES", "TRAIN_NEGATIVES", "DataConfig",
+           "Splits", "balanced_sample", "make_splits", "regime_lengths"]
 
+#: the regimes of the training mixture (``train_negatives: mix``) and of the test sets
 REGIMES = ("hard", "local", "random", "stack")
+#: a test set may also be ``spread``, which training never sees
+TEST_REGIMES = (*REGIMES, "spread")
 TRAIN_NEGATIVES = ("mix", "hard", "local", "random", "stack")
-MATCHED = "matched member"  # _sample's regime for the members of a stack set
+#: the long-range regimes: their negative kind for a language, and the ``_sample`` regime of
+#: their matched members (the stack set's keeps its old name, so its draws are unchanged)
+LONG_RANGE: dict[str, tuple[Callable[[Dyck], str], str]] = {
+    "stack": (N.stack_kind, "matched member"),
+    "spread": (lambda language: "spread", "matched member (spread)"),
+}
+MATCHED = LONG_RANGE["stack"][1]  # _sample's regime for the members of a stack set
 SOURCES = ("sound", "thesis")
 THESIS_SPLITS = ("thesis", "80/20")
 _TRAIN, _VAL, _TEST = 0, 1, 2
@@ -119,13 +132,15 @@ class DataConfig(Config):
                 raise ValueError(f"DataConfig.{name} must be one of {allowed}, "
                                  f"got {getattr(self, name)!r}")
         for regime in self.test_sets:
-            if regime not in REGIMES:
-                raise ValueError(f"DataConfig.test_sets holds {regime!r}; known: {REGIMES}")
-        if "stack" in self.test_sets or self.train_negatives == "stack":
-            test = "stack" in self.test_sets
+            if regime not in TEST_REGIMES:
+                raise ValueError(f"DataConfig.test_sets holds {regime!r}; known: {TEST_REGIMES}")
+        for regime in LONG_RANGE:
+            if regime not in self.test_sets and self.train_negatives != regime:
+                continue
+            test = regime in self.test_sets
             lo, hi = self.lengths(test)
             language = self.language(test)
-            kind = N.stack_kind(language)
+            kind = LONG_RANGE[regime][0](language)
             if not any(N.available_kinds(language, L, kind) for L in range(lo + lo % 2, hi + 1, 2)):
                 # the search is bounded: each length is a probe, and a depth bound can leave
                 # none at any length (Dyck-(2, 3): none to 534 at least)
@@ -134,7 +149,7 @@ class DataConfig(Config):
                 where = "test_sets" if test else "train_negatives"
                 found = (f"the shortest length that has them is {shortest}" if shortest else
                          f"none has them up to length {_SHORTEST_SEARCHED} either")
-                raise ValueError(f"DataConfig.{where} asks for stack negatives ({kind}), but "
+                raise ValueError(f"DataConfig.{where} asks for {regime} negatives ({kind}), but "
                                  f"{language.name} has none at lengths {lo}..{hi}; {found}")
         if self.window < 2:
             raise ValueError(f"DataConfig.window must be >= 2, got {self.window}")
@@ -247,8 +262,8 @@ def _val_regimes(config: DataConfig) -> tuple[str, ...]:
 
 def _regime_args(regime: str, window: int, language: Dyck) -> tuple[str, int | None]:
     """``(kinds, window)`` of :func:`negatives.sample_negatives` for a regime."""
-    if regime == "stack":
-        return N.stack_kind(language), None
+    if regime in LONG_RANGE:
+        return LONG_RANGE[regime][0](language), None
     if regime == "random":
         return "random", None
     return "hard", window if regime == "hard" else None
@@ -263,12 +278,13 @@ def _sample(language: Dyck, regime: str, lengths: np.ndarray, window: int,
             rng: np.random.Generator) -> Dataset:
     """Members (``regime`` "member"; ``MATCHED``: a stack set's matched members) or negatives
     of a regime at the given lengths."""
-    if regime in (MEMBER, MATCHED):
+    matched = {member: kind for kind, member in LONG_RANGE.values()}
+    if regime == MEMBER or regime in matched:
         if regime == MEMBER:
             codes, lengths = language.sample_codes(rng, lengths)
         else:
             codes, lengths = N.sample_matched_members(language, rng, lengths,
-                                                      N.stack_kind(language))
+                                                      matched[regime](language))
         kinds = np.full(lengths.size, MEMBER, dtype=object)
         return Dataset(language, codes, lengths, np.ones(lengths.size, np.int8), kinds)
     kinds, w = _regime_args(regime, window, language)
@@ -280,8 +296,8 @@ def _sample(language: Dyck, regime: str, lengths: np.ndarray, window: int,
 def regime_lengths(language: Dyck, regime: str, lo: int, hi: int,
                    window: int = N.DEFAULT_WINDOW) -> list[int]:
     """The even lengths in ``[lo, hi]`` at which ``regime`` has negatives for ``language``."""
-    if regime not in REGIMES:
-        raise ValueError(f"regime must be one of {REGIMES}, got {regime!r}")
+    if regime not in TEST_REGIMES:
+        raise ValueError(f"regime must be one of {TEST_REGIMES}, got {regime!r}")
     return [int(L) for L in _even_lengths(lo, hi) if _has_negatives(language, int(L), regime,
                                                                     window)]
 
@@ -290,7 +306,7 @@ def balanced_sample(language: Dyck, regime: str, lengths: np.ndarray, window: in
                     rng: np.random.Generator) -> Dataset:
     """A member and a ``regime`` negative at each of ``lengths`` (a ``stack`` set's members
     are its matched members), members first."""
-    member = MATCHED if regime == "stack" else MEMBER
+    member = LONG_RANGE[regime][1] if regime in LONG_RANGE else MEMBER
     return Dataset.concat([_sample(language, member, lengths, window, rng),
                            _sample(language, regime, lengths, window, rng)])
 
@@ -391,14 +407,14 @@ def _balanced_sets(language: Dyck, regimes: Sequence[str], lo: int, hi: int, n: 
     need: dict[int, int] = {}
     for r in regimes:
         for L in usable[r]:
-            if r != "stack":  # a stack set has members of its own (MATCHED)
+            if r not in LONG_RANGE:  # a long-range set has matched members of its own
                 need[L] = max(need.get(L, 0), per[r])
     shared = _distinct(language, MEMBER, need, window, rng, accept, share)
     out = {}
     for r in regimes:
         own = {L: per[r] for L in usable[r]}
-        members = _distinct(language, MATCHED, own, window, rng, accept, share) \
-            if r == "stack" else shared
+        members = _distinct(language, LONG_RANGE[r][1], own, window, rng, accept, share) \
+            if r in LONG_RANGE else shared
         others = _distinct(language, r, own, window, rng, accept, share)
         rows_m, rows_o = [], []
         for L in usable[r]:
