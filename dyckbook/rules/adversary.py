@@ -42,9 +42,9 @@ from dyckbook.data.protocol import balanced_sample
 from dyckbook.data.vocab import check_codes
 from dyckbook.rules import baselines as B
 
-__all__ = ["ADVERSARY", "CNN", "MAX_THREADS", "RULES", "EditKNN", "HeightCountsMLP",
-           "HeightStats", "HeightTally", "SkipGrams", "WindowSpan", "attack", "attack_regime",
-           "edit_distances", "make_rule", "recognisers"]
+__all__ = ["ADVERSARY", "CNN", "EDIT_KNN_LONGEST", "MAX_THREADS", "RULES", "EditKNN",
+           "HeightCountsMLP", "HeightStats", "HeightTally", "SkipGrams", "WindowSpan", "attack",
+           "attack_regime", "edit_distances", "make_rule", "recognisers"]
 
 ADVERSARY: tuple[str, ...] = ("height_tally", "height_mlp", "window_span", "skipgrams", "cnn",
                               "cnn_dilated", "height_stats", "edit_knn")
@@ -52,6 +52,7 @@ MAX_THREADS = 1  # torch threads while a learned rule fits or predicts (on a bus
 #                 machine one thread trained the MLP 4x and the CNN 2x faster than two)
 _MAX_LEVEL = 15  # height_mlp: heights above it count as it
 _KNN_BITS = 64  # edit_knn: strings of at most one machine word (Myers' bit-parallel algorithm)
+EDIT_KNN_LONGEST = _KNN_BITS  # the longest string edit_knn fits or scores
 _PAIR_CELLS = 1 << 18  # edit_knn: (test, train) pairs computed at once
 _GOOD_LOSS = 0.5  # cnn: a start whose held-out loss is below this needs no restart
 
