@@ -305,6 +305,20 @@ def _stack_eligible(k: int, o, c, depth, kind, real, long) -> np.ndarray:
     return eligible & ancestor
 
 
+def _choose_pairs(rng: np.random.Generator, m: int, maybe: np.ndarray,
+                  eligible: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, ...]:
+    """A uniform (A, B) per row among ``eligible(rows)``'s True cells (``(rows, pair, pair)``,
+    asked only of the rows ``maybe`` marks), rows at a time; ``(a, b, ok)``, ``ok`` bool."""
+    a, b, ok = (np.zeros(maybe.size, np.int64) for _ in range(3))
+    step = max(1, _MAX_CELLS // m ** 2)  # rows at a time: (rows, pair, pair) arrays
+    for lo in range(0, maybe.size, step):
+        at = np.arange(lo, min(lo + step, maybe.size))
+        mask = np.zeros((at.size, m, m), dtype=bool)  # the other rows' draws are made all the same
+        mask[maybe[at]] = eligible(at[maybe[at]])
+        a[at], b[at], ok[at] = _pick_pair(rng, mask)
+    return a, b, ok.astype(bool)
+
+
 def _stack(language: Dyck, rng: np.random.Generator, lengths: np.ndarray):
     """Words in which two pairs A before B at the same depth, each spanning W symbols or more,
     with types a != b, inside a common ancestor of type b, exchange closers:
@@ -324,17 +338,8 @@ def _stack(language: Dyck, rng: np.random.Generator, lengths: np.ndarray):
     # only rows with two long pairs at one depth can have an (A, B): about 1 in 12 at 30-48
     depths = np.sort(np.where(long, depth, -1), axis=1)
     maybe = ((depths[:, 1:] == depths[:, :-1]) & (depths[:, 1:] >= 0)).any(axis=1)
-    a, b, ok = (np.zeros(lengths.size, np.int64) for _ in range(3))
-    m = o.shape[1]
-    step = max(1, _MAX_CELLS // m ** 2)  # rows at a time: (rows, pair, pair) arrays
-    for lo in range(0, lengths.size, step):
-        at = np.arange(lo, min(lo + step, lengths.size))
-        mask = np.zeros((at.size, m, m), dtype=bool)  # the other rows' draws are made all the same
-        some = at[maybe[at]]
-        mask[maybe[at]] = _stack_eligible(language.k, o[some], c[some], depth[some], kind[some],
-                                          real[some], long[some])
-        a[at], b[at], ok[at] = _pick_pair(rng, mask)
-    ok = ok.astype(bool)
+    a, b, ok = _choose_pairs(rng, o.shape[1], maybe, lambda some: _stack_eligible(
+        language.k, o[some], c[some], depth[some], kind[some], real[some], long[some]))
     rows = np.arange(lengths.size)
     ca, cb, ob = c[rows, a], c[rows, b], o[rows, b]
     words = codes.copy()
@@ -412,17 +417,8 @@ def _spread(language: Dyck, rng: np.random.Generator, lengths: np.ndarray):
     long = real & (c - o >= w[:, None])  # (batch, pair)
     depths = np.sort(np.where(long, depth, -1), axis=1)
     maybe = ((depths[:, 1:] == depths[:, :-1]) & (depths[:, 1:] >= 0)).any(axis=1)
-    a, b, ok = (np.zeros(lengths.size, np.int64) for _ in range(3))
-    m = o.shape[1]
-    step = max(1, _MAX_CELLS // m ** 2)  # rows at a time: (rows, pair, pair) arrays
-    for lo in range(0, lengths.size, step):
-        at = np.arange(lo, min(lo + step, lengths.size))
-        mask = np.zeros((at.size, m, m), dtype=bool)
-        some = at[maybe[at]]
-        mask[maybe[at]] = _spread_eligible(language.k, o[some], c[some], depth[some],
-                                           kind[some], real[some], long[some], w[some])
-        a[at], b[at], ok[at] = _pick_pair(rng, mask)
-    ok = ok.astype(bool)
+    a, b, ok = _choose_pairs(rng, o.shape[1], maybe, lambda some: _spread_eligible(
+        language.k, o[some], c[some], depth[some], kind[some], real[some], long[some], w[some]))
     rows = np.arange(lengths.size)
     _exchange(codes, ok, c[rows, a], c[rows, b])
     return codes, ok, words
