@@ -186,7 +186,7 @@ def run_records(configs: Mapping[str, Any], seeds: Sequence[int], out: Any,
         results.write_records(path, done.values())
     if done:
         print(f"resumed {len(done)} of {len(wanted)} (configuration, seed) records from "
-              f"{path}", flush=True)
+              f"{results.shown(path)}", flush=True)
     todo = {label: [s for s in seeds if (label, s) not in done] for label in configs}
     todo = {label: missing for label, missing in todo.items() if missing}
 

@@ -32,8 +32,8 @@ if TYPE_CHECKING:  # torch loads only when records are touched
 
 __all__ = ["ROOT_ENV", "append_records", "baselines_path", "dataset_text", "expand_records",
            "keep_records", "read_bigbench", "read_dataset", "read_json", "read_records",
-           "read_stored", "record_files", "repo_root", "resolve", "source_root", "stored",
-           "write_bytes", "write_dataset", "write_json", "write_records", "write_text"]
+           "read_stored", "record_files", "repo_root", "resolve", "shown", "source_root",
+           "stored", "write_bytes", "write_dataset", "write_json", "write_records", "write_text"]
 
 ROOT_ENV = "DYCKBOOK_ROOT"
 _DATASET_FORMAT = "dyckbook.data.dataset/2"
@@ -53,6 +53,19 @@ def repo_root() -> Path:
     """The output root: ``$DYCKBOOK_ROOT`` if set, else the repository."""
     env = os.environ.get(ROOT_ENV)
     return Path(env).resolve() if env else source_root()
+
+
+def shown(path: str | os.PathLike[str]) -> str:
+    """``path`` as a page may print it: relative to the output root or the repository
+    (``book/results/cpu/...``, ``.cache/runs``), else its last two parts; never a machine's
+    temporary or home folders."""
+    path = Path(path).resolve()
+    for base in (repo_root(), source_root()):
+        try:
+            return path.relative_to(base.resolve()).as_posix()
+        except ValueError:
+            continue
+    return Path(*path.parts[-2:]).as_posix()
 
 
 def resolve(path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None) -> Path:

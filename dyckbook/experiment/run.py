@@ -44,7 +44,7 @@ from dyckbook.data.config import (
 )
 from dyckbook.data.presets import thesis_experiment
 from dyckbook.data.protocol import DataConfig, Splits
-from dyckbook.experiment import cache, completion_scores
+from dyckbook.experiment import cache, completion_scores, results
 from dyckbook.experiment.checkpoint import (
     CONTEXT_BYTES,
     MODEL_CONFIGS,
@@ -573,7 +573,7 @@ def run_seeds(config: RunConfig, seeds: Sequence[int], batched: bool = True,
                 found[s] = RunResult(RunRecord.from_dict(entry[0]), entry[1], data)
         if any(r is not None for r in found.values()):
             print(f"resumed {sum(r is not None for r in found.values())} of {len(found)} "
-                  f"seed(s) from {root}", flush=True)
+                  f"seed(s) from {results.shown(root)}", flush=True)
     missing = [s for s, r in found.items() if r is None]
     if missing:
         for result in _train_seeds(config, missing, batched, progress, on, root):
