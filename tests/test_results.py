@@ -4,6 +4,7 @@ import json
 import math
 import os
 import stat
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -329,3 +330,20 @@ def test_keep_records_prunes_the_companion_too(tmp_path):
     assert results.record_files("references/records.jsonl") == [
         "references/records.jsonl", "references/records.baselines.jsonl"]
     assert results.record_files("evidence.json") == ["evidence.json"]
+
+
+def test_every_committed_model_file_still_loads():
+    """A file format's name is not a module path: moving the package into concept packages once
+    renamed ``dyckbook.model/2`` and left every committed weight file unreadable (08's rerun
+    failed). Every model the cpu profile publishes must load, and score a string."""
+    import torch
+
+    from dyckbook.experiment import checkpoint
+
+    files = sorted((Path(__file__).resolve().parents[1] / "book" / "results" / "cpu").rglob("*.pt"))
+    assert files, "the cpu profile publishes model files (05_explainability)"
+    for path in files:
+        model = checkpoint.load_model(path)
+        assert model.seeds and not model.training, path
+    assert checkpoint._MODEL_FORMAT == "dyckbook.model/2"
+    assert torch.is_tensor(next(model.parameters()))

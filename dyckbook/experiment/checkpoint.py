@@ -27,7 +27,7 @@ from dyckbook.nn.thesis_model import ThesisClassifier, ThesisModelConfig
 __all__ = ["CONTEXT_BYTES", "MEMORY_ENV", "MODEL_CONFIGS", "build_model", "device_memory",
            "load_model", "save_model", "training_bytes"]
 
-_MODEL_FORMAT = "dyckbook.nn.model/2"
+_MODEL_FORMAT = "dyckbook.model/2"  # a file format's name, not a module path: never renamed
 #: bytes of device memory this process may fill (the runner gives each kernel its share; a test
 #: fakes a card with it); unset: the card's free memory
 MEMORY_ENV = "DYCKBOOK_DEVICE_MEMORY"

@@ -83,6 +83,6 @@ def check(stored: str | None, kind: str, content: Mapping[str, Any]) -> str:
     if not stored:
         return f"no {kind} key is stored"
     if stored != key(kind, content):
-        return (f"its {kind} key differs: its recipe or what it reads changed, or the results "
-                f"version is no longer {RESULTS_VERSION}'s")
+        return (f"its {kind} key differs: its recipe or what it reads changed, or it was made "
+                f"under a results version other than {RESULTS_VERSION}")
     return ""

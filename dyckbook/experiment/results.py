@@ -36,7 +36,7 @@ __all__ = ["ROOT_ENV", "append_records", "baselines_path", "dataset_text", "expa
            "stored", "write_bytes", "write_dataset", "write_json", "write_records", "write_text"]
 
 ROOT_ENV = "DYCKBOOK_ROOT"
-_DATASET_FORMAT = "dyckbook.data.dataset/2"
+_DATASET_FORMAT = "dyckbook.dataset/2"  # a file format's name, not a module path: never renamed
 
 
 def source_root() -> Path:
