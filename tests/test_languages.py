@@ -13,7 +13,14 @@ from reference_checker import is_locally_valid, local_sets
 from reference_checker import is_member as ref_member
 from scipy.stats import chisquare
 
-from dyckbook.data.languages import Dyck, local_tables, locally_valid, sample_lengths, window_index
+from dyckbook.data.languages import (
+    DeepDyck,
+    Dyck,
+    local_tables,
+    locally_valid,
+    sample_lengths,
+    window_index,
+)
 from dyckbook.data.vocab import PAD_CODE
 
 LANGUAGES = [
@@ -350,3 +357,71 @@ def test_custom_pairs_large_k_names_and_equality():
     assert Dyck(2) == Dyck(2) and hash(Dyck(2)) == hash(Dyck(2, pairs=["()", "[]"]))
     assert Dyck(2) != Dyck(2, max_depth=3) and Dyck(2) != Dyck(2, pairs=["ab", "cd"])
     assert repr(Dyck(1, 2)) == "Dyck(k=1, max_depth=2, pairs=('()',))"
+
+
+# ------------------------------------------------------------------ DeepDyck: words of depth >= D
+def ref_depth(lang: Dyck, s: str) -> int:
+    """Maximum running count of openers minus closers, by a plain loop."""
+    h = top = 0
+    for c in s:
+        h += 1 if lang.alphabet.symbols.index(c) % 2 == 0 else -1
+        top = max(top, h)
+    return top
+
+
+@pytest.mark.parametrize("k, length, depth", [(1, 10, 3), (2, 8, 3), (1, 12, 1), (3, 6, 2)],
+                         ids=str)
+def test_deep_dyck_count_and_exact_uniformity_by_brute_force(k, length, depth):
+    lang = DeepDyck(k, depth)
+    words = [w for w in all_strings(lang.alphabet.symbols, length)
+             if ref_member(Dyck(k), w) and ref_depth(lang, w) >= depth]
+    assert len(words) == lang.count(length) > 0
+    # the length among others in one batch: rows of other lengths run beside it
+    n = 20_000
+    others = [2 * depth, length + 4] * (n // 8)
+    rng = np.random.default_rng(2024)
+    sample = lang.sample(rng, list(rng.permutation([length] * n + others)))
+    assert all(ref_member(Dyck(k), w) and ref_depth(lang, w) >= depth for w in sample)
+    index = {w: i for i, w in enumerate(words)}
+    observed = np.bincount([index[w] for w in sample if len(w) == length], minlength=len(words))
+    assert observed.sum() == n
+    assert chisquare(observed).pvalue > 1e-3
+
+
+def test_deep_dyck_count_is_all_words_less_the_shallow_ones():
+    for k, length, depth in [(2, 60, 12), (1, 60, 12), (3, 40, 2), (1, 200, 30)]:
+        expected = Dyck(k).count(length) - Dyck(k, max_depth=depth - 1).count(length)
+        assert DeepDyck(k, depth).count(length) == expected > 0
+    assert DeepDyck(2, 1).count(10) == Dyck(2).count(10)  # every non-empty word
+    assert DeepDyck(1, 3).count(6) == 1 and DeepDyck(1, 3).count(4) == 0
+    assert DeepDyck(1, 3).count(7) == 0 and DeepDyck(1, 3).log_count(4) == -math.inf
+    assert DeepDyck(2, 12).log_count(60) == pytest.approx(math.log(DeepDyck(2, 12).count(60)))
+
+
+def test_deep_dyck_long_samples_are_deep_members():
+    lang = DeepDyck(3, 30)
+    codes, lengths = lang.sample_codes(np.random.default_rng(7), [60, 300, 64, 1000, 60])
+    assert lang.is_member((codes, lengths)).all()
+    assert (lang.max_depths(codes, lengths) >= 30).all()
+    assert lang.max_depths(codes[:1], lengths[:1]).tolist() == [30]  # only (^30 )^30 is that short
+    again = lang.sample_codes(np.random.default_rng(7), [60, 300, 64, 1000, 60])
+    assert (again[0] == codes).all()
+
+
+def test_deep_dyck_identity_shortest_word_and_errors():
+    lang = DeepDyck(2, 3)
+    assert lang.name == "Dyck-2 (depth >= 3)" and lang.max_depth is None
+    assert repr(lang) == "DeepDyck(k=2, min_depth=3, pairs=('()', '[]'))"
+    assert lang == DeepDyck(2, 3) and hash(lang) == hash(DeepDyck(2, 3))
+    assert lang != DeepDyck(2, 4) and lang != Dyck(2) and hash(lang) != hash(DeepDyck(2, 4))
+    assert (lang.shortest_word, Dyck(2).shortest_word, Dyck(2, 3).shortest_word) == (6, 0, 0)
+    assert "([])" in lang  # membership is Dyck-2's; depth is what sampling restricts
+    with pytest.raises(ValueError, match=r"lengths\[1\] = 4 is below 2 \* min_depth = 6"):
+        lang.sample_codes(np.random.default_rng(0), [6, 4])
+    with pytest.raises(ValueError, match=r"lengths\[0\] = 0 .*min_depth"):
+        lang.sample(np.random.default_rng(0), [0])
+    with pytest.raises(ValueError, match=r"lengths\[0\] = 7 is odd"):
+        lang.sample(np.random.default_rng(0), [7])
+    for bad in (0, 1.5, True, None):
+        with pytest.raises(ValueError, match="min_depth"):
+            DeepDyck(2, bad)

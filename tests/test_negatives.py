@@ -10,7 +10,7 @@ from reference_checker import is_dyck, is_locally_valid
 
 from dyckbook.data import negatives as N
 from dyckbook.data.hardness import profile
-from dyckbook.data.languages import Dyck, locally_valid, sample_lengths
+from dyckbook.data.languages import DeepDyck, Dyck, locally_valid, sample_lengths
 from dyckbook.data.negatives import (
     HARD_KINDS,
     LONG_RANGE_KINDS,
@@ -420,3 +420,31 @@ def test_bad_arguments():
         available_kinds(lang, -1)
     with pytest.raises(ValueError, match="k=8 and width=9"):
         sample_negatives(Dyck(8), rng, [20], window=9)
+
+
+def test_deep_languages_are_probed_at_the_length_itself():
+    """A DeepDyck has no word below 2D, and near 2D its words are nearly all alike: Dyck-1's
+    only word of length 20 and depth 10 is (^10 )^10, from which no hard kind can be made."""
+    deep, plain = DeepDyck(1, 10), Dyck(1)
+    for window in (4, None):
+        for length in (4, 18, 20):
+            assert available_kinds(deep, length, window=window) == ()
+        assert available_kinds(plain, 20, window=window) == ("dip", "rotation", "swap")
+        assert available_kinds(deep, 60, window=window)
+    assert available_kinds(deep, 20, "random") == ("random",)  # built from no word
+    assert available_kinds(deep, 18, "far") == ()
+    with pytest.raises(ValueError, match="no negative of kinds"):
+        sample_negatives(deep, np.random.default_rng(0), [20])
+
+
+@pytest.mark.parametrize("window", [None, 4])
+def test_hard_negatives_of_deep_words(window):
+    lang = DeepDyck(2, 8)
+    lengths = [L for L in range(16, 41, 2) if available_kinds(lang, L, window=window)] * 8
+    assert lengths and min(lengths) >= 16
+    strings, names = draw(lang, 3, lengths, window=window)
+    for s, name in zip(strings, names):
+        check_hard(lang, s, window)  # a non-member of all of Dyck-2 (lang.max_depth is None)
+        if name in ("crossing", "deep_mismatch"):  # the word's heights, so its depth
+            assert max(heights(lang, s)) >= 8
+    assert {"crossing", "deep_mismatch", "swap"} <= set(names)

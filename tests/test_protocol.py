@@ -419,3 +419,113 @@ def test_a_spread_test_set_pairs_spread_negatives_with_their_matched_members():
     with pytest.raises(ValueError, match="asks for spread negatives \\(spread\\), but Dyck-1"):
         DataConfig(k=1, max_length=16, test_min_length=30, test_max_length=36,
                    test_sets=("spread",))
+
+
+# ------------------------------------------------------- the deep test set and val_negatives
+def _depth(language, s):
+    """Maximum running count of openers minus closers, by a plain loop."""
+    h = top = 0
+    for c in s:
+        h += 1 if language.alphabet.symbols.index(c) % 2 == 0 else -1
+        top = max(top, h)
+    return top
+
+
+@pytest.fixture(scope="module")
+def deep_splits():
+    config = DataConfig(k=2, min_length=2, max_length=12, test_min_length=4, test_max_length=40,
+                        n_train=300, n_val=40, n_test=160, test_sets=("deep", "hard"))
+    return config, make_splits(config, 0)
+
+
+def test_the_deep_set_is_deeper_than_every_training_member(deep_splits):
+    config, splits = deep_splits
+    language, depth = config.language(test=True), splits.deep_depth
+    train_members = [s for s, y in zip(splits.train.strings(), splits.train.labels) if y == 1]
+    assert depth == 1 + max(_depth(language, s) for s in train_members)
+    deep = splits.tests["deep"]
+    assert list(splits.tests) == ["deep", "hard"] and deep.language == language  # plain Dyck-2
+    strings, labels = deep.strings(), deep.labels.astype(bool)
+    kinds = deep.kinds.astype(str)
+    assert (labels == (kinds == MEMBER)).all() and 0 < labels.sum() < len(deep)
+    assert [is_member(language, s) for s in strings] == labels.tolist()
+    assert all(_depth(language, s) >= depth for s, y in zip(strings, labels) if y)
+    # lengths: the test range from 2D on, balanced per length; strings distinct, none trained on
+    assert deep.lengths.min() >= max(4, 2 * depth) and deep.lengths.max() <= 40
+    assert (deep.lengths % 2 == 0).all()
+    for n in np.unique(deep.lengths):
+        at = deep.lengths == n
+        assert 2 * deep.labels[at].sum() == at.sum()
+    assert len(set(strings)) == len(strings)
+    assert not set(strings) & set(splits.train.strings())
+    # negatives: hard (every promise, non-local at the window), made from deep words
+    negatives = ~labels
+    _hard_promises(deep, negatives)
+    assert all(is_locally_valid(s, language.pairs, None, config.window)
+               for s in np.asarray(strings, dtype=object)[negatives])
+    assert set(kinds[negatives]) >= {"crossing", "deep_mismatch"}
+    heights_kept = np.isin(kinds, ["crossing", "deep_mismatch"])  # their words' heights
+    kept = np.asarray(strings, dtype=object)[heights_kept]
+    assert all(_depth(language, s) >= depth for s in kept)
+
+
+def test_the_deep_set_changes_no_other_draw(deep_splits):
+    config, splits = deep_splits
+    plain = make_splits(replace(config, test_sets=("hard",)), 0)
+    assert plain.deep_depth is None and list(plain.tests) == ["hard"]
+    for a, b in ((plain.train, splits.train), (plain.val, splits.val),
+                 (plain.tests["hard"], splits.tests["hard"])):
+        assert a.codes.shape == b.codes.shape and (a.codes == b.codes).all()
+        assert (a.kinds == b.kinds).all()
+
+
+def test_deep_set_errors_and_regime_lengths():
+    from dyckbook.data.languages import DeepDyck, Dyck
+    from dyckbook.data.protocol import TEST_REGIMES, TRAIN_NEGATIVES, regime_lengths
+
+    assert "deep" in TEST_REGIMES and "deep" not in TRAIN_NEGATIVES
+    short = DataConfig(k=2, min_length=2, max_length=12, n_train=300, n_val=0, n_test=40,
+                       test_sets=("deep",))
+    with pytest.raises(ValueError, match=r"test_sets asks for a deep set, of depth >= 7 .*test "
+                                         r"lengths 2\.\.12 hold no length >= 14"):
+        make_splits(short, 0)
+    with pytest.raises(ValueError, match=r"test_sets holds 'deep'.*depth 3"):
+        DataConfig(k=2, max_depth=3, test_sets=("deep",))
+    with pytest.raises(ValueError, match=r"regime 'deep'.*DeepDyck.*got Dyck-2"):
+        regime_lengths(Dyck(2), "deep", 4, 20)
+    deep = DeepDyck(2, 5)
+    lengths = regime_lengths(deep, "deep", 4, 30)
+    assert lengths == regime_lengths(deep, "hard", 4, 30) and lengths and min(lengths) >= 10
+
+
+def test_val_negatives_is_a_later_field_that_keeps_every_digest():
+    from dyckbook.experiment.run import RunConfig, config_digest
+
+    old_keys = ["held_out", "k", "max_depth", "max_length", "min_length", "n_test", "n_train",
+                "n_val", "positive_fraction", "source", "test_max_depth", "test_max_length",
+                "test_min_length", "test_sets", "thesis_generator", "thesis_split",
+                "train_negatives", "window"]
+    assert DataConfig.LATER_FIELDS == ("val_negatives",)
+    assert sorted(DataConfig().to_dict()) == old_keys
+    assert "val_negatives" not in RunConfig().to_dict()["data"]
+    # digests of the configurations before the field existed
+    assert config_digest(DataConfig().to_dict()) == "b3fb3a2aad8f07e7"
+    assert config_digest(DataConfig(k=3, max_length=48, test_sets=("hard", "stack")).to_dict()) \
+        == "b20f1ce91a1f2d8a"
+    hard = DataConfig(val_negatives="hard")
+    assert hard.to_dict()["val_negatives"] == "hard"
+    assert DataConfig.from_dict(hard.to_dict()) == hard
+    assert config_digest(hard.to_dict()) != config_digest(DataConfig().to_dict())
+    with pytest.raises(ValueError, match=r"DataConfig\.val_negatives must be one of .*'stack'"):
+        DataConfig(val_negatives="stack")
+
+
+def test_val_negatives_hard_leaves_the_stack_set_out_of_validation():
+    base = {"k": 3, "min_length": 30, "max_length": 48, "n_train": 100, "n_val": 80,
+            "n_test": 1, "test_sets": ("random",)}
+    auto = make_splits(DataConfig(**base), 0).val
+    hard = make_splits(DataConfig(**base, val_negatives="hard"), 0).val
+    assert "stack" in set(auto.kinds.astype(str))
+    kinds = set(hard.kinds.astype(str))
+    assert "stack" not in kinds and kinds - {MEMBER} <= set(N.HARD_KINDS)
+    assert len(kinds - {MEMBER}) >= 2

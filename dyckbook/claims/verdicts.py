@@ -26,10 +26,15 @@ import numpy as np
 
 from dyckbook.experiment.intervals import interval, intervals
 
-__all__ = ["CHANCE", "LABELS", "RULES", "UNREGISTERED", "Evidence", "Rule", "Verdict", "gather",
+__all__ = ["CHANCE", "LABELS", "NOT_TESTABLE", "RULES", "UNREGISTERED", "Evidence", "Rule",
+           "Verdict", "gather",
            "held_out_best", "sensitivity", "verdicts"]
 
 LABELS = ("reproduced", "qualified", "refuted")
+#: the label of a rule whose evidence cannot test the claim: a stack-free rule does as well on
+#: the same test distribution, or the models never learned within their training lengths (a
+#: rule that can say so lists it in ``Rule.labels``)
+NOT_TESTABLE = "not testable"
 UNREGISTERED = "not judged"  # the label of a claim whose run's recipe is not the registered one
 CHANCE = 0.6  # "about 50%": an interval below this bar is a model at chance on a balanced set
 _INTERVALS: dict[tuple, tuple[float, float]] = {}  # (values, bounds) -> interval, computed once
@@ -97,6 +102,8 @@ class Rule:
         run: the run of ``notebooks/experiments.yml`` that measures the evidence (its recipe is
             registered in ``notebooks/registrations.yml``).
         shows: evidence printed beside the verdict but not judged (the stack set's, a floor).
+        labels: the labels the rule can give (:data:`LABELS`, and :data:`NOT_TESTABLE` where
+            its evidence can fail to test the claim).
     """
 
     claim: str
@@ -108,12 +115,18 @@ class Rule:
     judge: Callable[[Mapping[str, Evidence]], str]
     run: str
     shows: tuple[str, ...] = ()
+    labels: tuple[str, ...] = LABELS
+    not_testable_if: str = ""
 
     def text(self) -> dict[str, Any]:
-        """Everything a reader is told about the rule (what its registration digests)."""
-        return {"claim": self.claim, "statement": self.statement, "needs": list(self.needs),
-                "evidence": self.evidence, "reproduced_if": self.reproduced_if,
-                "refuted_if": self.refuted_if, "run": self.run, "shows": list(self.shows)}
+        """Everything a reader is told about the rule (what its registration digests; a rule
+        that cannot say "not testable" is digested as before that label existed)."""
+        out = {"claim": self.claim, "statement": self.statement, "needs": list(self.needs),
+               "evidence": self.evidence, "reproduced_if": self.reproduced_if,
+               "refuted_if": self.refuted_if, "run": self.run, "shows": list(self.shows)}
+        if self.not_testable_if:
+            out["not_testable_if"] = self.not_testable_if
+        return out
 
 
 def _bars(x: Evidence, reproduced: Callable[[float, float], bool],
@@ -143,6 +156,37 @@ def _lengths(e: Mapping[str, Evidence], k: int) -> str:
     if beyond[0] >= 0.95:
         return "refuted"
     return "reproduced" if beyond[1] < 0.90 and within[0] >= 0.95 else "qualified"
+
+
+def _beyond(e: Mapping[str, Evidence], m: int) -> str:
+    beyond, within = e[f"lengths_{m}x_k3"].interval, e["lengths_1x_k3"].interval
+    if e[f"adversary_{m}x_k3"].mean >= 0.90 or within[0] < 0.95:
+        return NOT_TESTABLE
+    if beyond[0] >= 0.95:
+        return "refuted"
+    return "reproduced" if beyond[1] < 0.90 else "qualified"
+
+
+def _beyond_rule(m: int) -> Rule:
+    return Rule(
+        f"lengths_{m}x_k3",
+        f"Models generalise only to lengths seen in training (the thesis' claim 4), asked of "
+        f"the Dyck-3 recipe that learns (language-model loss, mean readout) with positions that "
+        f"can extend, at {m}x the training lengths (issue 63).",
+        (f"lengths_{m}x_k3", "lengths_1x_k3", f"adversary_{m}x_k3"),
+        f"`lengths_{m}x_k3`: per seed, the lower of the stack-set (W = ceil(n/3)) and spread-set "
+        f"(W = ceil(n/6)) accuracies at {m}x N (lengths {m // 2 * 48 + 2}-{m * 48}, N = 48) of "
+        f"the held-out best Transformer configuration of the study, chosen by that measure "
+        f"(every seed; trained on hard negatives only, lengths 4-48, validated on hard "
+        f"negatives only). `lengths_1x_k3`: the same configuration and seeds at lengths 30-48. "
+        f"`adversary_{m}x_k3`: the strongest stack-free rule's lower accuracy over the two sets "
+        f"at {m}x N, the higher of its two fits: on the models' own training strings, and on "
+        f"each test distribution itself (`adversary.attack_regime`).",
+        "beyond below 0.90 while within is within [0.95, 1]", "beyond within [0.95, 1]",
+        lambda e, m=m: _beyond(e, m), run="beyond-lengths",
+        labels=(*LABELS, NOT_TESTABLE),
+        not_testable_if="the adversary reaches 0.90 on both sets, or within's interval reaches "
+                        "below 0.95 (the models did not learn within their lengths)")
 
 
 def _bidirectional(k: int) -> Rule:
@@ -229,6 +273,7 @@ RULES: tuple[Rule, ...] = (
          lambda e: _bars(e["recipe_best_k3"], lambda lo, hi: lo >= 0.99,
                          lambda lo, hi: hi < 0.90), run="learning-dyck3",
          shows=("shortcut_k3",)),
+    _beyond_rule(2), _beyond_rule(4),
     Rule("static_head", "The final layer's weights barely move during training.",
          ("head_reset_drop",),
          "`head_reset_drop`: hard-test accuracy lost when the trained classifier head is put "

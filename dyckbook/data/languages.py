@@ -1,4 +1,5 @@
-"""Dyck-k and Dyck-(k, D): vectorised membership, structure, uniform sampling, local validity."""
+"""Dyck-k and Dyck-(k, D): vectorised membership, structure, uniform sampling, local validity;
+:class:`DeepDyck`, Dyck-k sampled among its words of depth at least D."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 
 from dyckbook.data.vocab import PAD_CODE, Alphabet, check_codes
 
-__all__ = ["Dyck", "check_int", "check_lengths", "check_rng", "local_tables", "locally_valid",
+__all__ = ["DeepDyck", "Dyck", "check_int", "check_lengths", "check_rng", "local_tables", "locally_valid",
            "sample_lengths", "window_index"]
 
 _CELLS = 1 << 22  # cells of a padded matrix that one batch kernel call processes at once
@@ -192,6 +193,88 @@ def _up_table(steps: int, depth: int) -> np.ndarray:
     return table
 
 
+def _ballot(r: int, h: int) -> int:
+    """Paths of r steps (+1 or -1) from height h to 0 that never go below 0 (exact)."""
+    if r < h or (r - h) % 2:
+        return 0
+    u = (r - h) // 2  # up steps
+    return math.comb(r, u) - (math.comb(r, u - 1) if u else 0)
+
+
+def _deep_rows(steps: int, depth: int) -> Iterator[list[int]]:
+    """For r = 0..steps, the exact ``[N(r, h) for h in 0..depth]``: the ways to finish r steps
+    from height h at 0, never below 0, reaching ``depth`` on the way. A path at ``depth`` has
+    reached it, so every way counts there (the ballot number); below, N(r, h) = N(r - 1, h + 1)
+    + N(r - 1, h - 1), i.e. all ways less those that stay within [0, depth - 1]."""
+    row = [0] * (depth + 1)  # r = 0: only height 0 finishes, and it has not reached depth >= 1
+    yield row
+    for r in range(1, steps + 1):
+        row = [row[h + 1] + (row[h - 1] if h else 0) for h in range(depth)] + [_ballot(r, depth)]
+        yield row
+
+
+@functools.lru_cache(maxsize=8)
+def _deep_up_table(steps: int, depth: int) -> np.ndarray:
+    """P(up | r steps left, height h, ``depth`` not reached yet) for uniform paths that end at 0
+    and reach ``depth``: N(r - 1, h + 1) / N(r, h) of :func:`_deep_rows`, each ratio of exact
+    ints rounded once to float64 (0 where no path finishes).
+
+    Returns:
+        float64 ``(steps + 1, depth)``, read-only; column h for height h < ``depth``.
+    """
+    table = np.zeros((steps + 1, depth))
+    before = None
+    for r, row in enumerate(_deep_rows(steps, depth)):
+        if before is not None:
+            table[r] = [before[h + 1] / row[h] if row[h] else 0.0 for h in range(depth)]
+        before = row
+    table.flags.writeable = False
+    return table
+
+
+def _walk(lengths: np.ndarray, width: int,
+          step: Callable[[int, np.ndarray, np.ndarray], np.ndarray]) -> tuple[np.ndarray, ...]:
+    """One path per row for decreasing ``lengths``: ``step(t, h, r)`` says which of the rows
+    still running (a prefix, heights h and steps left r, float64) go up at step t.
+
+    Returns:
+        ``(down, level)``, each ``(pos, batch)``: uint8 1 for a down step; the level of each
+        step (opener: height after it; closer: height before it), uint8 (int16 from 510).
+    """
+    n = lengths.size
+    down = np.ones((width, n), dtype=np.uint8)
+    level = np.zeros((width, n), dtype=np.uint8 if width < 510 else np.int16)
+    h = np.zeros(n)
+    rem_0 = lengths.astype(np.float64)
+    active = n
+    for t in range(width):
+        while lengths[active - 1] <= t:
+            active -= 1
+        hh, rem = h[:active], rem_0[:active] - t
+        up = step(t, hh, rem)
+        down[t, :active] = ~up
+        level[t, :active] = hh + up  # opener: height after it; closer: height before it
+        hh += 2.0 * up - 1.0
+    return down, level
+
+
+def _type_pairs(k: int, rng: np.random.Generator, down: np.ndarray, level: np.ndarray,
+                lengths: np.ndarray) -> np.ndarray:
+    """Codes of the paths of :func:`_walk`, each pair given an independent uniform type (one
+    ``rng.integers`` call, none when k = 1): uint8 ``(batch, pos)``, padded with PAD_CODE."""
+    width, n = down.shape
+    codes = np.ascontiguousarray(down.T)
+    valid = _valid(lengths, width)
+    if k > 1:
+        order = _sort_levels(np.ascontiguousarray(level.T), valid)
+        types = 2 * rng.integers(0, k, size=(n, width // 2), dtype=np.uint8)
+        typed = np.repeat(types, 2, axis=1)
+        typed[:, 1::2] += 1
+        np.put_along_axis(codes, order, typed, axis=1)
+    codes[~valid] = PAD_CODE
+    return codes
+
+
 # ------------------------------------------------------------------------------ the language
 class Dyck:
     """Dyck-k, the well-nested words over k bracket types, or Dyck-(k, D), depth at most D.
@@ -210,6 +293,13 @@ class Dyck:
         self.k, self.pairs = self.alphabet.k, self.alphabet.pairs
         self.max_depth = None if max_depth is None else check_int("max_depth", max_depth, 1)
         self.name = f"Dyck-{self.k}" if max_depth is None else f"Dyck-({self.k}, {self.max_depth})"
+
+    @property
+    def shortest_word(self) -> int:
+        """The shortest length :meth:`sample_codes` draws words of: 0 (the empty word) here;
+        2D for :class:`DeepDyck`. Samplers of other strings built from words (the hard
+        negatives) exist only from this length on."""
+        return 0
 
     def _codes(self, codes: object, lengths: object) -> Codes:
         return check_codes(codes, lengths, 2 * self.k)
@@ -382,32 +472,15 @@ class Dyck:
             table = _up_table(steps, min(self.max_depth, steps // 2))
             flat_table, cols = table.ravel(), table.shape[1]
         u = rng.random((width, n))  # (pos, batch): every step reads a contiguous row
-        down = np.ones((width, n), dtype=np.uint8)
-        level = np.zeros((width, n), dtype=np.uint8 if width < 510 else np.int16)
-        h = np.zeros(n)
-        rem_0 = lengths.astype(np.float64)
-        active = n
-        for t in range(width):
-            while lengths[active - 1] <= t:
-                active -= 1
-            hh, rem = h[:active], rem_0[:active] - t
-            if self.max_depth is None:
-                up = u[t, :active] * (2.0 * rem * (hh + 1.0)) < (rem - hh) * (hh + 2.0)
-            else:
-                up = u[t, :active] < flat_table[rem.astype(np.int64) * cols + hh.astype(np.int64)]
-            down[t, :active] = ~up
-            level[t, :active] = hh + up  # opener: height after it; closer: height before it
-            hh += 2.0 * up - 1.0
-        codes = np.ascontiguousarray(down.T)
-        valid = _valid(lengths, width)
-        if self.k > 1:
-            order = _sort_levels(np.ascontiguousarray(level.T), valid)
-            types = 2 * rng.integers(0, self.k, size=(n, width // 2), dtype=np.uint8)
-            typed = np.repeat(types, 2, axis=1)
-            typed[:, 1::2] += 1
-            np.put_along_axis(codes, order, typed, axis=1)
-        codes[~valid] = PAD_CODE
-        return codes
+        if self.max_depth is None:
+            def step(t: int, hh: np.ndarray, rem: np.ndarray) -> np.ndarray:
+                return u[t, : hh.size] * (2.0 * rem * (hh + 1.0)) < (rem - hh) * (hh + 2.0)
+        else:
+            def step(t: int, hh: np.ndarray, rem: np.ndarray) -> np.ndarray:
+                return u[t, : hh.size] < flat_table[rem.astype(np.int64) * cols
+                                                    + hh.astype(np.int64)]
+        down, level = _walk(lengths, width, step)
+        return _type_pairs(self.k, rng, down, level, lengths)
 
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and repr(other) == repr(self)
@@ -417,6 +490,104 @@ class Dyck:
 
     def __repr__(self) -> str:
         return f"Dyck(k={self.k}, max_depth={self.max_depth}, pairs={self.pairs!r})"
+
+
+class DeepDyck(Dyck):
+    """Dyck-k sampled among its words of depth (maximum height) at least D: test strings
+    deeper than any training string.
+
+    Membership, structure and local validity are Dyck-k's (:meth:`is_member` accepts shallow
+    words too, so a negative built from a deep word is verified against all of Dyck-k, and the
+    hard negatives keep their meaning); what is restricted is what :meth:`sample_codes` draws
+    and what :meth:`count` counts, the words of depth >= ``min_depth``. A word of depth D has
+    at least 2D symbols (:attr:`shortest_word`). Test depth with :meth:`max_depths`.
+
+    Attributes:
+        min_depth: D >= 1.
+        name: ``"Dyck-3 (depth >= 5)"``.
+    """
+
+    def __init__(self, k: int, min_depth: int, pairs: Sequence[str] | None = None) -> None:
+        super().__init__(k, None, pairs)
+        self.min_depth = check_int("min_depth", min_depth, 1)
+        self.name = f"Dyck-{self.k} (depth >= {self.min_depth})"
+
+    @property
+    def shortest_word(self) -> int:
+        """2D: the shortest word of depth D, D openers then D closers."""
+        return 2 * self.min_depth
+
+    def count(self, length: int) -> int:
+        """Exact number of words of ``length`` and depth >= D: paths times k^(length/2)."""
+        length = check_int("length", length, 0)
+        if length % 2 or length < self.shortest_word:
+            return 0
+        for row in _deep_rows(length, self.min_depth):
+            pass
+        return row[0] * self.k ** (length // 2)
+
+    def log_count(self, length: int) -> float:
+        """Natural log of :meth:`count` (-inf where it is 0)."""
+        count = self.count(length)
+        return math.log(count) if count else -math.inf
+
+    def sample_codes(self, rng: np.random.Generator, lengths: Sequence[int]) -> Codes:
+        """One exactly uniform word of depth >= D of each requested length.
+
+        Args:
+            rng: Source of randomness.
+            lengths: Even ints >= 2D ``(batch,)``.
+
+        Returns:
+            ``(codes, lengths)`` as :meth:`Dyck.sample_codes`.
+
+        Raises:
+            ValueError: a length below 2 * ``min_depth`` (no word that deep exists), or an
+                argument that :meth:`Dyck.sample_codes` refuses.
+        """
+        checked = check_lengths(lengths)
+        short = checked < self.shortest_word
+        if short.any():
+            i = int(np.argmax(short))
+            raise ValueError(f"lengths[{i}] = {checked[i]} is below 2 * min_depth = "
+                             f"{self.shortest_word}: {self.name} has no word that short")
+        return super().sample_codes(rng, lengths)
+
+    def _sample_block(self, rng: np.random.Generator, lengths: np.ndarray) -> np.ndarray:
+        """Uniform deep words for decreasing ``lengths`` (each >= 2D): a path uniform among
+        those that reach D, then uniform pair types as :meth:`Dyck._sample_block` (same draws:
+        ``rng.random((pos, batch))``, then the types).
+
+        Until a row has reached D it opens with probability N(r - 1, h + 1) / N(r, h), N
+        counting the ways to finish that reach D (:func:`_deep_up_table`, exact ints rounded
+        once); from then on every way to finish counts, so it opens with the unbounded ballot
+        ratio.
+
+        Returns:
+            uint8 ``(batch, pos)``.
+        """
+        n = lengths.size
+        width = int(lengths[0])
+        depth = self.min_depth
+        steps = 1 << max(6, (width - 1).bit_length())  # few distinct sizes, so the cache hits
+        flat_table = _deep_up_table(steps, depth).ravel()
+        reached = np.zeros(n, dtype=bool)
+        u = rng.random((width, n))  # (pos, batch), as Dyck's
+
+        def step(t: int, hh: np.ndarray, rem: np.ndarray) -> np.ndarray:
+            a = hh.size
+            free = u[t, :a] * (2.0 * rem * (hh + 1.0)) < (rem - hh) * (hh + 2.0)
+            below = np.minimum(hh, depth - 1).astype(np.int64)
+            bound = u[t, :a] < flat_table[rem.astype(np.int64) * depth + below]
+            up = np.where(reached[:a], free, bound)
+            reached[:a] |= up & (hh >= depth - 1)
+            return up
+
+        down, level = _walk(lengths, width, step)
+        return _type_pairs(self.k, rng, down, level, lengths)
+
+    def __repr__(self) -> str:
+        return f"DeepDyck(k={self.k}, min_depth={self.min_depth}, pairs={self.pairs!r})"
 
 
 # ----------------------------------------------- local validity: what a window of w symbols can see

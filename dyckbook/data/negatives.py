@@ -63,6 +63,11 @@ large enough); in the non-local regime also a deterministic probe: the kind is a
 at least 20 of 2048 fixed-seed candidates of the length keep every promise. Pass rates grow with
 the length, so lengths beyond 8w + 8 take the verdict of 8w + 8 (under D = 1 nothing is ever
 non-local; under D = 2 no crossing is, its child being a leaf).
+
+A language whose words start at some length (``shortest_word`` > 0: a
+:class:`~dyckbook.data.languages.DeepDyck`, whose words reach depth D, so hard negatives are
+made from deep words) has no hard negative below it, and every hard kind is probed at the
+requested length itself (local regime included): near 2D its words are nearly all alike.
 """
 
 from __future__ import annotations
@@ -515,12 +520,14 @@ def _candidates(language, rng, name, lengths, window) -> tuple[np.ndarray, ...]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _probe(language: Dyck, name: str, length: int, window: int) -> bool:
-    """Whether >= ``_PROBE_PASSES`` of ``_PROBE_SIZE`` fixed-seed candidates keep every promise.
+def _probe(language: Dyck, name: str, length: int, window: int | None) -> bool:
+    """Whether >= ``_PROBE_PASSES`` of ``_PROBE_SIZE`` fixed-seed candidates keep every promise
+    (``window`` None: the local regime's promises; long-range kinds pass 0).
 
     The first 256 candidates usually settle it; the rest come in one block if they do not.
     """
-    seed = [language.k, language.max_depth or 0, length, list(NEGATIVE_KINDS).index(name), window]
+    seed = [language.k, language.max_depth or 0, length, list(NEGATIVE_KINDS).index(name),
+            window or 0]
     rng, passes = np.random.default_rng(seed), 0
     size = _PROBE_SIZE * (_LONG_RANGE_PROBE if NEGATIVE_KINDS[name].long_range else 1)
     for block in (256, size - 256):
@@ -542,7 +549,9 @@ def _available(language: Dyck, name: str, length: int, window: int | None) -> bo
     if language.max_depth is not None and language.max_depth < kind.min_depth:
         return False
     if kind.long_range:  # W grows with the length: every length is probed
-        return _probe(language, name, length, 0)
+        return length >= language.shortest_word and _probe(language, name, length, 0)
+    if language.shortest_word > 0:  # words from some length on (DeepDyck): probe that length
+        return length >= language.shortest_word and _probe(language, name, length, window)
     if window is None:
         return True
     # pass rates grow with the length, so the longest probed length speaks for longer ones

@@ -29,6 +29,15 @@ Test regimes (negative kinds of a test set):
             themselves), W = max(4, ceil(length / 6)): every relation that differs lies W or
             more apart, and a rule of reach r meets negatives whose W exceeds r from about
             6r on (issue 63). The training mixture never holds it.
+``deep``    a test set only: members of depth at least D = 1 + the depth of the deepest
+            training member (so deeper than any training string), against hard negatives
+            (non-local at ``window``) made from such words, at the test lengths >= 2D
+            (:class:`~dyckbook.data.languages.DeepDyck`); ``Splits.deep_depth`` holds D. Its
+            strings are labelled by the plain test language (Dyck-k), as every other set's.
+
+Validation (``val_negatives``): ``auto``, the hard set plus a stack set where the training
+lengths admit one; ``hard``, the hard set alone, so that a study whose tests are long-range sets
+never selects a model on their kind.
 """
 
 from __future__ import annotations
@@ -43,7 +52,7 @@ import numpy as np
 from dyckbook.data import negatives as N
 from dyckbook.data.config import Config
 from dyckbook.data.dataset import MEMBER, Dataset, string_hash
-from dyckbook.data.languages import Dyck
+from dyckbook.data.languages import DeepDyck, Dyck
 from dyckbook.data.thesis import (
     THESIS_GENERATORS,
     THESIS_PAIRS,
@@ -52,14 +61,16 @@ from dyckbook.data.thesis import (
     thesis_split_sizes,
 )
 
-__all__ = ["LONG_RANGE", "REGIMES", "SOURCES", "TEST_REGIMES", "TRAIN_NEGATIVES", "DataConfig",
-           "Splits", "balanced_sample", "make_splits", "regime_lengths"]
+__all__ = ["LONG_RANGE", "REGIMES", "SOURCES", "TEST_REGIMES", "TRAIN_NEGATIVES", "VAL_NEGATIVES",
+           "DataConfig", "Splits", "balanced_sample", "make_splits", "regime_lengths"]
 
 #: the regimes of the training mixture (``train_negatives: mix``) and of the test sets
 REGIMES = ("hard", "local", "random", "stack")
-#: a test set may also be ``spread``, which training never sees
-TEST_REGIMES = (*REGIMES, "spread")
+#: a test set may also be ``spread`` or ``deep``, which training never sees
+TEST_REGIMES = (*REGIMES, "spread", "deep")
 TRAIN_NEGATIVES = ("mix", "hard", "local", "random", "stack")
+#: the validation set's regimes: ``auto`` (hard, plus stack where the lengths admit it) | ``hard``
+VAL_NEGATIVES = ("auto", "hard")
 #: the long-range regimes: their negative kind for a language, and the ``_sample`` regime of
 #: their matched members (the stack set's keeps its old name, so its draws are unchanged)
 LONG_RANGE: dict[str, tuple[Callable[[Dyck], str], str]] = {
@@ -101,6 +112,11 @@ class DataConfig(Config):
     thesis_generator: str = "0.1.8"  # source thesis: the library version (thesis.THESIS_GENERATORS)
     thesis_split: str = "thesis"  # source thesis: "thesis" (train/val/test in one random_split)
     #                               | "80/20" (train/val; the test set generated apart)
+    val_negatives: str = "auto"  # auto (hard, local where none, plus stack where the training
+    #                              lengths admit it) | hard (the hard or local set alone)
+
+    #: added after records were written: left out of ``to_dict`` at its default (digests kept)
+    LATER_FIELDS = ("val_negatives",)
 
     def __post_init__(self) -> None:
         if isinstance(self.test_sets, str):
@@ -126,7 +142,8 @@ class DataConfig(Config):
             if a > b or (a + 1) // 2 > b // 2:
                 raise ValueError(f"DataConfig lengths {a}..{b} ({lo}, {hi}) hold no even length")
         choices = (("train_negatives", TRAIN_NEGATIVES), ("source", SOURCES),
-                   ("thesis_generator", THESIS_GENERATORS), ("thesis_split", THESIS_SPLITS))
+                   ("thesis_generator", THESIS_GENERATORS), ("thesis_split", THESIS_SPLITS),
+                   ("val_negatives", VAL_NEGATIVES))
         for name, allowed in choices:
             if getattr(self, name) not in allowed:
                 raise ValueError(f"DataConfig.{name} must be one of {allowed}, "
@@ -134,6 +151,11 @@ class DataConfig(Config):
         for regime in self.test_sets:
             if regime not in TEST_REGIMES:
                 raise ValueError(f"DataConfig.test_sets holds {regime!r}; known: {TEST_REGIMES}")
+        bound = self.language(test=True).max_depth
+        if "deep" in self.test_sets and bound is not None:
+            raise ValueError(f"DataConfig.test_sets holds 'deep', whose words are deeper than any "
+                             f"training word, but the test strings are bounded to depth {bound} "
+                             f"(test_max_depth / max_depth): leave both None")
         for regime in LONG_RANGE:
             if regime not in self.test_sets and self.train_negatives != regime:
                 continue
@@ -189,11 +211,14 @@ class Splits:
         tests: ``{name: dataset}``: one deduplicated, per-length balanced set per regime of
             ``DataConfig.test_sets``, plus ``"thesis"`` (the thesis' own test split) when the
             source is the thesis.
+        deep_depth: D of the ``deep`` test set (its members have depth >= D, one more than
+            the deepest training member), or None without one.
     """
 
     train: Dataset
     val: Dataset
     tests: dict[str, Dataset]
+    deep_depth: int | None = None
 
     def summary(self) -> dict[str, dict[str, Any]]:
         """Realised size, members, distinct strings, lengths and kinds of every set."""
@@ -230,10 +255,47 @@ def make_splits(config: DataConfig, seed: int,
     regimes = _val_regimes(config)
     val = _balanced_sets(language, regimes, lo, hi, config.n_val // len(regimes), config.window,
                          rngs[1], lambda h: in_pool(h, _VAL), share)
-    tests = _balanced_sets(config.language(test=True), config.test_sets,
+    others = tuple(r for r in config.test_sets if r != "deep")
+    tests = _balanced_sets(config.language(test=True), others,
                            *config.lengths(test=True), config.n_test, config.window, rngs[2],
                            lambda h: in_pool(h, _TEST), share)
-    return Splits(train, Dataset.concat(list(val.values())), tests)
+    tests, depth = _with_deep(config, train, tests, rngs[2], lambda h: in_pool(h, _TEST), share)
+    return Splits(train, Dataset.concat(list(val.values())), tests, depth)
+
+
+def _with_deep(config: DataConfig, train: Dataset, tests: dict[str, Dataset],
+               rng: np.random.Generator, accept: Callable[[np.ndarray], np.ndarray],
+               share: float) -> tuple[dict[str, Dataset], int | None]:
+    """``tests`` with the ``deep`` set, when ``config.test_sets`` asks for it, in the order of
+    ``test_sets``, and its D (None without one). Drawn after every other set from their
+    stream, so that none of their draws changes.
+
+    The set is :func:`_balanced_sets`'s hard set of ``DeepDyck(k, D)`` at the test lengths
+    >= 2D, D one more than the depth of the deepest training member, relabelled as the plain
+    test language's (a member of depth >= D is a member; every negative is a verified
+    non-member of Dyck-k).
+    """
+    if "deep" not in config.test_sets:
+        return tests, None
+    language = config.language(test=True)
+    members = np.flatnonzero(train.labels == 1)
+    depth = 1 + int(language.max_depths(train.codes[members], train.lengths[members]).max(
+        initial=0))
+    deep = DeepDyck(language.k, depth, pairs=language.pairs)
+    lo, hi = config.lengths(test=True)
+    lo = max(lo, deep.shortest_word)
+    if not any(_has_negatives(deep, int(L), "hard", config.window) for L in _even_lengths(lo, hi)):
+        what = (f"no length >= {deep.shortest_word} (2D)" if hi < lo else
+                f"no hard negative made from such a word (lengths {lo}..{hi})")
+        raise ValueError(f"DataConfig.test_sets asks for a deep set, of depth >= {depth} (one "
+                         f"more than the deepest training member), but the test lengths "
+                         f"{config.lengths(test=True)[0]}..{hi} hold {what}: raise "
+                         f"test_max_length")
+    made = _balanced_sets(deep, ("hard",), lo, hi, config.n_test, config.window, rng, accept,
+                          share)["hard"]
+    tests = {**tests, "deep": Dataset(language, made.codes, made.lengths, made.labels,
+                                      made.kinds)}
+    return {name: tests[name] for name in config.test_sets}, depth
 
 
 def _pool_test(salt: int, held_out: float) -> Callable[[np.ndarray, int], np.ndarray]:
@@ -249,19 +311,27 @@ def _pool_test(salt: int, held_out: float) -> Callable[[np.ndarray, int], np.nda
 
 
 def _val_regimes(config: DataConfig) -> tuple[str, ...]:
-    """Hard negatives for validation (local where the training lengths admit none), and stack
-    negatives where they admit those."""
+    """Hard negatives for validation (local where the training lengths admit none), and, with
+    ``val_negatives`` "auto", stack negatives where they admit those."""
     language = config.language()
     lo, hi = config.lengths()
     even = range(lo + lo % 2, hi + 1, 2)
     first = "hard" if any(_has_negatives(language, L, "hard", config.window) for L in even) \
         else "local"
+    if config.val_negatives == "hard":
+        return (first,)
     stack = any(_has_negatives(language, L, "stack", config.window) for L in even)
     return (first, "stack") if stack else (first,)
 
 
 def _regime_args(regime: str, window: int, language: Dyck) -> tuple[str, int | None]:
     """``(kinds, window)`` of :func:`negatives.sample_negatives` for a regime."""
+    if regime == "deep":  # the hard kinds of a DeepDyck, whose D make_splits finds
+        if not isinstance(language, DeepDyck):
+            raise ValueError(f"regime 'deep' has the hard negatives of a DeepDyck (its depth D: "
+                             f"one more than the deepest training member, as make_splits "
+                             f"finds it), got {language.name}; pass DeepDyck(k, D)")
+        return "hard", window
     if regime in LONG_RANGE:
         return LONG_RANGE[regime][0](language), None
     if regime == "random":
@@ -295,9 +365,12 @@ def _sample(language: Dyck, regime: str, lengths: np.ndarray, window: int,
 
 def regime_lengths(language: Dyck, regime: str, lo: int, hi: int,
                    window: int = N.DEFAULT_WINDOW) -> list[int]:
-    """The even lengths in ``[lo, hi]`` at which ``regime`` has negatives for ``language``."""
+    """The even lengths in ``[lo, hi]`` at which ``regime`` has negatives for ``language``
+    (``deep``: the hard negatives of a :class:`~dyckbook.data.languages.DeepDyck`, from 2D on;
+    any other language is refused, D being the training set's)."""
     if regime not in TEST_REGIMES:
         raise ValueError(f"regime must be one of {TEST_REGIMES}, got {regime!r}")
+    _regime_args(regime, window, language)  # refuses what it cannot answer for
     return [int(L) for L in _even_lengths(lo, hi) if _has_negatives(language, int(L), regime,
                                                                     window)]
 
@@ -488,9 +561,11 @@ def _thesis_splits(config: DataConfig, seed: int, permutation: np.ndarray | None
         test = _thesis_dataset(language, thesis_samples(config.n_test, config.k, tlo, thi, 0.5,
                                                         generator=config.thesis_generator))
     seen = train.hashes()
-    tests = _balanced_sets(config.language(test=True), config.test_sets, tlo, thi, config.n_test,
+    others = tuple(r for r in config.test_sets if r != "deep")
+    tests = _balanced_sets(config.language(test=True), others, tlo, thi, config.n_test,
                            config.window, rngs[2], lambda h: ~np.isin(h, seen), 1.0)
-    return Splits(train, val, {"thesis": test, **tests})
+    tests, depth = _with_deep(config, train, tests, rngs[2], lambda h: ~np.isin(h, seen), 1.0)
+    return Splits(train, val, {"thesis": test, **tests}, depth)
 
 
 def _thesis_dataset(language: Dyck, strings: list[str]) -> Dataset:
