@@ -42,7 +42,8 @@ MODULES = {
     **{m: "experiment" for m in ("train", "evaluate", "intervals", "record", "results",
                                  "checkpoint", "cache", "run", "recipe", "grid",
                                  "completion_scores")},
-    **{m: "interp" for m in ("explain", "probes", "patching", "constructions")},
+    **{m: "interp" for m in ("explain", "probes", "patching", "readout",
+                             "constructions")},
     **{m: "claims" for m in ("verdicts", "registry")},
 }
 

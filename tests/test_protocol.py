@@ -498,16 +498,16 @@ def test_deep_set_errors_and_regime_lengths():
     assert lengths == regime_lengths(deep, "hard", 4, 30) and lengths and min(lengths) >= 10
 
 
-def test_val_negatives_is_a_later_field_that_keeps_every_digest():
+def test_val_negatives_and_test_pool_are_later_fields_that_keep_every_digest():
     from dyckbook.experiment.run import RunConfig, config_digest
 
     old_keys = ["held_out", "k", "max_depth", "max_length", "min_length", "n_test", "n_train",
                 "n_val", "positive_fraction", "source", "test_max_depth", "test_max_length",
                 "test_min_length", "test_sets", "thesis_generator", "thesis_split",
                 "train_negatives", "window"]
-    assert DataConfig.LATER_FIELDS == ("val_negatives",)
+    assert DataConfig.LATER_FIELDS == ("val_negatives", "test_pool")
     assert sorted(DataConfig().to_dict()) == old_keys
-    assert "val_negatives" not in RunConfig().to_dict()["data"]
+    assert not {"val_negatives", "test_pool"} & set(RunConfig().to_dict()["data"])
     # digests of the configurations before the field existed
     assert config_digest(DataConfig().to_dict()) == "b3fb3a2aad8f07e7"
     assert config_digest(DataConfig(k=3, max_length=48, test_sets=("hard", "stack")).to_dict()) \
@@ -518,6 +518,43 @@ def test_val_negatives_is_a_later_field_that_keeps_every_digest():
     assert config_digest(hard.to_dict()) != config_digest(DataConfig().to_dict())
     with pytest.raises(ValueError, match=r"DataConfig\.val_negatives must be one of .*'stack'"):
         DataConfig(val_negatives="stack")
+    beyond = DataConfig(test_pool="beyond")
+    assert DataConfig.from_dict(beyond.to_dict()) == beyond
+    with pytest.raises(ValueError, match=r"DataConfig\.test_pool must be one of .*'open'"):
+        DataConfig(test_pool="open")
+
+
+def test_test_pool_beyond_takes_every_longer_string_and_keeps_the_rest_pooled():
+    """Test strings longer than every training string are drawn whatever their pool (none can be
+    a training or validation string); shorter ones still come from the test pool only."""
+    from dyckbook.data.dataset import string_hash  # noqa: F401  (the pool's hash)
+
+    base = DataConfig(k=2, max_length=16, test_max_length=32, n_train=600, n_val=40,
+                      n_test=400, test_sets=("hard",))
+    hashed, beyond = make_splits(base, 3), make_splits(replace(base, test_pool="beyond"), 3)
+    for splits in (hashed, beyond):
+        test = splits.tests["hard"]
+        assert len(set(test.hashes().tolist())) == len(test)  # distinct
+        assert not set(test.hashes().tolist()) & set(splits.train.hashes().tolist())
+        assert not set(test.hashes().tolist()) & set(splits.val.hashes().tolist())
+        assert set(range(18, 33, 2)) <= set(np.unique(test.lengths).tolist())
+    # within the training lengths both draw from the same test pool: the strings a hashed split
+    # may hold there are those its pool accepts, and the beyond split's short strings pass the
+    # same check (the pool is a function of the seed's salt and the hash alone)
+    short = beyond.tests["hard"].subset(np.flatnonzero(beyond.tests["hard"].lengths <= 16))
+    pooled = hashed.tests["hard"].subset(np.flatnonzero(hashed.tests["hard"].lengths <= 16))
+    assert len(short) and len(pooled)
+    assert _in_test_pool(base, 3, short).all() and _in_test_pool(base, 3, pooled).all()
+    longer = beyond.tests["hard"].subset(np.flatnonzero(beyond.tests["hard"].lengths > 16))
+    assert not _in_test_pool(base, 3, longer).all()  # ~10% of them would be: many are not
+
+
+def _in_test_pool(config, seed, data):
+    from dyckbook.data import protocol as P
+
+    streams = np.random.SeedSequence([seed, 0x5EED]).spawn(8)
+    salt = int(streams[7].generate_state(1)[0])
+    return P._pool_test(salt, config.held_out)(data.hashes(), P._TEST)
 
 
 def test_val_negatives_hard_leaves_the_stack_set_out_of_validation():

@@ -20,17 +20,26 @@ from typing import Any
 
 import numpy as np
 
+from dyckbook.chapters import intervention
 from dyckbook.chapters.ablation_grid import Cell
 from dyckbook.chapters.learning_dyck3 import parse_recipes
 from dyckbook.chapters.page import pct, span
+from dyckbook.claims.verdicts import beyond_table
+from dyckbook.data.languages import Dyck
+from dyckbook.data.negatives import sample_minimal_pairs, stack_kind
+from dyckbook.data.protocol import regime_lengths
+from dyckbook.experiment.evaluate import pool
 from dyckbook.experiment.intervals import interval
-from dyckbook.experiment.run import RunConfig
+from dyckbook.experiment.run import RunConfig, run_seeds
 from dyckbook.experiment.train import TrainConfig
+from dyckbook.interp import patching, readout
 from dyckbook.nn.recurrent import RecurrentConfig
+from dyckbook.rules import adversary, baselines
 
-__all__ = ["LONG_SETS", "SOLVED", "Study", "binned", "bins", "configuration_rows",
-           "extends_values", "reference_configs", "seed_table", "study", "strongest",
-           "table_rows"]
+__all__ = ["LONG_SETS", "MECHANISM_PAIRS", "SOLVED", "Study", "adversary_level",
+           "adversary_rows", "binned", "bins", "configuration_rows", "extends_values",
+           "length_panels", "mechanism", "own_adversary", "reference_configs", "seed_table",
+           "study", "strongest", "table_rows", "test_adversary", "verdict_rows"]
 
 #: the long-range sets whose weaker score is the verdict's measure
 LONG_SETS = ("stack", "spread")
@@ -92,7 +101,7 @@ def study(recipe: str, ks: Sequence[int], layers: Sequence[int], positions: Sequ
             models[label] = config.override(
                 max_length=max_length, test_min_length=test_min_length,
                 test_max_length=longest, n_ctx=longest, test_sets=sets, n_test=n_test,
-                train_negatives="hard", val_negatives="hard")
+                train_negatives="hard", val_negatives="hard", test_pool="beyond")
     first = next(iter(models.values()))
     return Study(models, reference_configs(first, references), spans)
 
@@ -136,18 +145,15 @@ def reference_configs(config: RunConfig, cells: str) -> dict[str, RunConfig]:
 def binned(score: Any, lo: int, hi: int) -> float:
     """Accuracy of a :class:`~dyckbook.experiment.evaluate.Score` over its lengths in
     ``[lo, hi]`` (nan where it has none)."""
-    n = correct = 0
-    for length, (m, c) in score.per_length.items():
-        if lo <= int(length) <= hi:
-            n, correct = n + m, correct + c
-    return correct / n if n else math.nan
+    return score.accuracy_between(lo, hi)
 
 
 def extends_values(group: Sequence[Any], lo: int, hi: int) -> list[float]:
     """Per seed, the lower of the long-range sets' accuracies (:data:`LONG_SETS` that the
-    records hold) at lengths ``[lo, hi]``: the verdict's measure."""
-    return [min(binned(r.scores[s], lo, hi) for s in LONG_SETS if s in r.scores)
-            for r in group]
+    records hold) at lengths ``[lo, hi]``: the verdict's measure
+    (:func:`dyckbook.claims.verdicts.beyond_table`)."""
+    table = beyond_table({"g": group}, lo, hi)["g"]
+    return [table[s] for s in sorted(table)]
 
 
 def strongest(scores: Mapping[str, Mapping[str, float]]) -> tuple[str, float]:
@@ -161,6 +167,32 @@ def strongest(scores: Mapping[str, Mapping[str, float]]) -> tuple[str, float]:
     return best, min(s[best] for s in sets)
 
 
+Table = dict[str, dict[str, dict[str, float]]]  # {multiple: {set: {rule: accuracy}}}
+
+
+def test_adversary(k: int, sets: Sequence[str], spans: Mapping[str, tuple[int, int]],
+                   n: int, seed: int = 0, window: int = 4) -> Table:
+    """``{multiple: {set: {rule: accuracy}}}``: every stack-free rule of the adversary fitted on
+    ``n`` members and ``n`` negatives of each test distribution (the set's regime at the bin's
+    lengths where it has negatives) and scored on a fresh sample of it
+    (``adversary.attack_regime``): the set's own hardness, whatever a model was trained on."""
+    language, out = Dyck(k), {}
+    for m, (lo, hi) in spans.items():
+        out[m] = {}
+        for s in sets:
+            if s == "deep" or (s == "spread" and k == 1):
+                continue  # the deep set is the hard regime on deeper words: not a regime here
+            lengths = regime_lengths(language, s, lo, hi, window)
+            if not lengths:
+                continue
+            names = [r for r in (*baselines.STACK_FREE, *adversary.ADVERSARY)
+                     if r != "edit_knn" or max(lengths) <= adversary.EDIT_KNN_LONGEST]
+            scores = adversary.attack_regime(language, s, lengths, n, seed, None, window,
+                                             names=names)
+            out[m][s] = {rule: float(row["all"]) for rule, row in scores.items()}
+    return out
+
+
 def own_adversary(group: Sequence[Any], sets: Sequence[str], lo: int, hi: int
                   ) -> dict[str, dict[str, float]]:
     """``{set: {rule: accuracy}}``, every rule fitted on a model's own training strings and
@@ -172,6 +204,39 @@ def own_adversary(group: Sequence[Any], sets: Sequence[str], lo: int, hi: int
                   for rule in sorted(rules)}
         out[s] = {rule: v for rule, v in values.items() if not math.isnan(v)}
     return out
+
+
+def adversary_rows(own: Mapping[str, Mapping[str, Mapping[str, float]]],
+                   test: Mapping[str, Mapping[str, Mapping[str, float]]]
+                   ) -> list[dict[str, str]]:
+    """One row per multiple and set: the strongest rule fitted each way (``{multiple: {set:
+    {rule: accuracy}}}``), and over the long-range sets the rule whose lower score is highest."""
+    rows = []
+    for m in own:
+        for s in [*own[m], "stack and spread"]:
+            row = {"lengths": m, "set": s}
+            for way, table in (("fitted on the training strings", own),
+                               ("fitted on the test distribution", test)):
+                if s == "stack and spread":
+                    rule, value = strongest({x: table.get(m, {}).get(x, {}) for x in LONG_SETS
+                                             if x in table.get(m, {})})
+                else:
+                    scores = table.get(m, {}).get(s, {})
+                    rule, value = max(scores.items(), key=lambda kv: kv[1]) if scores \
+                        else ("", math.nan)
+                row[way] = f"`{rule}` {pct(value)}" if rule else "—"
+            rows.append(row)
+    return rows
+
+
+def adversary_level(own: Mapping[str, Mapping[str, Mapping[str, float]]],
+                    test: Mapping[str, Mapping[str, Mapping[str, float]]], m: str) -> float:
+    """The verdict's adversary at multiple ``m``: the strongest rule's lower accuracy over the
+    long-range sets, the higher of its two fits."""
+    values = [strongest({s: t[m][s] for s in LONG_SETS if s in t.get(m, {})})[1]
+              for t in (own, test)]
+    values = [v for v in values if not math.isnan(v)]
+    return max(values) if values else math.nan
 
 
 def seed_table(groups: Mapping[str, Sequence[Any]], test: str,
@@ -203,3 +268,106 @@ def table_rows(groups: Mapping[str, Sequence[Any]], tests: Sequence[str],
                 row[m] = f"{pct(float(np.mean(values)))} {span(lo, hi)}; {held}/{len(values)}"
             rows.append(row)
     return rows
+
+
+def length_panels(groups: Mapping[str, Sequence[Any]], max_length: int
+                  ) -> dict[str, dict[str, dict[str, Any]]]:
+    """The figures' panels, ``{"long": {title: {label: pooled Score}}, "control": ...}``: the
+    Dyck-3 stack and spread sets, 2-layer configurations apart from the deeper ones and the
+    references (at most four lines a panel), then the deep set and the Dyck-1 control."""
+    def lines(test: str, keep: Any) -> dict[str, Any]:
+        return {label: pool([r.scores[test] for r in group]) for label, group in groups.items()
+                if keep(label) and all(test in r.scores for r in group)}
+
+    two = lambda label: label.startswith("Dyck-3 L2 ")  # noqa: E731
+    rest = lambda label: label.startswith("Dyck-3 ") and not two(label)  # noqa: E731
+    long = {f"Dyck-3 {test} set, {name}": lines(test, keep)
+            for test in LONG_SETS for name, keep in (("2 layers", two),
+                                                     ("4 layers and references", rest))}
+    control = {"Dyck-3 deep set, 2 layers": lines("deep", two),
+               "Dyck-1 far set (control)": lines("stack", lambda x: x.startswith("Dyck-1 "))}
+    return {"long": {t: s for t, s in long.items() if s},
+            "control": {t: s for t, s in control.items() if s}}
+
+
+def verdict_rows(judged: Sequence[Any]) -> list[dict[str, str]]:
+    """One row per beyond-lengths verdict: its label, the configuration held out as best, and
+    every piece of evidence as mean [95% interval] over seeds."""
+    rows = []
+    for v in judged:
+        row = {"claim": v.rule.claim, "verdict": v.label,
+               "configuration (held out)": next((e.best() for e in v.evidence if e.chosen), "")}
+        for e in v.evidence:
+            lo, hi = e.interval
+            row[e.name] = (pct(e.mean) if e.reference else
+                           f"{pct(e.mean)} {span(lo, hi)} ({e.n_seeds} seeds)")
+        rows.append(row)
+    return rows
+
+
+#: minimal pairs per length bin for the mechanism check (and its hypotheses' selection pairs)
+MECHANISM_PAIRS = 200
+
+
+def _pairs(lo: int, hi: int, n: int, seed: int) -> tuple[Any, Any] | None:
+    """``n`` minimal pairs of Dyck-3 at lengths drawn uniformly from those of ``[lo, hi]``
+    with stack negatives (None where there are none)."""
+    language = Dyck(3)
+    usable = regime_lengths(language, "stack", lo, hi)
+    if not usable:
+        return None
+    lengths = np.random.default_rng(seed).choice(usable, n)
+    members, negatives, lengths = sample_minimal_pairs(language, np.random.default_rng(seed),
+                                                       lengths, stack_kind(language))
+    return patching.pair_tokens(members, negatives, lengths)
+
+
+def _hypotheses(n_heads: int, selection: tuple[Any, Any]) -> dict[str, Any]:
+    """The intervention chapter's H5, H7 and H8 for a 2-layer model."""
+    h5 = ((0, "mlp"), *((1, h) for h in range(n_heads)), (1, "mlp"))
+    return {"H5": list(h5), "H7": patching.ChosenHeads(h5, (0,), *selection),
+            "H8": patching.ChosenHeads(((0, "mlp"), (1, "mlp")), (0, 1), *selection)}
+
+
+def mechanism(records: Mapping[str, Sequence[Any]], chosen: Study, device: str = "cpu",
+              n_pairs: int = MECHANISM_PAIRS) -> dict[str, list[dict[str, Any]]]:
+    """For the best and the worst Dyck-3 configuration at 2 layers (by the mean over seeds of
+    the verdict's measure at 2×), every seed's model (read back from the run cache, else
+    trained again) on ``n_pairs`` minimal pairs at 1× and 2× (and as many to choose H7's
+    and H8's heads on, drawn apart): the readout's
+    evidence (``interp.readout``) and the hypotheses H5, H7, H8 (``interp.patching``).
+
+    Returns:
+        ``{"dilution": rows, "heads": rows}``.
+    """
+    spans = {m: chosen.bins[m] for m in ("1×", "2×") if m in chosen.bins}
+    two = {label: group for label, group in records.items() if label.startswith("Dyck-3 L2 ")}
+    if not two or "2×" not in spans:
+        return {"dilution": [], "heads": []}
+    score = {label: float(np.nanmean(extends_values(group, *spans["2×"])))
+             for label, group in two.items()}
+    ranked = sorted(score, key=score.get)
+    picked = dict.fromkeys([ranked[-1], ranked[0]])  # best first; one row set if they coincide
+    pairs = {m: _pairs(lo, hi, n_pairs, 7 + i) for i, (m, (lo, hi)) in
+             enumerate(spans.items())}
+    pairs = {m: p for m, p in pairs.items() if p is not None}
+    selection = _pairs(*spans["1×"], n_pairs, 101) or _pairs(*spans["2×"], n_pairs, 101)
+    if not pairs or selection is None:
+        return {"dilution": [], "heads": []}
+    dilution, heads = [], []
+    for label in picked:
+        seeds = [int(r.seed) for r in two[label]]
+        models = [r.model for r in run_seeds(chosen.models[label], seeds, device=device,
+                                             splits=False)]
+        role = "best" if label == ranked[-1] else "worst"
+        for m, (members, negatives) in pairs.items():
+            per = [readout.pair_evidence(model, members, negatives) for model in models]
+            mean = {key: float(np.mean([p[key] for p in per])) for key in per[0]}
+            dilution += readout.evidence_rows(f"{label} ({role}, {len(models)} seeds)",
+                                              {m: mean})
+            tested = patching.judge_hypotheses(models, members, negatives,
+                                               _hypotheses(models[0].config.n_heads, selection))
+            heads += intervention.hypothesis_rows({f"{label} ({role}), {m}": tested})
+    for row in heads:
+        row.pop("components", None)
+    return {"dilution": dilution, "heads": heads}

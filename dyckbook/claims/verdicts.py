@@ -27,7 +27,7 @@ import numpy as np
 from dyckbook.experiment.intervals import interval, intervals
 
 __all__ = ["CHANCE", "LABELS", "NOT_TESTABLE", "RULES", "UNREGISTERED", "Evidence", "Rule",
-           "Verdict", "gather",
+           "Verdict", "beyond_table", "gather",
            "held_out_best", "sensitivity", "verdicts"]
 
 LABELS = ("reproduced", "qualified", "refuted")
@@ -475,10 +475,55 @@ def _length_pair(k: int, group: Sequence[Any]) -> tuple[Evidence, ...] | None:
     return out
 
 
+#: the long-range sets whose weaker accuracy is the beyond-lengths rules' measure
+BEYOND_SETS = ("stack", "spread")
+
+
+def beyond_table(groups: Mapping[str, Sequence[Any]], lo: int, hi: int
+                 ) -> dict[str, dict[int, float]]:
+    """``{label: {seed: accuracy}}``: per record, the lower of its :data:`BEYOND_SETS` scores
+    (those it holds) over its test strings of lengths ``[lo, hi]``."""
+    return {label: {int(r.seed): min(r.scores[s].accuracy_between(lo, hi)
+                                     for s in BEYOND_SETS if s in r.scores)
+                    for r in group}
+            for label, group in groups.items()}
+
+
+def _beyond_evidence(records: Sequence[Any], adversary: Mapping[str, float]
+            ) -> dict[str, Evidence]:
+    """The beyond-lengths rules' evidence from the study's Dyck-3 Transformer records (every
+    seed) and the adversary's level at each multiple (``{"2×": accuracy}``)."""
+    groups: dict[str, list[Any]] = {}
+    for r in records:
+        if r.config["model"].get("kind") == "classifier" and int(r.config["data"]["k"]) == 3:
+            groups.setdefault(r.label, []).append(r)
+    if not groups:
+        return {}
+    data = next(iter(groups.values()))[0].config["data"]
+    n, first = int(data["max_length"]), int(data.get("test_min_length") or 0)
+    out = {}
+    within = beyond_table(groups, first, n)
+    for m in (2, 4):
+        values, chosen = held_out_best(beyond_table(groups, (m // 2) * n + 2, m * n))
+        if not values:
+            continue
+        seeds = sorted(set.intersection(*(set(v) for v in within.values())))
+        out[f"lengths_{m}x_k3"] = Evidence(f"beyond {m}x k3", tuple(values), test="stack+spread",
+                                           chosen=tuple(chosen))
+        out.setdefault("lengths_1x_k3", Evidence(  # the 2x choice of each seed, within
+            "within k3", tuple(within[c][s] for c, s in zip(chosen, seeds)),
+            test="stack+spread", chosen=tuple(chosen)))
+        if f"{m}×" in adversary and not math.isnan(adversary[f"{m}×"]):
+            out[f"adversary_{m}x_k3"] = Evidence(f"adversary {m}x k3",
+                                                 (float(adversary[f"{m}×"]),), reference=True)
+    return out
+
+
 def gather(experiments: Sequence[Any] = (), grid: Sequence[Any] = (),
            lengths: Sequence[Any] = (), explain: Mapping[str, Any] | None = None,
            test: str = "stack", ceilings: Mapping[int, float] | None = None,
-           learning: Sequence[Any] = ()) -> dict[str, Evidence]:
+           learning: Sequence[Any] = (), beyond: Sequence[Any] = (),
+           beyond_adversary: Mapping[str, float] | None = None) -> dict[str, Evidence]:
     """The evidence of every rule, from the records of the runs that measured it.
 
     ``test`` names the grid's test set the layers claims read: ``stack``, the verdict-bearing
@@ -498,6 +543,10 @@ def gather(experiments: Sequence[Any] = (), grid: Sequence[Any] = (),
         ceilings: ``{k: order-blind ceiling of the sound reruns' hard test set}`` (shown).
         learning: records of the Dyck-3 learning study (labels: the recipes; its recurrent
             references are left out). It reads its ``stack`` set whatever ``test`` says.
+        beyond: records of the study beyond the training lengths (its Dyck-3 Transformers;
+            the references and the Dyck-1 control are left out), and ``beyond_adversary`` its
+            adversary's level per multiple (``{"2×": accuracy}``, the study's
+            ``adversary.json``). It reads its stack and spread sets whatever ``test`` says.
 
     Returns:
         ``{name: Evidence}`` for every piece of evidence the records support.
@@ -534,6 +583,8 @@ def gather(experiments: Sequence[Any] = (), grid: Sequence[Any] = (),
                and "stack" in r.scores]
     if recipes:
         out["recipe_best_k3"], out["shortcut_k3"] = _recipe_best(recipes)
+    out.update({name: e for name, e in _beyond_evidence(beyond, beyond_adversary or {}).items()
+                if not any(math.isnan(v) for v in e.values)})  # a bin without such strings
     bounds = {"head_reset_drop": (-1.0, 1.0)}
     for name in ("partner_attention", "preview_auc", "head_reset_drop"):
         if explain and explain.get(name):

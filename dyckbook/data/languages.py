@@ -11,8 +11,8 @@ import numpy as np
 
 from dyckbook.data.vocab import PAD_CODE, Alphabet, check_codes
 
-__all__ = ["DeepDyck", "Dyck", "check_int", "check_lengths", "check_rng", "local_tables", "locally_valid",
-           "sample_lengths", "window_index"]
+__all__ = ["DeepDyck", "Dyck", "check_int", "check_lengths", "check_rng", "local_tables",
+           "locally_valid", "sample_lengths", "window_index"]
 
 _CELLS = 1 << 22  # cells of a padded matrix that one batch kernel call processes at once
 _MAX_TABLE = 1 << 24  # the largest window table local_tables builds

@@ -604,7 +604,8 @@ def _sample_kind(language, rng, name, lengths, window, pairs: bool = False):
     out = np.full((lengths.size, int(lengths.max())), PAD_CODE, dtype=np.uint8)
     members = out.copy() if pairs else None
     todo, reps = np.arange(lengths.size), np.ones(lengths.size, dtype=np.int64)
-    for _ in range(_MAX_ROUNDS):
+    rounds = _MAX_ROUNDS * (4 if NEGATIVE_KINDS[name].long_range else 1)  # rare at some lengths
+    for _ in range(rounds):
         drawn = np.repeat(lengths[todo], reps)
         codes, ok, words = _candidates(language, rng, name, drawn, window)
         passed = np.flatnonzero(ok)
@@ -625,7 +626,7 @@ def _sample_kind(language, rng, name, lengths, window, pairs: bool = False):
         scale = min(1.0, _MAX_CELLS / float((reps * lengths[todo]).sum()))  # bound the memory
         reps = np.clip(reps * scale, 1, 1024).astype(np.int64)
     raise RuntimeError(f"no {name} negative of length {lengths[todo[0]]} for {language.name} "
-                       f"(window={window}) in {_MAX_ROUNDS} rounds")
+                       f"(window={window}) in {rounds} rounds")
 
 
 def sample_negatives(language: Dyck, rng: np.random.Generator, lengths: Sequence[int],

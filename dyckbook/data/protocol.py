@@ -61,8 +61,8 @@ from dyckbook.data.thesis import (
     thesis_split_sizes,
 )
 
-__all__ = ["LONG_RANGE", "REGIMES", "SOURCES", "TEST_REGIMES", "TRAIN_NEGATIVES", "VAL_NEGATIVES",
-           "DataConfig", "Splits", "balanced_sample", "make_splits", "regime_lengths"]
+__all__ = ["LONG_RANGE", "REGIMES", "SOURCES", "TEST_POOLS", "TEST_REGIMES", "TRAIN_NEGATIVES",
+           "VAL_NEGATIVES", "DataConfig", "Splits", "balanced_sample", "make_splits", "regime_lengths"]
 
 #: the regimes of the training mixture (``train_negatives: mix``) and of the test sets
 REGIMES = ("hard", "local", "random", "stack")
@@ -70,6 +70,7 @@ REGIMES = ("hard", "local", "random", "stack")
 TEST_REGIMES = (*REGIMES, "spread", "deep")
 TRAIN_NEGATIVES = ("mix", "hard", "local", "random", "stack")
 #: the validation set's regimes: ``auto`` (hard, plus stack where the lengths admit it) | ``hard``
+TEST_POOLS = ("hashed", "beyond")
 VAL_NEGATIVES = ("auto", "hard")
 #: the long-range regimes: their negative kind for a language, and the ``_sample`` regime of
 #: their matched members (the stack set's keeps its old name, so its draws are unchanged)
@@ -114,9 +115,12 @@ class DataConfig(Config):
     #                               | "80/20" (train/val; the test set generated apart)
     val_negatives: str = "auto"  # auto (hard, local where none, plus stack where the training
     #                              lengths admit it) | hard (the hard or local set alone)
+    test_pool: str = "hashed"  # hashed (every test string from the test pool) | beyond (test
+    #                            strings longer than max_length, which no training or validation
+    #                            string can be, are all test strings: ~10x fewer draws there)
 
-    #: added after records were written: left out of ``to_dict`` at its default (digests kept)
-    LATER_FIELDS = ("val_negatives",)
+    #: added after records were written: left out of ``to_dict`` at their default (digests kept)
+    LATER_FIELDS = ("val_negatives", "test_pool")
 
     def __post_init__(self) -> None:
         if isinstance(self.test_sets, str):
@@ -143,7 +147,7 @@ class DataConfig(Config):
                 raise ValueError(f"DataConfig lengths {a}..{b} ({lo}, {hi}) hold no even length")
         choices = (("train_negatives", TRAIN_NEGATIVES), ("source", SOURCES),
                    ("thesis_generator", THESIS_GENERATORS), ("thesis_split", THESIS_SPLITS),
-                   ("val_negatives", VAL_NEGATIVES))
+                   ("val_negatives", VAL_NEGATIVES), ("test_pool", TEST_POOLS))
         for name, allowed in choices:
             if getattr(self, name) not in allowed:
                 raise ValueError(f"DataConfig.{name} must be one of {allowed}, "
@@ -256,16 +260,19 @@ def make_splits(config: DataConfig, seed: int,
     val = _balanced_sets(language, regimes, lo, hi, config.n_val // len(regimes), config.window,
                          rngs[1], lambda h: in_pool(h, _VAL), share)
     others = tuple(r for r in config.test_sets if r != "deep")
+    open_above = hi if config.test_pool == "beyond" else None
     tests = _balanced_sets(config.language(test=True), others,
                            *config.lengths(test=True), config.n_test, config.window, rngs[2],
-                           lambda h: in_pool(h, _TEST), share)
-    tests, depth = _with_deep(config, train, tests, rngs[2], lambda h: in_pool(h, _TEST), share)
+                           lambda h: in_pool(h, _TEST), share, open_above)
+    tests, depth = _with_deep(config, train, tests, rngs[2], lambda h: in_pool(h, _TEST), share,
+                              open_above)
     return Splits(train, Dataset.concat(list(val.values())), tests, depth)
 
 
 def _with_deep(config: DataConfig, train: Dataset, tests: dict[str, Dataset],
                rng: np.random.Generator, accept: Callable[[np.ndarray], np.ndarray],
-               share: float) -> tuple[dict[str, Dataset], int | None]:
+               share: float, open_above: int | None = None
+               ) -> tuple[dict[str, Dataset], int | None]:
     """``tests`` with the ``deep`` set, when ``config.test_sets`` asks for it, in the order of
     ``test_sets``, and its D (None without one). Drawn after every other set from their
     stream, so that none of their draws changes.
@@ -292,7 +299,7 @@ def _with_deep(config: DataConfig, train: Dataset, tests: dict[str, Dataset],
                          f"{config.lengths(test=True)[0]}..{hi} hold {what}: raise "
                          f"test_max_length")
     made = _balanced_sets(deep, ("hard",), lo, hi, config.n_test, config.window, rng, accept,
-                          share)["hard"]
+                          share, open_above)["hard"]
     tests = {**tests, "deep": Dataset(language, made.codes, made.lengths, made.labels,
                                       made.kinds)}
     return {name: tests[name] for name in config.test_sets}, depth
@@ -466,7 +473,8 @@ def _draw(language: Dyck, regime: str, lengths: np.ndarray, window: int,
 
 def _balanced_sets(language: Dyck, regimes: Sequence[str], lo: int, hi: int, n: int,
                    window: int, rng: np.random.Generator,
-                   accept: Callable[[np.ndarray], np.ndarray], share: float) -> dict[str, Dataset]:
+                   accept: Callable[[np.ndarray], np.ndarray], share: float,
+                   open_above: int | None = None) -> dict[str, Dataset]:
     """One set per regime: up to ``n`` distinct strings, as many members as ``regime``
     negatives at every length (the members are shared by the sets).
 
@@ -482,13 +490,14 @@ def _balanced_sets(language: Dyck, regimes: Sequence[str], lo: int, hi: int, n: 
         for L in usable[r]:
             if r not in LONG_RANGE:  # a long-range set has matched members of its own
                 need[L] = max(need.get(L, 0), per[r])
-    shared = _distinct(language, MEMBER, need, window, rng, accept, share)
+    shared = _distinct(language, MEMBER, need, window, rng, accept, share, open_above)
     out = {}
     for r in regimes:
         own = {L: per[r] for L in usable[r]}
-        members = _distinct(language, LONG_RANGE[r][1], own, window, rng, accept, share) \
+        members = _distinct(language, LONG_RANGE[r][1], own, window, rng, accept, share,
+                            open_above) \
             if r in LONG_RANGE else shared
-        others = _distinct(language, r, own, window, rng, accept, share)
+        others = _distinct(language, r, own, window, rng, accept, share, open_above)
         rows_m, rows_o = [], []
         for L in usable[r]:
             m = np.flatnonzero(members.lengths == L)
@@ -504,23 +513,27 @@ def _balanced_sets(language: Dyck, regimes: Sequence[str], lo: int, hi: int, n: 
 
 def _distinct(language: Dyck, regime: str, need: dict[int, int], window: int,
               rng: np.random.Generator, accept: Callable[[np.ndarray], np.ndarray],
-              share: float) -> Dataset:
+              share: float, open_above: int | None = None) -> Dataset:
     """Up to ``need[L]`` distinct accepted strings of every length ``L`` (fewer where the pool
     runs out: a round that finds nothing new at a length retires it). ``share`` is the expected
-    accepted fraction, which sizes the draws."""
+    accepted fraction, which sizes the draws; a string longer than ``open_above`` (the longest
+    training string, ``DataConfig.test_pool`` "beyond") is accepted whatever its pool."""
     need = {L: c for L, c in need.items() if c > 0}
     seen = np.zeros(0, np.uint64)
     got: list[Dataset] = [Dataset.empty(language)]
     for _ in range(_MAX_ROUNDS):
         if not need:
             break
-        counts = [math.ceil(1.5 * c / share) + 8 for c in need.values()]
+        counts = [math.ceil(1.5 * c / (1.0 if open_above is not None and L > open_above
+                                       else share)) + 8 for L, c in need.items()]
         batch = _sample(language, regime, np.repeat(np.asarray(list(need), np.int64), counts),
                         window, rng)
         hashes = batch.hashes()
         first = np.zeros(len(batch), bool)
         first[batch.first_copies()] = True
         ok = first & accept(hashes) & ~np.isin(hashes, seen)
+        if open_above is not None:
+            ok |= first & (batch.lengths > open_above) & ~np.isin(hashes, seen)
         rows = _first_per_length(batch.lengths, np.flatnonzero(ok), need)
         got.append(batch.subset(rows))
         seen = np.concatenate([seen, hashes[rows]])

@@ -1,0 +1,112 @@
+"""Tests for the study beyond the training lengths: its length bins, the adversary's level, the
+verdict's evidence (held-out choice, the weaker long-range set), the mean readout's
+per-position margins, and the study's configurations (what training and validation never see)."""
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from dyckbook.chapters import beyond_lengths as B
+from dyckbook.claims.verdicts import NOT_TESTABLE, RULE_OF, beyond_table, gather
+from dyckbook.experiment.evaluate import Score
+
+
+def test_bins_are_the_multiples_of_n():
+    assert B.bins(48, 30, [1, 2, 4]) == {"1×": (30, 48), "2×": (50, 96), "4×": (98, 192)}
+    assert B.bins(16, 12, [2, 1]) == {"1×": (12, 16), "2×": (18, 32)}
+    with pytest.raises(ValueError, match="multiples"):
+        B.bins(48, 30, [0, 1])
+
+
+def test_strongest_is_the_rule_whose_weaker_set_is_best():
+    scores = {"stack": {"a": 0.9, "b": 0.7, "c": 1.0}, "spread": {"a": 0.6, "b": 0.65}}
+    assert B.strongest(scores) == ("b", 0.65)  # c is not scored on every set
+    assert B.strongest({}) == ("", B.strongest({})[1]) and math.isnan(B.strongest({})[1])
+
+
+def _score(per_length):
+    """A Score from {length: (n, correct)}."""
+    n = sum(v[0] for v in per_length.values())
+    return Score(n, sum(v[1] for v in per_length.values()),
+                 {L: list(v) for L, v in per_length.items()}, {}, {})
+
+
+def _record(label, seed, within, beyond_2x, beyond_4x, spread_gap=0.0, k=3):
+    def score(extra):
+        return _score({40: (100, round(100 * within)), 80: (100, round(100 * (beyond_2x - extra))),
+                       150: (100, round(100 * (beyond_4x - extra)))})
+    return SimpleNamespace(label=label, seed=seed, status="ok",
+                           config={"model": {"kind": "classifier"},
+                                   "data": {"k": k, "max_length": 48, "test_min_length": 30}},
+                           scores={"stack": score(0.0), "spread": score(spread_gap)})
+
+
+def test_the_evidence_reads_the_weaker_set_of_the_held_out_best_configuration():
+    records = [*(_record("Dyck-3 L2 rope", s, 1.0, 0.99, 0.97, spread_gap=0.02) for s in range(5)),
+               *(_record("Dyck-3 L2 none", s, 1.0, 0.6, 0.5) for s in range(5)),
+               *(_record("Dyck-1 L2 none", s, 1.0, 1.0, 1.0, k=1) for s in range(5))]
+    table = beyond_table({"x": records[:5]}, 50, 96)
+    assert table == {"x": {s: pytest.approx(0.97) for s in range(5)}}  # spread is the weaker
+    evidence = gather(beyond=records, beyond_adversary={"2×": 0.6, "4×": 0.95})
+    assert evidence["lengths_2x_k3"].values == pytest.approx((0.97,) * 5)
+    assert set(evidence["lengths_2x_k3"].chosen) == {"Dyck-3 L2 rope"}  # Dyck-1 left out
+    assert evidence["lengths_1x_k3"].values == pytest.approx((1.0,) * 5)
+    assert RULE_OF["lengths_2x_k3"].judge(evidence) == "refuted"  # it generalises: claim 4 false
+    assert RULE_OF["lengths_4x_k3"].judge(evidence) == NOT_TESTABLE  # a rule does as well
+    weak = [r for r in records if r.label == "Dyck-3 L2 none"]
+    assert RULE_OF["lengths_2x_k3"].judge(gather(beyond=weak, beyond_adversary={"2×": 0.6})) \
+        == "reproduced"
+
+
+def test_a_bin_without_long_range_strings_gives_no_evidence():
+    records = [_record("Dyck-3 L2 none", s, 1.0, 0.9, 0.9) for s in range(3)]
+    for r in records:  # no string of 30-48
+        for score in r.scores.values():
+            del score.per_length[40]
+    evidence = gather(beyond=records, beyond_adversary={"2×": 0.5})
+    assert "lengths_1x_k3" not in evidence and "lengths_2x_k3" in evidence
+
+
+def test_the_study_never_trains_or_validates_on_a_long_range_kind():
+    study = B.study("objective:language_model n_train:200 max_steps:5", [3, 1], [2],
+                    ["none", "rope"], [4], ["none"], [2], ["randomized"], 16, 12, [1, 2, 4],
+                    ["hard", "stack", "spread", "deep"], 100, "stack,lstm")
+    assert list(study.models) == ["Dyck-3 L2 none", "Dyck-3 L2 rope", "Dyck-3 L4 none",
+                                  "Dyck-1 L2 randomized"]
+    assert list(study.references) == ["Dyck-3 stack RNN", "Dyck-3 LSTM"]
+    for label, c in {**study.models, **study.references}.items():
+        assert c.data.train_negatives == "hard" and c.data.val_negatives == "hard", label
+        assert (c.data.max_length, c.data.test_min_length, c.data.test_max_length) == \
+            (16, 12, 64)
+        assert c.model.n_ctx == 64
+    assert "spread" not in study.models["Dyck-1 L2 randomized"].data.test_sets
+    assert study.models["Dyck-3 L2 rope"].model.pos_encoding == "rope"
+    assert study.models["Dyck-3 L2 rope"].model.readout == "mean"
+    assert study.models["Dyck-3 L2 rope"].model.mask == "causal"
+
+
+def test_a_mean_readout_is_the_average_of_its_positions_margins():
+    import torch
+
+    from dyckbook.interp import readout
+    from dyckbook.nn.model import Classifier, ModelConfig
+
+    torch.manual_seed(0)
+    model = Classifier(ModelConfig(k=2, n_ctx=20, d_model=16, n_heads=2, d_mlp=32, n_layers=2,
+                                   mask="causal", pos_encoding="rope", readout="mean"), [0])
+    from dyckbook.nn.tokenizer import PAD
+
+    tokens = torch.randint(3, 7, (5, 12))
+    tokens[torch.arange(5) % 2 == 0, 8:] = PAD  # pads on some rows
+    margins, real = readout.position_margins(model, tokens)
+    model.eval()
+    with torch.no_grad():
+        logits = model(tokens).double()
+    assert np.allclose((margins * real).sum(1) / real.sum(1),
+                       (logits[:, 1] - logits[:, 0]).numpy(), atol=1e-4)
+    assert (margins[~real] == 0).all()
+    end = Classifier(ModelConfig(k=2, n_ctx=20, readout="end"), [0])
+    with pytest.raises(ValueError, match="mean readout"):
+        readout.position_margins(end, tokens)
