@@ -24,20 +24,22 @@ from torch import nn
 
 from dyckbook.chapters.page import accuracy_text, failed_text, mean_interval, pct
 from dyckbook.data.completion import (
+    check_items,
     close_by_counts,
     open_positions,
     order_blind_best,
     order_blind_expected,
     to_items,
 )
+from dyckbook.data.config import is_int
 from dyckbook.experiment.evaluate import pool
 from dyckbook.experiment.results import read_bigbench, resolve, source_root
-from dyckbook.experiment.run import RunConfig
+from dyckbook.experiment.run import RunConfig, config_fields
 from dyckbook.experiment.train import first_reach
 from dyckbook.nn.seq2seq import CompletionTask, greedy_decode, source_tokens
 
-__all__ = ["BBH_PUBLISHED", "agreement_sentence", "bbh_reference_rows", "bbh_rows",
-           "bigbench_paths", "bigbench_rows", "chapter_configs", "completion_rows",
+__all__ = ["BBH_PUBLISHED", "agreement_sentence", "bbh_configs", "bbh_reference_rows",
+           "bbh_rows", "bigbench_paths", "bigbench_rows", "chapter_configs", "completion_rows",
            "completion_sentence", "item_sets", "merged_lengths", "missed_rows", "partner_rows",
            "steps_to_target"]
 
@@ -45,6 +47,9 @@ __all__ = ["BBH_PUBLISHED", "agreement_sentence", "bbh_reference_rows", "bbh_row
 BBH_PUBLISHED = {"code-davinci-002, answer only (published)": 0.468,
                  "code-davinci-002, chain of thought (published)": 0.568}
 UNTRAINED = "untrained positions"
+#: the notebook's parameters that bbh_configs reads beside the recipe's fields
+_BBH_PARAMS = ("ks", "pos_encodings", "bbh_min_length", "bbh_max_length", "decoder_only_norm",
+               "decoder_only_max_steps", "bbh_max_steps")
 
 
 def chapter_configs(params: Mapping[str, Any], ks: str, pos_encodings: str,
@@ -99,6 +104,9 @@ def chapter_configs(params: Mapping[str, Any], ks: str, pos_encodings: str,
                 **{**own, **steps}, pos_encoding=pe)
     if bbh_lengths is not None:
         lo, hi = bbh_lengths
+        if not (is_int(lo) and is_int(hi) and 2 <= lo < hi):
+            raise ValueError(f"bbh_lengths: the shortest training prefix must be at least 2 and "
+                             f"below the longest, got {tuple(bbh_lengths)}")
         mine = base.override(k=4, regime="bbh", min_length=lo, max_length=hi,
                              test_min_length=hi + 1, test_max_length=hi + 21,
                              n_ctx=max(hi + 21, bbh_n_ctx))
@@ -108,6 +116,35 @@ def chapter_configs(params: Mapping[str, Any], ks: str, pos_encodings: str,
         out["bbh"]["BBH Dyck-4, decoder-only, learned"] = mine.override(
             **{**own, **steps}, pos_encoding="learned")
     return out
+
+
+def bbh_configs(params: Mapping[str, Any], items: Sequence[tuple[str, str]],
+                source: str = "the items") -> dict[str, RunConfig]:
+    """``{label: RunConfig}``: the chapter's BIG-Bench Hard models, as its notebook builds them
+    from its resolved parameters ``params`` (a profile's ``completion`` run: every field of the
+    recipe, the training lengths ``bbh_min_length``-``bbh_max_length`` included), each accepting
+    the longest prefix of ``items`` too. The models are the chapter's whatever the items'
+    lengths: a file of short prefixes is scored by the models the chapter trained.
+
+    A ValueError names ``source`` (the file the items came from) if there is no item or the
+    parameters train no BBH model (``bbh`` false).
+    """
+    items = check_items(items)
+    if not items:
+        raise ValueError(f"{source}: no items to score")
+    if params.get("bbh") is False:
+        raise ValueError(f"{source}: the parameters train no BIG-Bench Hard model (bbh=False)")
+    missing = [name for name in _BBH_PARAMS if name not in params]
+    if missing:
+        raise ValueError(f"params: {missing} missing (pass the chapter's resolved parameters: "
+                         f"resolve_profile(load_manifest(), profile), run 'completion')")
+    longest = max(len(prefix) for prefix, _ in items)
+    return chapter_configs(
+        config_fields(params), params["ks"], params["pos_encodings"],
+        bbh_lengths=(params["bbh_min_length"], params["bbh_max_length"]),
+        decoder_only={"norm": params["decoder_only_norm"],
+                      "max_steps": params["decoder_only_max_steps"]},
+        bbh_n_ctx=longest, budgets={"bbh": params["bbh_max_steps"]})["bbh"]
 
 
 def step_of_target(record: Any, target: float = 0.99) -> int | None:
