@@ -140,6 +140,28 @@ def test_list_names_what_a_publication_read(tmp_path: Path, capsys, monkeypatch)
         " ".join(lines[at + 1:at + 5]).split())  # wrapped at 100 columns
 
 
+def test_list_shows_compute_beside_republish_with_commit_machine_and_registration(
+        tmp_path: Path, capsys, monkeypatch) -> None:
+    """Issue 65 items 4 and 8: a run republished from its records in seconds shows what its
+    models' training took, and every run its commit, machine and registration."""
+    monkeypatch.setenv("DYCKBOOK_ROOT", str(tmp_path))
+    folder = tmp_path / "book/results/scaled/fixture_summary/summary"
+    folder.mkdir(parents=True)
+    (folder / "run.json").write_text(json.dumps(
+        {"status": "ok", "duration_s": 7.3, "longest_s": 3996.0, "commit": "b93c136c2574",
+         "machine": "Intel Xeon, 2 cores", "finished": "2026-12-07T12:36:31+00:00"}))
+    code, out, _ = call(["list", "--profile", "scaled", "--manifest", str(FIXTURE_MANIFEST)],
+                        capsys)
+    lines = out.splitlines()
+    assert code == 0 and lines[0].split() == ["run", "status", "republish", "compute",
+                                              "finished", "commit", "judged", "notebook",
+                                              "machine"]
+    row = next(line for line in lines if line.startswith("summary"))
+    assert "7.3 s" in row and "66.6 min" in row and "2026-12-07 12:36" in row
+    assert "b93c136c2574" in row and row.endswith("Intel Xeon, 2 cores")
+    assert row.index("7.3 s") < row.index("66.6 min")  # republish, then compute
+
+
 # ------------------------------------------------------------------------------ -v, -q, logging
 # (the catalogue of bad input, each case in a process of its own: tests/test_cli_catalogue.py)
 

@@ -93,6 +93,47 @@ def test_a_build_of_another_profile_says_so_under_every_pages_title(tmp_path: Pa
         r"^PROFILE \?= (\S+)$", (REPO / "Makefile").read_text(), re.M).group(1)
 
 
+def _landing_table(tmp_path: Path, known: dict) -> list[list[str]]:
+    index = tmp_path / dyckbook_sphinx.INDEX
+    index.parent.mkdir(parents=True, exist_ok=True)
+    index.write_text(json.dumps({"profile": "cpu", "runs": {}, "provenance": known}))
+    app = SimpleNamespace(srcdir=str(tmp_path), config=SimpleNamespace(root_doc="index"))
+    doctree = new_document("index", get_default_settings(Parser))
+    Parser().parse("Title\n=====\n\nText.\n", doctree)
+    dyckbook_sphinx._provenance(app, doctree, "index")
+    table = next(doctree.findall(nodes.table))
+    return [[entry.astext() for entry in row.findall(nodes.entry)]
+            for row in table.findall(nodes.row)]
+
+
+def test_a_resumed_run_shows_its_compute_time_beside_its_republish_time(tmp_path):
+    """Issue 65 items 4 and 8: a run republished from its records (seconds) or a cache shows
+    what its models' training took beside it, in the landing table and in `dyckbook list`,
+    with its commit, machine and registration."""
+    record = {"commit": "b93c136c2574", "dyckbook": "0.1.0", "results_version": 1,
+              "finished": "2026-12-07T12:36:31+00:00", "machine": "Intel Xeon, 2 cores",
+              "duration_s": 6.9, "longest_s": 3995.6}
+    folder = tmp_path / "resumed"
+    folder.mkdir()
+    (folder / "records.jsonl").write_text("".join(json.dumps(
+        {"label": label, "config": {"data": {"k": 3}}, "seconds": 5000.0, "steps": 1}) + "\n"
+        for label in ("a", "b")))
+    said = pages.provenance(record, folder)
+    assert said["wall_s"] == 6.9 and said["compute_s"] == 10000.0  # its groups, one worker
+    assert pages.provenance(record)["compute_s"] == 3995.6  # its longest run
+    assert pages.provenance({**record, "longest_s": None})["compute_s"] == 6.9
+    assert pages.provenance({})["compute_s"] is None
+    rows = _landing_table(tmp_path, {"generalisation": pages.provenance(record, folder),
+                                     "never": pages.provenance({})})
+    head, *body = rows
+    assert head == ["run", "commit", "finished", "machine", "republish", "compute",
+                    "judged against"]
+    assert body == [["generalisation", "b93c136c2574", "2026-12-07 12:36", "Intel Xeon, 2 cores",
+                     "6.9 s", "2.8 h", "—"]]
+    assert [pages.duration_text(t) for t in (6.9, 3995.6, 10000.0)] == ["6.9 s", "66.6 min",
+                                                                          "2.8 h"]
+
+
 def test_every_page_says_where_its_numbers_come_from(tmp_path):
     """Issue 51: the commit and package version that computed a run, its results version, the
     date, the machine and the wall time, from its run.json; what is missing says so."""
@@ -107,7 +148,11 @@ def test_every_page_says_where_its_numbers_come_from(tmp_path):
     assert said["text"] == ("Computed by dyckbook 0.1.0 at commit 0123456789ab (results version "
                             "1) on AMD EPYC, 2 cores in 3.8 min, finished 2026-11-28 11:26:40 "
                             "UTC.")
-    assert "at commit not recorded" in pages.provenance({})["text"]
+    assert pages.provenance({})["text"] == (  # a run never computed: one sentence
+        "This run has not been computed: no run of it is recorded.")
+    assert "at commit not recorded" in pages.provenance({"finished": "2026"})["text"]
+    assert "at commit 0123456789ab with uncommitted changes (results" in pages.provenance(
+        {**record, "commit": "0123456789ab+"})["text"]
     assert "(cuda:0)" in pages.provenance({**record, "device": "cuda:0"})["text"]
     assert pages.provenance({**record, "device": "cpu"})["text"] == said["text"]
     assert pages.provenance({**record, "longest_s": 300.0})["text"] == said["text"]
@@ -166,7 +211,7 @@ def test_every_page_says_where_its_numbers_come_from(tmp_path):
     assert compacted == said["text"] + (
         " Its records were rewritten by `dyckbook compact` on 2026-11-29 (commit abcdef012345; "
         "a compact form; values unchanged). Its records were rewritten by `dyckbook compact` on "
-        "2026-11-30 (commit fedcba; records of 1048576 bytes or more gzip-compressed; values "
+        "2026-11-30 (commit fedcba; records of 1 MiB or more gzip-compressed; values "
         "unchanged).")  # each pass says what it did
     assert pages.machine().endswith(" cores")
     assert pages.source_commit(tmp_path) is None  # not a checkout

@@ -202,3 +202,17 @@ def test_out_is_checked_before_any_recomputation(tmp_path, monkeypatch):
         check_out("a_file/below", root, "cpu")
     assert check_out("elsewhere/new", root, "cpu") == root / "elsewhere" / "new"
     assert check_out(None, root, "cpu") == root / "scratch" / "verify" / "cpu"
+
+
+def test_verify_says_at_its_start_what_the_recompute_will_cost(tmp_path) -> None:
+    """Issue 65 item 4: a run republished from its records in seconds is recomputed from
+    nothing; verify says what its models' training took, not its last run's seconds."""
+    from dyckbook.pipeline.verify import cost_sentence
+
+    record = {"duration_s": 7.3, "longest_s": 3996.0, "machine": "Intel Xeon, 2 cores",
+              "finished": "2026-12-07T12:36:31+00:00", "commit": "b93c136c2574"}
+    said = cost_sentence("generalisation", record, tmp_path, 1, 2, here=16)
+    assert said == ("verify: recomputing generalisation (1 of 2) from nothing, the run cache "
+                    "off: its models' training took 66.6 min on Intel Xeon, 2 cores (its last "
+                    "run, 7.3 s, resumed); this machine has 16 cores")
+    assert "its training time is not recorded" in cost_sentence("x", {}, None, here=2)

@@ -353,15 +353,29 @@ def _cmd_list(args: argparse.Namespace) -> int:
     why = runner.stale_reasons(args.profile, manifest) if any(
         status == "stale" for _, status, _ in rows) else {}
     _where(manifest)
+    from dyckbook.claims import registry  # deferred: start-up: numpy+yaml (~75 ms) off --help
+    from dyckbook.pipeline import pages  # deferred: start-up: nbformat etc. (~0.95 s) off --help
+
+    registrations = registry.load()
+    said = {run.name: pages.provenance(record, run_results_dir(
+        run.profile, run.notebook.group, run.name, repo_root()), registrations)
+        for run, _, record in rows}
     width = max([len(r.name) for r, _, _ in rows] + [3])
-    print(f"{'run':<{width}}  {'status':<7}  {'seconds':>8}  {'finished':<19}  notebook")
+    # republish: what its last run took; compute: what its models' training took (a run that
+    # resumed from its records or a cache took far less than its numbers cost)
+    print(f"{'run':<{width}}  {'status':<7}  {'republish':>9}  {'compute':>9}  "
+          f"{'finished':<16}  {'commit':<13}  {'judged':<10}  {'notebook':<20}  machine")
     for run, status, record in rows:
         log.debug("%s: %s, read from %s", run.name, status, run_results_dir(
             run.profile, run.notebook.group, run.name, repo_root()) / "run.json")
-        seconds = record.get("duration_s")
-        print(f"{run.name:<{width}}  {status:<7}  "
-              f"{'-' if seconds is None else f'{seconds:.1f}':>8}  "
-              f"{str(record.get('finished') or '-')[:19]:<19}  {run.notebook.key}")
+        p = said[run.name]
+        judged = (f"reg. {p['registration']}" if str(p.get("registration") or "").isdigit()
+                  else p.get("registration") or "-")
+        print(f"{run.name:<{width}}  {status:<7}  {pages.duration_text(p['wall_s']):>9}  "
+              f"{pages.duration_text(p['compute_s']):>9}  "
+              f"{str(record.get('finished') or '-')[:16].replace('T', ' '):<16}  "
+              f"{record.get('commit') or '-':<13}  {judged:<10}  {run.notebook.key:<20}  "
+              f"{record.get('machine') or '-'}")
         if record.get(runner.ATTEMPT):
             attempt = record[runner.ATTEMPT]
             error = attempt.get("error")

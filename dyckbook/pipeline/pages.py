@@ -210,6 +210,29 @@ def source_commit(root: str | os.PathLike[str]) -> str | None:
     return head.stdout.strip() + ("+" if dirty.returncode == 1 else "")
 
 
+def commit_text(commit: str | None) -> str:
+    """A recorded commit as a page says it: ``+`` (tracked files differed from it) in words."""
+    if not commit:
+        return "not recorded"
+    return f"{commit[:-1]} with uncommitted changes" if commit.endswith("+") else commit
+
+
+def size_text(n: int) -> str:
+    """A number of bytes as a page says it: ``1 MiB`` for 1048576."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.4g} {unit}"
+    return f"{n} bytes"
+
+
+def duration_text(seconds: float | None) -> str:
+    """A duration as the landing table and ``dyckbook list`` say it: 7.3 s, 66.6 min, 1.7 h."""
+    if seconds is None:
+        return "-"
+    return (f"{seconds:.1f} s" if seconds < 100 else f"{seconds / 60:.1f} min"
+            if seconds < 6000 else f"{seconds / 3600:.1f} h")
+
+
 def provenance(record: Mapping[str, Any], folder: str | os.PathLike[str] | None = None,
                registrations: Sequence[Any] | None = None) -> dict[str, Any]:
     """What a page says of where its numbers come from, from its ``run.json`` (``record``) and
@@ -219,16 +242,25 @@ def provenance(record: Mapping[str, Any], folder: str | os.PathLike[str] | None 
     recorded"). A run that resumed says so, with the longest it took and, where its records'
     training groups took longer than it (over its workers), what that training took: models
     resumed from a cache were trained by earlier attempts. Then the registration its claims are
-    judged against (``registrations``: default ``registry.load()``), or why they are not."""
+    judged against (``registrations``: default ``registry.load()``), or why they are not.
+    ``compute_s`` is what its numbers cost: the longest of its own time, its longest run and
+    its models' training (a republish from records or a cache takes far less). A run never
+    computed is one sentence that says so."""
     fields = {"commit": record.get("commit"), "dyckbook": record.get("dyckbook"),
               "results_version": record.get("results_version"),
               "finished": record.get("finished"), "machine": record.get("machine"),
               "wall_s": record.get("duration_s"), "device": record.get("device")}
-    say = {k: ("not recorded" if v is None else v) for k, v in fields.items()}
-    minutes = f"{fields['wall_s'] / 60:.1f} min" if fields["wall_s"] is not None \
-        else "an unrecorded time"
     wall, longest = fields["wall_s"], record.get("longest_s")  # a rerun resumed from its
     trained = training_seconds(folder, record) if folder else 0.0  # records or a cache
+    # what its numbers cost: the longest of its own run, its longest run, its models' training
+    spent = [t for t in (wall, longest, trained or None) if t is not None]
+    fields["compute_s"] = max(spent) if spent else None
+    if not any(record.get(k) for k in ("finished", "commit", "duration_s", "machine")):
+        fields["text"] = "This run has not been computed: no run of it is recorded."
+        fields["registration"] = None
+        return fields
+    say = {k: ("not recorded" if v is None else v) for k, v in fields.items()}
+    minutes = f"{wall / 60:.1f} min" if wall is not None else "an unrecorded time"
     notes = ([f"its longest run took {longest / 60:.1f} min"] if wall is not None and longest
              and longest > 1.5 * wall else []) + (
         [f"its models' training took {trained / 60:.1f} min"]  # over its workers
@@ -236,15 +268,17 @@ def provenance(record: Mapping[str, Any], folder: str | os.PathLike[str] | None 
     minutes += f" (resumed; {'; '.join(notes)})" if notes else ""
     when = str(say["finished"]).replace("T", " ").replace("+00:00", " UTC")
     card = "" if fields["device"] in (None, "cpu") else f" ({fields['device']})"
-    fields["text"] = (f"Computed by dyckbook {say['dyckbook']} at commit {say['commit']} "
-                      f"(results version {say['results_version']}) on {say['machine']}{card}"
+    fields["text"] = (f"Computed by dyckbook {say['dyckbook']} at commit "
+                      f"{commit_text(fields['commit'])} (results version "
+                      f"{say['results_version']}) on {say['machine']}{card}"
                       f" in {minutes}, finished {when}.")
     for entry in record.get("compacted", []):  # `dyckbook compact`: the format, not a value
         how = str(entry.get("by", "")).removeprefix("dyckbook compact: ").removesuffix(
             " (values unchanged)") or "a compact form"
+        how = re.sub(r"\b(\d+) bytes\b", lambda m: size_text(int(m.group(1))), how)
         fields["text"] += (f" Its records were rewritten by `dyckbook compact` on "
                            f"{str(entry.get('on', 'an unrecorded date'))[:10]} (commit "
-                           f"{entry.get('commit', 'not recorded')}; {how}; values unchanged).")
+                           f"{commit_text(entry.get('commit'))}; {how}; values unchanged).")
     fields["registration"], said = _registration(record, registrations)
     fields["text"] += f" {said}" if said else ""
     return fields

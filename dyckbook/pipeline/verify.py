@@ -29,6 +29,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
+import logging
 import math
 import os
 import re
@@ -39,9 +40,11 @@ from typing import Any
 
 from dyckbook.experiment import cache
 from dyckbook.experiment import results as R
-from dyckbook.pipeline import runner
+from dyckbook.pipeline import pages, runner
 from dyckbook.pipeline.executors import cores
 from dyckbook.pipeline.layout import PAGES_DIR, RESULTS_DIR, RUN_RECORD, RUNS_DIR
+
+log = logging.getLogger(__name__)
 
 __all__ = ["IGNORED_KEYS", "Difference", "Report", "Tolerance", "compare_files", "compare_text",
            "compare_values", "check_out", "glued_texts", "verify"]
@@ -277,6 +280,22 @@ def check_out(out: str | Path | None, root: Path, profile: str) -> Path:
     return path
 
 
+def cost_sentence(name: str, record: Mapping[str, Any], folder: str | Path | None,
+                  at: int = 1, of: int = 1, here: int | None = None) -> str:
+    """What recomputing run ``name`` will cost, said before it starts: from nothing (the run
+    cache off), so its models' training as recorded (``pages.provenance``'s ``compute_s``),
+    not its last run's time, which a resumed run makes look cheap."""
+    said = pages.provenance(record, folder, registrations=())
+    spent, wall = said["compute_s"], said["wall_s"]
+    cost = (f"its models' training took {pages.duration_text(spent)} on "
+            f"{said['machine'] or 'an unrecorded machine'}" if spent is not None
+            else "its training time is not recorded")
+    last = (f" (its last run, {pages.duration_text(wall)}, resumed)"
+            if wall is not None and spent is not None and spent > 1.5 * wall else "")
+    return (f"verify: recomputing {name} ({at} of {of}) from nothing, the run cache off: "
+            f"{cost}{last}; this machine has {here or cores()} cores")
+
+
 def verify(profile: str, only: Sequence[str], out: str | Path | None = None,
            manifest: str | Path | None = None, root: str | Path | None = None) -> list[Report]:
     """Recompute each published run that ``only`` selects and compare it with its publication.
@@ -292,7 +311,7 @@ def verify(profile: str, only: Sequence[str], out: str | Path | None = None,
     chosen = runner.select_runs(every, only, profile)
     out = check_out(out, root, profile)
     reports = []
-    for run in chosen:
+    for at, run in enumerate(chosen, 1):
         record = runner._record(run, root)
         if record.get("status") != "ok":
             raise ValueError(f"run {run.name!r} of profile {profile!r} is not published ok "
@@ -303,6 +322,7 @@ def verify(profile: str, only: Sequence[str], out: str | Path | None = None,
                              f"rerun it first (dyckbook run --profile {profile} --only "
                              f"{run.name})")
         folder = runner._folder(run, root)
+        log.info(cost_sentence(run.name, record, folder, at, len(chosen)))
         skip = {RUN_RECORD, runner.FAILED_NOTEBOOK, *run.notebook.keep}
         published = published_files(folder, skip)
         inputs = runner._input_files(root, profile, man, every, run)
