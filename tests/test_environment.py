@@ -214,3 +214,40 @@ def test_ruff_is_pinned_once_with_explicit_rules():
     assert revs == [f"v{ruff[0].removeprefix('==')}"], revs
     select = pyproject["tool"]["ruff"]["lint"]["select"]
     assert isinstance(select, list) and select, select
+
+
+def test_the_pages_workflow_never_deploys_a_site_of_stand_ins(tmp_path):
+    """Issue 65 item 6: the Pages workflow checks the built site before uploading it, and the
+    check fails on a site whose pages are all 'Not published' stand-ins."""
+    import importlib.util
+    import json
+    import subprocess
+    import sys
+
+    import yaml
+
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "pages.yml").read_text())
+    steps = workflow["jobs"]["build"]["steps"]
+    runs = [step.get("run", "") for step in steps]
+    uses = [step.get("uses", "") for step in steps]
+    check = next(i for i, run in enumerate(runs) if ".ci/check_site.py" in run)
+    upload = next(i for i, use in enumerate(uses) if "upload-pages-artifact" in use)
+    build = next(i for i, run in enumerate(runs) if run.startswith("make "))
+    assert build < check < upload
+    script = ROOT / ".ci" / "check_site.py"
+    spec = importlib.util.spec_from_file_location("check_site", script)
+    check_site = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check_site)
+    index = tmp_path / "book" / "pages" / "index.json"
+    assert "missing" in check_site.problem(tmp_path)
+    index.parent.mkdir(parents=True)
+    stand_ins = {"profile": "smoke", "states": {f"run{i}": "not published (missing)"
+                                                for i in range(20)}}
+    index.write_text(json.dumps(stand_ins))
+    proc = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True,
+                          text=True, check=False)
+    assert proc.returncode == 1 and "every one of the 20 pages" in proc.stderr
+    index.write_text(json.dumps({**stand_ins, "states": {**stand_ins["states"], "dyck1": "ok"}}))
+    assert check_site.problem(tmp_path) is None
+    assert subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True,
+                          check=False).returncode == 0
