@@ -26,10 +26,20 @@ PY := python
 else
 BIN := $(VENV)/bin/
 PY := $(VENV)/bin/python
+# the checkout whose dyckbook VENV's python imports (isolated: not this folder by its cwd); a
+# venv of another checkout is never repointed here by `pip install -e` (VENV_FOREIGN)
+VENV_DYCKBOOK := $(if $(wildcard $(PY)),$(shell $(PY) -I -c "import importlib.util as u, os; \
+	s = u.find_spec('dyckbook'); print(os.path.realpath(os.path.dirname(os.path.dirname(\
+	s.origin))) if s and s.origin else '')" 2>/dev/null))
+VENV_FOREIGN := $(filter-out $(realpath $(CURDIR)),$(VENV_DYCKBOOK))
 endif
 ROOT_USER := $(filter 0,$(shell id -u))
 # RERUN=all recomputes every run; RERUN="dyck1 ood" (run names, notebook keys or patterns) those
 # runs only, up to date or not; an unknown name is an error of `dyckbook run`, never a no-op
+# the manifest's profiles, read without python (make publish and clean-results check PROFILE
+# before a venv is installed)
+PROFILES = $(shell sed -n '/^profiles:/,$$p' notebooks/experiments.yml 2>/dev/null | \
+	sed -n 's/^  \([A-Za-z0-9_-]*\):.*/\1/p')
 RERUN_ARGS := $(if $(strip $(RERUN)),--force $(if $(filter-out all,$(strip $(RERUN))),--only $(RERUN)))
 
 .PHONY: help venv browser mathjax runs book site publish grid book-full smoke test lint lab bench clean \
@@ -64,9 +74,14 @@ venv:
 	environment lacks dyckbook or its book extra: conda env create -f environment.yml"; exit 1; }
 else
 venv: $(VENV)/.installed
+	$(if $(VENV_FOREIGN),@echo "warning: $(VENV) runs the dyckbook of $(VENV_FOREIGN) and not \
+	this checkout's ($(CURDIR)): drop VENV= to use this checkout's .venv" >&2)
 
 # pip is pointed at constraints.txt so torch resolves to the pinned CPU wheel, not a 5 GB CUDA build.
 $(VENV)/.installed: pyproject.toml constraints.txt
+	$(if $(VENV_FOREIGN),$(error make: $(VENV) has dyckbook installed from $(VENV_FOREIGN), another \
+	checkout; installing this one (pip install -e) would repoint that checkout's venv here. Drop \
+	VENV= (this checkout's .venv), or USE_ACTIVE_ENV=1 for an environment of your own))
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "installing dyckbook and its dependencies into $(VENV) (log: $(VENV)/pip.log)"
 	@$(PY) -m pip install --disable-pip-version-check -q -c constraints.txt -e '.[book,dask,dev]' \
@@ -101,9 +116,14 @@ book: venv mathjax
 		--jobs $(JOBS) $(RERUN_ARGS) \
 		$(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(DEVICE),--device $(DEVICE)) \
 		|| status=$$?; \
+	if [ $$status -eq 2 ] || [ $$status -eq 130 ]; then \
+		echo "make book: dyckbook run refused its arguments or was interrupted (exit $$status; \
+	its error is above): nothing built" >&2; exit $$status; fi; \
 	$(PY) -m dyckbook pages --profile $(PROFILE) && \
-	$(BIN)jupyter-book build . -W -n --keep-going && echo "open _build/html/index.html" && \
-	exit $$status
+	$(BIN)jupyter-book build . -W -n --keep-going && echo "open _build/html/index.html" || exit; \
+	if [ $$status -ne 0 ]; then echo "make book: the book is built, but dyckbook run failed \
+	(exit $$status): its failed runs' pages are marked; see its messages above, or \
+	$(PY) -m dyckbook list --profile $(PROFILE)" >&2; fi; exit $$status
 
 # The book as committed: the profile's published results and pages (the cpu profile's are in the
 # repository), each page marked with its state, built without running anything. The Pages
@@ -122,6 +142,9 @@ PUBLISH_PROBLEM := $(if $(PUBLISH_REMOTE),,no git remote 'origin' to push to (gi
 PUBLISH_PROBLEM := $(or $(PUBLISH_PROBLEM),$(if $(filter /% ./% ../% file://%,$(PUBLISH_REMOTE)),origin is a local path ($(PUBLISH_REMOTE)): publish pushes to a GitHub remote))
 PUBLISH_PROBLEM := $(or $(PUBLISH_PROBLEM),$(if $(shell git status --porcelain 2>/dev/null | head -1),the working tree has uncommitted changes: commit them so the site matches a commit))
 PUBLISH_PROBLEM := $(or $(PUBLISH_PROBLEM),$(if $(filter command line,$(origin PROFILE)),,name the profile: make publish PROFILE=cpu))
+PUBLISH_PROBLEM := $(or $(PUBLISH_PROBLEM),$(if $(and $(filter 1,$(words $(PROFILE))),$(filter \
+	$(PROFILES),$(PROFILE))),,PROFILE='$(PROFILE)' is not a profile of notebooks/experiments.yml \
+	($(PROFILES))))
 endif
 publish:
 	$(if $(PUBLISH_PROBLEM),$(error make publish: $(PUBLISH_PROBLEM)))
@@ -177,8 +200,6 @@ clean:
 # and only for one profile the manifest names (checked before anything is deleted: an empty,
 # misspelt or two-word PROFILE is one line and exit status 2).
 ifeq ($(filter clean-results,$(MAKECMDGOALS)),clean-results)
-PROFILES := $(shell sed -n '/^profiles:/,$$p' notebooks/experiments.yml 2>/dev/null | \
-	sed -n 's/^  \([A-Za-z0-9_-]*\):.*/\1/p')
 CLEAN_PROBLEM := $(if $(filter command line,$(origin PROFILE)),,name the profile whose results \
 	to delete: make clean-results PROFILE=cpu)
 CLEAN_PROBLEM := $(or $(CLEAN_PROBLEM),$(if $(and $(filter 1,$(words $(PROFILE))),$(filter \

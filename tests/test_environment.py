@@ -176,7 +176,10 @@ def test_make_publish_checks_first_in_one_line(tmp_path):
     git = ["git", "-c", "user.email=t@example.org", "-c", "user.name=t"]
     subprocess.run(["git", "init", "-q", str(clone)], check=True)
     (clone / "Makefile").write_bytes((root / "Makefile").read_bytes())
-    subprocess.run([*git, "-C", str(clone), "add", "Makefile"], check=True)
+    (clone / "notebooks").mkdir()
+    (clone / "notebooks" / "experiments.yml").write_bytes(
+        (root / "notebooks" / "experiments.yml").read_bytes())
+    subprocess.run([*git, "-C", str(clone), "add", "Makefile", "notebooks"], check=True)
     subprocess.run([*git, "-C", str(clone), "commit", "-qm", "m"], check=True)
 
     def publish(*args: str) -> str:
@@ -195,11 +198,95 @@ def test_make_publish_checks_first_in_one_line(tmp_path):
     subprocess.run(["git", "-C", str(clone), "remote", "set-url", "origin",
                     "https://github.com/example/example.git"], check=True)
     assert "name the profile" in publish()
+    # issue 65 item 10: a profile the manifest lacks, before any venv is installed
+    assert "PROFILE='bogus' is not a profile of notebooks/experiments.yml" in publish(
+        "PROFILE=bogus")
     (clone / "new.txt").write_text("x")
     assert "uncommitted changes" in publish("PROFILE=cpu")
     branches = subprocess.run(["git", "-C", str(clone), "branch", "--list", "gh-pages"],
                               capture_output=True, text=True, check=True).stdout
     assert not branches and not (clone / ".venv").exists()
+
+
+def _fake_checkout(tmp_path: Path, run_exit: int, source: str) -> Path:
+    """A folder with the Makefile and a venv whose python fakes `dyckbook run` (exit
+    ``run_exit``), `dyckbook pages`, MathJax's folder and the venv's dyckbook (``source``)."""
+    import os
+
+    root = Path(__file__).resolve().parents[1]
+    here = tmp_path / "checkout"
+    (here / "venv" / "bin").mkdir(parents=True)
+    (here / "Makefile").write_bytes((root / "Makefile").read_bytes())
+    mj = tmp_path / "mj"
+    (mj / "input" / "tex" / "extensions").mkdir(parents=True)
+    (mj / "tex-svg.js").write_text("")
+    python = here / "venv" / "bin" / "python"
+    python.write_text(f"""#!/bin/sh
+case "$*" in
+  "-I -c"*) echo '{source}' ;;
+  *"import mathjax"*) echo '{mj}' ;;
+  *"dyckbook run"*) echo "dyckbook run: error: no CUDA device" >&2; exit {run_exit} ;;
+  *"dyckbook pages"*) echo "pages assembled" ;;
+esac
+""")
+    book = here / "venv" / "bin" / "jupyter-book"
+    book.write_text("#!/bin/sh\nfor i in 1 2 3; do echo 'book build line'; done\n")
+    for path in (python, book):
+        path.chmod(0o755)
+    for name in ("pyproject.toml", "constraints.txt"):
+        (here / name).write_text("")
+        os.utime(here / name, (1_000_000_000, 1_000_000_000))
+    (here / "venv" / ".installed").write_text("")
+    os.utime(here / "venv" / ".installed", (1_000_000_100, 1_000_000_100))
+    return here
+
+
+@pytest.mark.parametrize("run_exit", [2, 1])
+def test_a_failed_make_book_ends_with_its_failure(tmp_path, run_exit):
+    """Issue 65 item 9: `make book DEVICE=cuda` without CUDA (dyckbook run's bad input, exit 2)
+    builds nothing and its error is the last thing printed; a run that failed (exit 1) still
+    gets its book built, and the failure is said again after the build."""
+    import subprocess
+
+    here = _fake_checkout(tmp_path, run_exit, str(tmp_path / "checkout"))
+    done = subprocess.run(["make", "-s", "book", "VENV=venv", "DEVICE=cuda"], cwd=here,
+                          capture_output=True, text=True, check=False)
+    assert done.returncode != 0
+    printed = [line for line in (done.stdout + done.stderr).splitlines()
+               if not line.startswith("make: ***")]  # make's own 'Error N' line
+    if run_exit == 2:
+        assert "book build line" not in done.stdout and "pages assembled" not in done.stdout
+        assert "no CUDA device" in done.stderr and "nothing built" in printed[-1]
+    else:
+        assert "book build line" in done.stdout
+        errors = [line for line in done.stderr.splitlines() if not line.startswith("make: ***")]
+        assert errors[-1].startswith("make book: the book is built, but dyckbook run failed "
+                                     "(exit 1)"), errors
+
+
+def test_a_venv_of_another_checkout_is_never_installed_into(tmp_path):
+    """Issue 65 item 11: `make ... VENV=<another checkout's venv>` plans no `pip install -e`
+    into it (which would repoint that checkout's venv here): it refuses, naming the checkout;
+    with nothing to install it warns that the venv runs the other checkout's code."""
+    import os
+    import subprocess
+
+    here = _fake_checkout(tmp_path, 0, "/elsewhere/other-checkout")
+    os.utime(here / "pyproject.toml", (1_000_000_200, 1_000_000_200))  # an install is due
+    plan = subprocess.run(["make", "-n", "venv", "VENV=venv"], cwd=here, capture_output=True,
+                          text=True, check=False)
+    assert plan.returncode != 0 and "pip install" not in plan.stdout
+    assert "has dyckbook installed from /elsewhere/other-checkout, another checkout" in plan.stderr
+    os.utime(here / "pyproject.toml", (1_000_000_000, 1_000_000_000))
+    done = subprocess.run(["make", "-s", "venv", "VENV=venv"], cwd=here, capture_output=True,
+                          text=True, check=False)
+    assert done.returncode == 0 and "runs the dyckbook of /elsewhere/other-checkout" in \
+        done.stderr
+    mine = _fake_checkout(tmp_path / "mine", 0, str((tmp_path / "mine" / "checkout").resolve()))
+    os.utime(mine / "pyproject.toml", (1_000_000_200, 1_000_000_200))
+    plan = subprocess.run(["make", "-n", "venv", "VENV=venv"], cwd=mine, capture_output=True,
+                          text=True, check=False)
+    assert plan.returncode == 0 and "pip install" in plan.stdout  # its own: installed as ever
 
 
 def test_ruff_is_pinned_once_with_explicit_rules():
