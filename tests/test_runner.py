@@ -779,3 +779,40 @@ def test_the_cpu_and_thesis_profiles_are_committed_and_previews_are_not(path, co
     ignored = subprocess.run(["git", "check-ignore", "-q", "--no-index", path],
                              cwd=Path(__file__).resolve().parents[1], check=False).returncode == 0
     assert ignored is not committed, (path, "ignored" if ignored else "committed")
+
+
+def test_a_kernel_whose_parent_died_says_nothing(tmp_path: Path) -> None:
+    """Issue 65 item 13: an interrupted `dyckbook run` left each kernel to find its parent gone
+    and print "[IPKernelApp] WARNING | Parent appears to have exited" on the terminal. A
+    process starts a kernel as the runner does and dies; the kernel's stderr stays empty."""
+    import subprocess
+    import sys
+    import time
+
+    script = f"""
+import asyncio, os
+from pathlib import Path
+from dyckbook.pipeline import runner
+folder = Path({str(tmp_path)!r})
+Manager = runner._kernel_manager(dict(os.environ), folder, folder / "k")
+async def main():
+    km = Manager(kernel_name="python3")
+    await km.start_kernel()
+    kc = km.client(); kc.start_channels(); await kc.wait_for_ready(timeout=60)
+    print(km.provisioner.process.pid, flush=True)
+    os._exit(0)  # as a run killed mid-way: no kernel shutdown
+asyncio.run(main())
+"""
+    err = tmp_path / "stderr"
+    with err.open("w") as stderr:
+        done = subprocess.run([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                              stderr=stderr, text=True, timeout=120, check=True)
+    pid = int(done.stdout.split()[-1])
+    for _ in range(100):  # the kernel polls its parent every second, then exits
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    time.sleep(0.5)
+    assert "Parent appears to have exited" not in err.read_text(), err.read_text()

@@ -445,6 +445,7 @@ def cache_folders() -> dict[str, str]:
             for name in (cache.DATA_ENV, cache.RUN_ENV) if os.environ.get(name, "").strip()}
 
 
+KERNEL_LOG_LEVEL = "--IPKernelApp.log_level=ERROR"  # what each kernel is started with
 MAX_SOCKET_PATH = 100  # bytes of a Unix socket path the kernel's IPC transport may use
 
 
@@ -466,6 +467,11 @@ def _kernel_manager(env: dict[str, str], cwd: Path, sockets: Path) -> type:
             # per-run environment and folder without touching this (maybe threaded) process's
             kw.update(env=env, cwd=str(cwd))
             await super().start_kernel(**kw)
+
+        def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
+            # the kernel's own log only from errors up: an interrupted `dyckbook run` printed
+            # "[IPKernelApp] WARNING | Parent appears to have exited" once per kernel
+            return [*super().format_kernel_cmd(extra_arguments), KERNEL_LOG_LEVEL]
 
     return _Manager
 
