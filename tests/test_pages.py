@@ -89,6 +89,11 @@ def test_a_build_of_another_profile_says_so_under_every_pages_title(tmp_path: Pa
     landing = _note(tmp_path, "smoke", "index", smoke)
     assert landing.startswith("This build's numbers come from the profile smoke")
     assert "`" not in landing and "(make book)" in landing  # Markdown code, not raw backticks
+    # issue 65: at 375 px the note filled 1.5 screens before the question; the description is
+    # folded into a <details>, the visible line names the profile only
+    visible, folded = landing.split("<details>", 1)
+    assert "A preview" not in visible and len(visible) < 120
+    assert "A preview" in folded.split("</details>")[0]
     assert dyckbook_sphinx.BOOK_PROFILE == re.search(
         r"^PROFILE \?= (\S+)$", (REPO / "Makefile").read_text(), re.M).group(1)
 

@@ -61,7 +61,10 @@ def test_register_appends_only_what_changed(tmp_path):
                               "generalisation": _params()}, "both", path,
                       now="2026-01-03T00:00:00Z")
     last = re_examining_thesis.history_rows(registry.load(path))[-1]
-    assert last["no."] == "3-4" and last["changed"] == "lr: 0.003 -> 0.1; first registration"
+    # issue 65: a range never wraps at its hyphen (a non-breaking hyphen, U+2011)
+    assert all("-" not in row["no."] and " " not in row["no."]
+               for row in re_examining_thesis.history_rows(registry.load(path)))
+    assert last["no."] == "3\u20114" and last["changed"] == "lr: 0.003 -> 0.1; first registration"
     assert last["runs (profile, run, digest)"].count("cpu `") == 2
 
 

@@ -78,14 +78,19 @@ def _profile_note(app: Any, doctree: nodes.document, docname: str) -> None:
         return
     para += nodes.Text("This build's numbers come from the profile ")
     para += nodes.literal(text=built["profile"])
-    para += nodes.Text(f" of notebooks/experiments.yml ({len(built['runs'])} runs)"
-                       + (": " if built.get("description") else "."))
-    para.extend(_inline(built.get("description") or ""))
+    para += nodes.Text(f" of notebooks/experiments.yml ({len(built['runs'])} runs).")
     marked = sorted(name for name, state in built.get("states", {}).items() if state != "ok")
     if marked:
         para += nodes.Text(f" {len(marked)} of its pages {'is' if len(marked) == 1 else 'are'} "
                            f"not up to date, each marked on the page: {', '.join(marked)}.")
-    _under_title(doctree, nodes.note("", para, classes=["build-profile"]))
+    note = nodes.note("", para, classes=["build-profile"])
+    if built.get("description"):  # folded: on a phone the question comes first
+        about = nodes.paragraph()
+        about.extend(_inline(built["description"]))
+        note += nodes.raw("", "<details><summary>What the profile is</summary>", format="html")
+        note += about
+        note += nodes.raw("", "</details>", format="html")
+    _under_title(doctree, note)
 
 
 def _provenance(app: Any, doctree: nodes.document, docname: str) -> None:

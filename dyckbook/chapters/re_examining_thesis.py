@@ -163,7 +163,8 @@ def history_rows(registrations: Sequence[Any]) -> list[dict[str, str]]:
     out = []
     for row in rows:
         ids = row["_ids"]
-        out.append({"no.": str(ids[0]) if len(ids) == 1 else f"{ids[0]}-{ids[-1]}",
+        # a non-breaking hyphen (U+2011): "6-10" never wraps at its hyphen
+        out.append({"no.": str(ids[0]) if len(ids) == 1 else f"{ids[0]}\u2011{ids[-1]}",
                     "registered (UTC)": row["registered (UTC)"],
                     "runs (profile, run, digest)": row["runs (profile, run, digest)"],
                     "changed": "; ".join(row["_changed"]), "why": row["why"]})
