@@ -115,7 +115,7 @@ def test_a_label_changes_when_the_recipe_changes_without_a_new_registration(tmp_
     assert before["layers_k1"] == "refuted" and after["layers_k1"] == UNREGISTERED
     assert "not the registered" in problems["layers_k1"]
     rows = re_examining_thesis.verdict_rows(verdicts(evidence, problems), evidence, registered)
-    row = next(r for r in rows if r["claim"] == "layers_k1")
+    row = next(r for r in rows if r["claim"].endswith("(`layers_k1`)"))
     assert row["verdict"].startswith(UNREGISTERED) and row["recipe"].startswith("`")
 
 
@@ -188,9 +188,35 @@ def test_a_carried_over_registration_keeps_the_time_of_the_one_it_carries(tmp_pa
     assert "of:" not in path.read_text().split("- id: 2")[0]
 
 
+def test_a_registration_written_after_its_results_is_judged_and_said_not_blind(tmp_path):
+    """A run that finished before its registration is not judged, unless the design history
+    names that registration among those judged after their results: then it is judged, and
+    every place that shows the registration says it is not blind."""
+    path = tmp_path / "registrations.yml"
+    (reg,) = registry.register("cpu", {"ablation-grid": _params()}, "late", path,
+                               now="2026-01-02T00:00:00Z")
+    regs = registry.load(path)
+    early = {"profile": "cpu", "run": "ablation-grid", "params": _params(),
+             "finished": "2026-01-01T12:00:00+00:00"}
+    assert "before its registration" in registry.check(early, regs, changes=[])[1]
+    change = registry.DesignChange("2026-01-02T00:00:00Z", "abc1234", "a rule", "every result",
+                                   "registration 1", judged_after=(reg.id,))
+    assert registry.post_hoc(reg, [change]) is change
+    assert registry.post_hoc(reg, [registry.DesignChange("d", "c", "x", "y", "z")]) is None
+    assert registry.check(early, regs, changes=[change]) == (reg, "")
+    bad = tmp_path / "design.yml"
+    bad.write_text("- {date: d, commit: c, change: x, seen: y, registered: z, "
+                   "judged_after: [one]}\n")
+    with pytest.raises(ValueError, match="judged_after must be a list of registration ids"):
+        registry.design(bad)
+    # the repository's own history: the learning study's registrations are said not blind
+    learning = [r for r in registry.load() if r.run == "learning-dyck3" and r.profile == "cpu"]
+    assert learning and all(registry.post_hoc(r) is not None for r in learning)
+
+
 def test_the_design_history_is_read_and_checked(tmp_path):
     assert all(c.commit and c.seen for c in registry.design())  # the repository's own file
     path = tmp_path / "design.yml"
     path.write_text("- {date: '2026-01-01', commit: abc, change: x, seen: y}\n")
-    with pytest.raises(ValueError, match="exactly the keys"):
+    with pytest.raises(ValueError, match="must have the keys"):
         registry.design(path)

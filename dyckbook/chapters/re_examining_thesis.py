@@ -8,6 +8,7 @@ this module only lays their answers out for ``book/re_examining_thesis.ipynb``.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -26,9 +27,9 @@ from dyckbook.nn import tokenizer
 from dyckbook.nn.model import Classifier, ModelConfig
 from dyckbook.rules.baselines import order_blind_ceiling
 
-__all__ = ["ceilings", "coverage_sentence", "design_rows", "evidence_rows", "history_rows",
-           "learned_sentence", "missing_sentence", "moved_sentence", "registration_check",
-           "rule_rows", "verdict_json", "verdict_rows"]
+__all__ = ["ORACLE_SETS", "ceilings", "coverage_sentence", "design_rows", "evidence_rows",
+           "history_rows", "learned_sentence", "missing_sentence", "moved_sentence",
+           "oracle_levels", "registration_check", "rule_rows", "verdict_json", "verdict_rows"]
 
 
 def rule_rows(rules: Sequence[Rule] = RULES) -> list[dict[str, str]]:
@@ -111,15 +112,22 @@ def verdict_rows(judged: Sequence[Verdict], evidence: Mapping[str, Evidence],
     out = []
     for v in judged:
         reg = (registered or {}).get(v.rule.claim)
-        recipe = (f"`{reg.digest}` (no. {reg.id}, {reg.registered[:10]})" if reg else "none")
+        recipe = (f"`{reg.digest[:16]}` (no. {reg.id}, {reg.registered[:10]})" if reg else "none")
+        late = registry.post_hoc(reg) if reg is not None else None
+        if late is not None:
+            recipe += f"; not blind: written with results in hand ({late.commit})"
         best = "; ".join(dict.fromkeys(e.best() for e in v.evidence if e.best()))
-        out.append({"claim": v.rule.claim,
+        shown = []
+        for e in v.shown:  # a shown set has its own held-out choice: name it where it differs
+            own = e.best()
+            other = own and own.split(" (")[0] not in best
+            shown.append(_evidence_text(e) + (f", held-out best there: {own}" if other else ""))
+        out.append({"claim": f"{v.rule.statement} (`{v.rule.claim}`)",
                     "verdict": v.label + (f" ({v.note})" if v.note else ""),
                     "evidence (mean [95% interval], seeds)": "; ".join(
                         _evidence_text(e) for e in v.evidence),
                     "best configuration (held out)": best or "-",
-                    "shown beside": "; ".join(_evidence_text(e) for e in v.shown)
-                    or _no_stack(v),
+                    "shown beside": "; ".join(shown) or _no_stack(v),
                     "one seed away": _sensitivity_text(v, evidence),
                     "recipe": recipe})
     return out
@@ -130,7 +138,7 @@ def design_rows(changes: Sequence[Any]) -> list[dict[str, str]]:
     oldest first, as table rows."""
     return [{"date": c.date[:16].replace("T", " "), "commit": f"`{c.commit}`",
              "what changed": c.change, "results seen then": c.seen,
-             "registered": c.registered} for c in changes]
+             "registered": c.registered} for c in sorted(changes, key=lambda c: c.date)]
 
 
 def history_rows(registrations: Sequence[Any]) -> list[dict[str, str]]:
@@ -251,6 +259,22 @@ def missing_sentence(judged: Sequence[Verdict], rules: Sequence[Rule] = RULES) -
         return "Every claim has its evidence in this build."
     return (f"No verdict for {', '.join(missing)}: the runs that measure "
             f"{'it' if len(missing) == 1 else 'them'} are not in this build.")
+
+
+#: the Dyck chapter's adversary tables (``oracle.json``) of the grid's stack sets, per k
+ORACLE_SETS = {1: "Dyck-1 far", 3: "Dyck-3 stack"}
+
+
+def oracle_levels(folder: str) -> dict[int, float]:
+    """``{k: the strongest stack-free rule's pooled accuracy}`` on the grid's stack test
+    distribution, each rule fitted on that distribution itself (the Dyck chapter's
+    ``oracle.json`` in ``folder``; empty where the chapter has not run)."""
+    path = results.resolve(folder) / "oracle.json"
+    if not path.is_file():
+        return {}
+    tables = json.loads(path.read_text(encoding="utf-8"))
+    return {k: max(float(row["all"]) for row in tables[name].values())
+            for k, name in ORACLE_SETS.items() if name in tables}
 
 
 def ceilings(experiments: Sequence[Any]) -> dict[int, float]:

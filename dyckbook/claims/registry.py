@@ -44,7 +44,7 @@ from dyckbook.experiment import results as R
 from dyckbook.experiment.intervals import METHOD
 
 __all__ = ["DesignChange", "Registration", "check", "claims_of", "current", "design", "digest",
-           "load", "register", "registered_at", "registry_path", "verdict_runs"]
+           "load", "post_hoc", "register", "registered_at", "registry_path", "verdict_runs"]
 
 
 
@@ -156,8 +156,8 @@ def register(profile: str, runs: Mapping[str, Mapping[str, Any]], note: str,
     return new
 
 
-def check(run_record: Mapping[str, Any],
-          registrations: Sequence[Registration]) -> tuple[Registration | None, str]:
+def check(run_record: Mapping[str, Any], registrations: Sequence[Registration],
+          changes: Sequence[DesignChange] | None = None) -> tuple[Registration | None, str]:
     """Whether a run's results may be judged.
 
     Args:
@@ -166,7 +166,9 @@ def check(run_record: Mapping[str, Any],
 
     Returns:
         ``(registration, problem)``: the latest registration of the run's profile and name, and
-        "" if the run's digest is that registration's and it finished after it, else why not.
+        "" if the run's digest is that registration's and it finished after it (or before it,
+        where the design history (``changes``, default :func:`design`) names the registration
+        among those judged after their results: :func:`post_hoc`), else why not.
     """
     profile, run = run_record.get("profile"), run_record.get("run")
     latest = current(registrations, str(profile), str(run))
@@ -181,7 +183,7 @@ def check(run_record: Mapping[str, Any],
     if not finished:
         return latest, f"run `{run}` ({profile}) does not say when it finished"
     fixed = registered_at(latest, registrations)
-    if _utc(finished) < _utc(fixed):
+    if _utc(finished) < _utc(fixed) and post_hoc(latest, changes) is None:
         return latest, (f"run `{run}` ({profile}) finished {finished}, before its registration "
                         f"{latest.of or latest.id} ({fixed})")
     return latest, ""
@@ -209,6 +211,9 @@ class DesignChange:
     change: str  # what changed
     seen: str  # which results existed then and what they showed
     registered: str  # the registration (ids) the changed design entered, and when
+    #: the registrations whose runs finished before them and are still judged, not blind: the
+    #: registration says what was seen (an entry without them names none)
+    judged_after: tuple[int, ...] = ()
 
 
 def design(path: str | Path | None = None) -> list[DesignChange]:
@@ -220,10 +225,28 @@ def design(path: str | Path | None = None) -> list[DesignChange]:
         return []
     raw = yaml.safe_load(path.read_text(encoding="utf-8")) or []
     fields = set(DesignChange.__dataclass_fields__)
+    needed = fields - {"judged_after"}
     out = []
     for i, entry in enumerate(raw):
-        if not isinstance(entry, dict) or set(entry) != fields:
-            raise ValueError(f"{path}: entry {i} must have exactly the keys {sorted(fields)}, "
-                             f"got {entry!r:.120}")
-        out.append(DesignChange(**{k: str(v) for k, v in entry.items()}))
+        if not isinstance(entry, dict) or not needed <= set(entry) <= fields:
+            raise ValueError(f"{path}: entry {i} must have the keys {sorted(needed)} (and may "
+                             f"have judged_after), got {entry!r:.120}")
+        ids = entry.get("judged_after", [])
+        if not isinstance(ids, list) or not all(isinstance(x, int) and not isinstance(x, bool)
+                                                for x in ids):
+            raise ValueError(f"{path}: entry {i}: judged_after must be a list of registration "
+                             f"ids, got {ids!r}")
+        out.append(DesignChange(**{k: str(v) for k, v in entry.items() if k != "judged_after"},
+                                judged_after=tuple(ids)))
     return out
+
+
+def post_hoc(registration: Registration, changes: Sequence[DesignChange] | None = None
+             ) -> DesignChange | None:
+    """The design change that names ``registration`` (or the one it carries over, ``of``)
+    among the registrations judged after their results: its verdicts are judged, not blind."""
+    ids = {registration.id, registration.of} - {None}
+    for change in design() if changes is None else changes:
+        if ids & set(change.judged_after):
+            return change
+    return None

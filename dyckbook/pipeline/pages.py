@@ -299,6 +299,12 @@ def _registration(record: Mapping[str, Any], registrations: Sequence[Any] | None
     fixed = found.of or found.id
     carried = (f" (its key carried over to the one rule of issue 66 as registration {found.id})"
                if found.of else "")
+    late = registry.post_hoc(found)
+    if late is not None:
+        return str(fixed), (f"Its claims ({', '.join(found.claims)}) are judged against "
+                            f"registration {fixed} of {when}{carried}, which is not blind: its "
+                            f"rules or recipes were written with results in hand (the design "
+                            f"history's entry of {late.date[:10]}, commit {late.commit}).")
     return str(fixed), (f"Its claims ({', '.join(found.claims)}) are judged against "
                         f"registration {fixed} of {when}{carried}, which fixed its recipe "
                         "before it ran.")
