@@ -27,7 +27,7 @@ from dyckbook.nn import tokenizer
 from dyckbook.nn.model import Classifier, ModelConfig
 from dyckbook.rules.baselines import order_blind_ceiling
 
-__all__ = ["ORACLE_SETS", "ceilings", "coverage_sentence", "design_rows", "evidence_rows",
+__all__ = ["ORACLE_SETS", "beyond_levels", "ceilings", "coverage_sentence", "design_rows", "evidence_rows",
            "history_rows", "learned_sentence", "missing_sentence", "moved_sentence",
            "oracle_levels", "registration_check", "rule_rows", "verdict_json", "verdict_rows"]
 
@@ -275,6 +275,16 @@ def oracle_levels(folder: str) -> dict[int, float]:
     tables = json.loads(path.read_text(encoding="utf-8"))
     return {k: max(float(row["all"]) for row in tables[name].values())
             for k, name in ORACLE_SETS.items() if name in tables}
+
+
+def beyond_levels(folder: str) -> dict[str, float]:
+    """The beyond-lengths study's adversary level per multiple for Dyck-3 (``{"2×": accuracy}``,
+    its ``adversary.json``; empty where the study has not run)."""
+    path = results.resolve(folder) / "adversary.json"
+    if not path.is_file():
+        return {}
+    return {m: float(v) for m, v in json.loads(path.read_text(encoding="utf-8"))
+            .get("3", {}).get("level", {}).items()}
 
 
 def ceilings(experiments: Sequence[Any]) -> dict[int, float]:
