@@ -409,15 +409,23 @@ def _agree(way: str, n: int) -> str:
     return way if n == 1 else " ".join(filter(None, (verb.removesuffix("s"), rest)))
 
 
-def panels(groups: Mapping[str, Sequence[Any]], test: str) -> dict[str, dict[str, Any]]:
+def panels(groups: Mapping[str, Sequence[Any]], test: str, split: bool = False
+           ) -> dict[str, dict[str, Any]]:
     """``{"Dyck-k": {configuration: pooled score of its seeds on test}}`` for the labels
-    ``Dyck-<k> <configuration>`` of ``groups`` that have ``test``, a panel per language."""
+    ``Dyck-<k> <configuration>`` of ``groups`` that have ``test``, a panel per language; with
+    ``split``, two per language: the positions (plain Transformers) apart from the auxiliary
+    objectives and the recurrent references, so no panel draws more than a few lines."""
     out: dict[str, dict[str, Any]] = {}
     for label, group in groups.items():
         language, _, name = label.partition(" ")
         scores = [r.scores[test] for r in group if test in r.scores]
-        if scores:
-            out.setdefault(language, {})[name] = pool(scores)
+        if not scores:
+            continue
+        title = language
+        if split:
+            plain = "+" not in name and name not in REFERENCES
+            title = f"{language}: {'positions' if plain else 'objectives and references'}"
+        out.setdefault(title, {})[name] = pool(scores)
     return out
 
 

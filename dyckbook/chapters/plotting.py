@@ -108,23 +108,34 @@ def plot_accuracy_by_length(series: Mapping[str, Score | Mapping[int, Sequence[i
 def plot_length_panels(panels: Mapping[str, Mapping[str, Score | Mapping[int, Sequence[int]]]],
                        train_max_length: int | None = None, *, by: str = "length",
                        measure: str = "accuracy", chance: float | None = 0.5,
-                       min_strings: int = 100, xlabel: str | None = None) -> Figure:
-    """:func:`plot_accuracy_by_length` with a panel per ``{title: series}`` of ``panels``, one
-    above the other on a shared length axis (e.g. one panel per language)."""
+                       min_strings: int = 100, xlabel: str | None = None,
+                       columns: int = 1) -> Figure:
+    """:func:`plot_accuracy_by_length` with a panel per ``{title: series}`` of ``panels``, in
+    ``columns`` columns filled row by row on a shared length axis (e.g. one panel per
+    language)."""
     if by not in ("length", "depth"):
         raise ValueError(f"by must be 'length' or 'depth', got {by!r}")
     if not panels:
         raise ValueError("panels must hold at least one {title: series}, got none")
+    if isinstance(columns, bool) or not isinstance(columns, int) or columns < 1:
+        raise ValueError(f"columns must be an int >= 1, got {columns!r}")
+    columns = min(columns, len(panels))
+    rows = -(-len(panels) // columns)
     with style_context():
-        fig, axes = new_figure(len(panels), 1, (7.0, 3.8 * len(panels)), sharex=True)
-        for ax, (title, series) in zip(axes[:, 0], panels.items()):
+        fig, axes = new_figure(rows, columns, (7.0 if columns == 1 else 5.2 * columns,
+                                               3.8 * rows), sharex=True)
+        flat = list(axes.ravel())
+        for ax, (title, series) in zip(flat, panels.items()):
             if title:
                 ax.set_title(title)
             _length_lines(ax, series, train_max_length, by, measure, chance, min_strings)
-        for ax in axes[:, 0]:
+        for ax in flat[len(panels):]:
+            ax.set_visible(False)
+        for ax in flat:
             ax.tick_params(labelbottom=True)
-        axes[-1, 0].set_xlabel(xlabel or ("string length" if by == "length"
-                                          else "maximum nesting depth"))
+        for ax in axes[-1]:
+            ax.set_xlabel(xlabel or ("string length" if by == "length"
+                                     else "maximum nesting depth"))
     return fig
 
 
