@@ -349,3 +349,23 @@ def test_stack_beside_hard_ranks_one_k_by_stack_accuracy():
     assert shown[1]["hard, bin w>8"] == "60.0%" and shown[1]["hard: strongest shortcut"] == (
         "window8 97.0%")
     assert ablation_grid.stack_beside_hard(stack, hard, 2) == []
+
+
+def test_the_end_readout_sentence_sets_every_model_beside_its_shortcut():
+    """A model read at [end] has learned only where it clears the strongest shortcut on its
+    own test strings: the sentence counts exactly those that do."""
+    def record(label, acc, rules):
+        return SimpleNamespace(label=label, accuracy=lambda test, a=acc: a,
+                               baselines={"hard": {name: SimpleNamespace(accuracy=v)
+                                                   for name, v in rules.items()}})
+
+    sound = [record("exp. 2 read at [end]", 0.90, {"local8": 0.95, "counts": 0.5}),
+             record("exp. 2 read at [end]", 0.92, {"local8": 0.97, "counts": 0.5}),
+             record("exp. 4 read at [end]", 0.99, {"window8": 0.96}),
+             record("exp. 1: bidirectional, [start]", 1.0, {"local8": 0.2})]
+    text = summary.end_readout_sentence(sound)
+    assert "1 of 2 clears it" in text
+    assert "experiment 2 91.0% against `local8` 96.0%" in text
+    assert "experiment 4 99.0% against `window8` 96.0%" in text and "experiment 1" not in text
+    assert "none clears it" in summary.end_readout_sentence(sound[:2])
+    assert summary.end_readout_sentence(sound[3:]) == "No sound rerun reads at `[end]`."

@@ -74,6 +74,32 @@ def table52_rows(literal: Sequence[Any], sound: Sequence[Any]) -> list[dict[str,
     return rows
 
 
+def end_readout_sentence(sound: Sequence[Any], test: str = "hard") -> str:
+    """The sound reruns read at ``[end]``, each beside the strongest shortcut on the same test
+    strings: which of them clear it (a model that does not has not shown it learned)."""
+    parts, cleared = [], 0
+    for n in sorted({c[0] for r in sound if (c := sound_column(r.label)) and c[1] == "end"}):
+        group = [r for r in sound if sound_column(r.label) == (n, "end")]
+        model = sum(r.accuracy(test) for r in group) / len(group)
+        means: dict[str, list[float]] = {}
+        for r in group:
+            for name, score in r.baselines.get(test, {}).items():
+                means.setdefault(name, []).append(score.accuracy)
+        if not means:
+            continue
+        rule, values = max(means.items(), key=lambda kv: sum(kv[1]) / len(kv[1]))
+        bar = sum(values) / len(values)
+        cleared += model > bar
+        parts.append(f"experiment {n} {pct(model)} against `{rule}` {pct(bar)}")
+    if not parts:
+        return "No sound rerun reads at `[end]`."
+    verdict = ("none clears it" if not cleared else
+               f"{cleared} of {len(parts)} clear{'s' * (cleared == 1)} it")
+    return (f"Read at `[end]`, the causal models train (their output depends on the input), "
+            f"but beside the strongest shortcut on the same {test} strings {verdict}: "
+            + "; ".join(parts) + ".")
+
+
 def _strongest_text(records: Sequence[Any], test: str = "hard") -> str:
     """The stack-free shortcut with the best mean accuracy over the records' test sets."""
     means: dict[str, list[float]] = {}
