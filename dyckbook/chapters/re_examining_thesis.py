@@ -27,10 +27,10 @@ from dyckbook.nn import tokenizer
 from dyckbook.nn.model import Classifier, ModelConfig
 from dyckbook.rules.baselines import order_blind_ceiling
 
-__all__ = ["ORACLE_SETS", "beyond_levels", "ceilings", "coverage_sentence", "design_rows",
-           "evidence_rows", "history_rows", "learned_sentence", "missing_sentence",
-           "moved_sentence", "oracle_levels", "registration_check", "rule_rows", "verdict_json",
-           "verdict_rows"]
+__all__ = ["ORACLE_SETS", "answer_values", "beyond_levels", "ceilings", "coverage_sentence",
+           "design_rows", "evidence_rows", "history_rows", "learned_sentence",
+           "missing_sentence", "moved_sentence", "oracle_levels", "registration_check",
+           "rule_rows", "verdict_json", "verdict_rows"]
 
 
 def rule_rows(rules: Sequence[Rule] = RULES) -> list[dict[str, str]]:
@@ -286,6 +286,28 @@ def beyond_levels(folder: str) -> dict[str, float]:
         return {}
     return {m: float(v) for m, v in json.loads(path.read_text(encoding="utf-8"))
             .get("3", {}).get("level", {}).items()}
+
+
+def answer_values(judged: Sequence[Verdict], evidence: Mapping[str, Evidence],
+                  rules: Sequence[Rule] = RULES) -> dict[str, str]:
+    """Plain-text values the landing page quotes from this chapter (``{glue:text}`` across
+    documents): ``verdict_<claim>`` for every rule (its label, or "not judged yet" where its
+    run has not been published or its evidence is missing) and ``evidence_<name>`` for every
+    piece of evidence a rule reads or shows (mean [95% interval], or a reference's value; "not
+    measured yet" where missing)."""
+    labels = {v.rule.claim: v.label for v in judged}
+    out = {f"verdict_{r.claim}": labels.get(r.claim, "not judged yet") for r in rules}
+    for name in dict.fromkeys(n for r in rules for n in (*r.needs, *r.shows)):
+        e = evidence.get(name)
+        if e is None or not e.values:
+            out[f"evidence_{name}"] = "not measured yet"
+        elif e.reference:
+            out[f"evidence_{name}"] = f"{e.mean:.3f}"
+        else:
+            lo, hi = e.interval
+            out[f"evidence_{name}"] = (f"{e.mean:.3f} [{lo:.3f}, {hi:.3f}] over {e.n_seeds} "
+                                       f"{'seed' if e.n_seeds == 1 else 'seeds'}")
+    return out
 
 
 def ceilings(experiments: Sequence[Any]) -> dict[int, float]:
