@@ -36,7 +36,8 @@ __all__ = ["ORACLE_SETS", "answer_values", "beyond_levels", "ceilings", "coverag
 def rule_rows(rules: Sequence[Rule] = RULES) -> list[dict[str, str]]:
     """The rules as table rows."""
     return [{"claim": r.claim, "the thesis says": r.statement, "evidence": r.evidence,
-             "reproduced if": r.reproduced_if, "refuted if": r.refuted_if, "run": r.run}
+             "reproduced if": r.reproduced_if, "refuted if": r.refuted_if,
+             "not testable if": r.not_testable_if or "—", "run": r.run}
             for r in rules]
 
 
