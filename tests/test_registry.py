@@ -2,6 +2,7 @@
 whose recipe differs from its registration is not judged, and the history says what changed."""
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -128,6 +129,20 @@ def test_learned_sentence_reports_the_models_left_out():
     assert text.endswith("The other 1, apart: partner attention 0.100, preview auc 0.500, "
                          "head reset drop 0.000 (means).")
     assert re_examining_thesis.learned_sentence({}) == ""
+
+
+def test_learned_sentence_says_which_languages_learned_and_when_the_baselines_coincide():
+    explain = {"models": 4, "learned": 2, "learned_bar": 0.95, "not_learned": {},
+               "previous_share": [0.5, 0.6], "recent_share": [0.5, 0.6]}
+    records = [SimpleNamespace(config={"data": {"k": k}}, accuracy=lambda test, a=a: a)
+               for k, a in ((1, 0.99), (1, 0.97), (3, 0.6), (3, 0.7))]
+    by = re_examining_thesis.learned_by_language(records, 0.95)
+    assert by == {1: (2, 2), 3: (0, 2)}
+    text = re_examining_thesis.learned_sentence(explain, by)
+    assert "Dyck-1: 2 of 2; Dyck-3: 0 of 2" in text and "say nothing about Dyck-3" in text
+    assert "two baselines coincide" in text
+    apart = {**explain, "recent_share": [0.5, 0.4]}  # Dyck-3's can differ: no such sentence
+    assert "coincide" not in re_examining_thesis.learned_sentence(apart, by)
 
 
 def test_coverage_sentence_measures_at_the_builds_seed_counts():

@@ -28,9 +28,9 @@ from dyckbook.nn.model import Classifier, ModelConfig
 from dyckbook.rules.baselines import order_blind_ceiling
 
 __all__ = ["ORACLE_SETS", "answer_values", "beyond_levels", "ceilings", "coverage_sentence",
-           "design_rows", "evidence_rows", "history_rows", "learned_sentence",
-           "missing_sentence", "moved_sentence", "oracle_levels", "registration_check",
-           "rule_rows", "verdict_json", "verdict_rows"]
+           "design_rows", "evidence_rows", "history_rows", "learned_by_language",
+           "learned_sentence", "missing_sentence", "moved_sentence", "oracle_levels",
+           "registration_check", "rule_rows", "verdict_json", "verdict_rows"]
 
 
 def rule_rows(rules: Sequence[Rule] = RULES) -> list[dict[str, str]]:
@@ -202,11 +202,47 @@ def coverage_sentence(seed_counts: Sequence[int], n_sim: int = 2000) -> str:
             f"One seed alone gives the whole range, so no verdict rests on one seed.")
 
 
-def learned_sentence(explain: Mapping[str, Any]) -> str:
-    """How many explainability models the mechanism verdicts pool (those that learned), and
-    what the others measure, reported apart."""
+def learned_by_language(records: Sequence[Any], bar: float) -> dict[int, tuple[int, int]]:
+    """``{k: (models that learned, models)}`` of the explainability run's records: hard-test
+    accuracy at least ``bar`` (the evidence's ``learned_bar``)."""
+    out: dict[int, list[int]] = {}
+    for r in records:
+        k = int(r.config["data"]["k"])
+        counts = out.setdefault(k, [0, 0])
+        counts[0] += r.accuracy("hard") >= bar
+        counts[1] += 1
+    return {k: (a, b) for k, (a, b) in sorted(out.items())}
+
+
+def learned_sentence(explain: Mapping[str, Any],
+                     by_language: Mapping[int, tuple[int, int]] | None = None) -> str:
+    """How many explainability models the mechanism verdicts pool (those that learned), of
+    which languages, and what the others measure, reported apart; where the pooled models'
+    "previous symbol" and "most recent opener" shares are equal at every model (as they are
+    by definition under Dyck-1), that the attention claim's filter cannot tell them apart."""
     if not explain or "models" not in explain:
         return ""
+    text = _learned_text(explain)
+    if by_language:
+        parts = [f"Dyck-{k}: {a} of {b}" for k, (a, b) in by_language.items()]
+        text += f" By language, the models that learned: {'; '.join(parts)}."
+        none = [k for k, (a, b) in by_language.items() if b and a == 0]
+        if none:
+            text += (" So these verdicts say nothing about "
+                     + " or ".join(f"Dyck-{k}" for k in none)
+                     + ", whose models never reached the bar.")
+    prev, recent = explain.get("previous_share") or [], explain.get("recent_share") or []
+    if prev and len(prev) == len(recent) and np.allclose(prev, recent):
+        text += (" At every pooled model the share of closers whose partner is the previous "
+                 "symbol equals the share whose partner is the most recent opener "
+                 f"({np.mean(prev):.3f} on average), as it must under Dyck-1, where a closer's "
+                 "partner is the most recent opener exactly when it is the previous symbol: the "
+                 "attention claim's two baselines coincide there, so its filter removes one kind "
+                 "of closer, not two.")
+    return text
+
+
+def _learned_text(explain: Mapping[str, Any]) -> str:
     rest = explain.get("not_learned") or {}
     n_rest = explain["models"] - explain["learned"]
     text = (f"The attention, preview and head verdicts pool the {explain['learned']} of "
