@@ -37,7 +37,7 @@ from dyckbook.nn.recurrent import RecurrentConfig
 from dyckbook.rules import adversary, baselines
 
 __all__ = ["LONG_SETS", "MECHANISM_PAIRS", "SOLVED", "Study", "adversary_level",
-           "adversary_rows", "binned", "bins", "configuration_rows", "extends_values",
+           "adversary_rows", "binned", "bins", "configuration_rows", "extends_values", "int_list",
            "length_panels", "mechanism", "own_adversary", "reference_configs", "seed_table",
            "study", "strongest", "table_rows", "test_adversary", "verdict_rows"]
 
@@ -56,6 +56,25 @@ class Study:
     models: dict[str, RunConfig]
     references: dict[str, RunConfig]
     bins: dict[str, tuple[int, int]]
+
+
+def int_list(value: Any) -> list[int]:
+    """A comma-separated list of ints >= 1 (``"2,4"``; ``""``: none), as a notebook's text
+    parameter gives it.
+
+    Raises:
+        ValueError: anything else (the message names the value).
+    """
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise ValueError(f"expected comma-separated ints >= 1, got {value!r}")
+    out = []
+    for item in (x.strip() for x in str(value).split(",")):
+        if not item:
+            continue
+        if not item.isdigit() or int(item) < 1:
+            raise ValueError(f"expected comma-separated ints >= 1, got {value!r}")
+        out.append(int(item))
+    return out
 
 
 def bins(max_length: int, test_min_length: int, multiples: Sequence[int]
