@@ -235,3 +235,15 @@ def test_the_design_history_is_read_and_checked(tmp_path):
     path.write_text("- {date: '2026-01-01', commit: abc, change: x, seen: y}\n")
     with pytest.raises(ValueError, match="must have the keys"):
         registry.design(path)
+
+
+def test_held_out_sentence_names_a_choice_that_failed_on_its_own_seed():
+    rule = RULES[0]
+    failed = Evidence("causal k1", (1.0, 0.5, 0.99), chosen=("a", "b", "a"), n_failed=1)
+    fine = Evidence("other", (1.0, 1.0), chosen=("a", "a"))
+    text = re_examining_thesis.held_out_sentence([SimpleNamespace(rule=rule, evidence=(failed,)),
+                                                  SimpleNamespace(rule=rule, evidence=(fine,))])
+    assert f"`{rule.claim}` (causal k1: 1 of 3 seeds" in text
+    assert "position 2, whose choice b scored 0.500" in text and "This is intended" in text
+    assert re_examining_thesis.held_out_sentence(
+        [SimpleNamespace(rule=rule, evidence=(fine,))]) == ""

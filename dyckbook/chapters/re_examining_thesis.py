@@ -256,6 +256,26 @@ def _learned_text(explain: Mapping[str, Any]) -> str:
     return text
 
 
+def held_out_sentence(judged: Sequence[Verdict]) -> str:
+    """Where a held-out choice failed on the very seed it is scored on: which claim, how often
+    and at what value, and why that is intended (the choice never sees that seed)."""
+    parts = []
+    for v in judged:
+        for e in v.evidence:
+            if not e.chosen or not e.n_failed:
+                continue
+            worst = int(np.argmin(e.values))
+            parts.append(f"`{v.rule.claim}` ({e.name}: {e.n_failed} of {e.n_seeds} seeds, e.g. "
+                         f"the seed at position {worst + 1}, whose choice {e.chosen[worst]} "
+                         f"scored {e.values[worst]:.3f} there)")
+    if not parts:
+        return ""
+    return ("A held-out choice is made on the other seeds only, so a configuration that is best "
+            "on them can fail on the seed it is then scored on, and that seed counts at its "
+            "failed value: " + "; ".join(parts) + ". This is intended: choosing with the scored "
+            "seed in view would let the choice see the test.")
+
+
 def moved_sentence(judged: Sequence[Verdict], local: Sequence[Verdict]) -> str:
     """Which verdicts differ between the stack sets and the local (hard) sets."""
     before = {v.rule.claim: v.label for v in local}
