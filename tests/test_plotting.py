@@ -358,3 +358,28 @@ def test_the_seed_figure_is_the_same_on_every_draw_and_leaves_numpy_alone():
     assert png() == first
     np.random.seed(1)
     assert np.random.random() == after  # the caller's draws are as they would have been
+
+
+@pytest.mark.parametrize("length", [8, 20, 40, 80])
+def test_attention_token_labels_are_legible_on_the_page_and_never_overlap(length: int) -> None:
+    """Issue 65: the explainability heat maps' token labels were about 6 px. As the page shows
+    the figure (scaled to the page's width), every label is TICK_POINTS tall, and labels are
+    thinned so that neighbours never overlap."""
+    from dyckbook.chapters import attention_plots as A
+    from dyckbook.chapters.figure_style import PAGE_WIDTH
+
+    string = "()" * (length // 2)
+    n = length + 2
+    p = random_patterns(np.random.default_rng(3), 2, 2, n, "causal", length)
+    fig = P.plot_attention_grid(p, string, "causal")
+    shown = min(1.0, PAGE_WIDTH / fig.get_figwidth())
+    ax = fig.axes[0]
+    labels = ax.get_xticklabels()
+    assert labels and all(t.get_fontsize() * shown == pytest.approx(A.TICK_POINTS)
+                          for t in labels)
+    ticks = ax.get_xticks()
+    if len(ticks) > 1:  # the distance between two labels, in points on the page, holds one
+        width = ax.get_position().width * fig.get_figwidth() * 72 * shown
+        gap = width / n * (ticks[1] - ticks[0])
+        assert gap >= A.TICK_POINTS
+    plt.close(fig)

@@ -28,7 +28,10 @@ from dyckbook.chapters.figure_style import (
 )
 from dyckbook.interp import explain
 
-__all__ = ["plot_attention_grid", "plot_attention_summary", "plot_cross_attention",
+#: the token labels' size on the page, in points (issue 65: they were about 6 px)
+TICK_POINTS = 8.0
+
+__all__ = ["TICK_POINTS", "plot_attention_grid", "plot_attention_summary", "plot_cross_attention",
            "plot_matching", "plot_preview_roc"]
 
 
@@ -95,14 +98,18 @@ def plot_attention_grid(patterns: np.ndarray, string: str, mask: str = "bidirect
     # carries them otherwise)
     shown = min(1.0, PAGE_WIDTH / (panel * n_heads + 1.0))
     size = min(9.0, panel * 72 / n * shown / 2.6)
+    # token labels at TICK_POINTS as the page shows them (the figure is scaled by `shown`),
+    # every step-th token where they would otherwise overlap
+    tick = TICK_POINTS / shown
+    step = max(step, math.ceil(n * tick * 1.6 / (panel * 72)))  # the axes: ~0.8 of a panel
     with style_context():
         fig, axes = new_figure(n_layers, n_heads, (panel * n_heads + 1.0, panel * n_layers + 0.6),
                             title)
         for (l, h), ax in np.ndenumerate(axes):
             ax.patch.set(facecolor=HIDDEN, hatch="////", edgecolor="0.65")
             marked = [] if marks is None else np.flatnonzero(np.asarray(marks)[:n] >= 0)
-            image = _heat_panel(ax, data[l, h], labels, labels, (step, step),
-                                float(np.clip(panel * 72 / n * 0.7, 5, 9)), f"layer {l}, head {h}",
+            image = _heat_panel(ax, data[l, h], labels, labels, (step, step), tick,
+                                f"layer {l}, head {h}",
                                 ((marks[q], q) for q in marked if not hidden[q, marks[q]]),
                                 cmap=cmap, vmin=vmin, vmax=1.0)
             if n <= ANNOTATE_MAX and size >= MIN_TEXT:
