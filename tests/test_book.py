@@ -253,3 +253,33 @@ def test_a_partly_published_profile_builds_with_warnings_as_errors(tmp_path: Pat
     assert "Not published" in page and 'id="ch-dyck"' in page and "runs it" in page
     assert "reruns it" not in page
     assert "ch-dyck" in (html / "book/pages/chapters/models_training.html").read_text()
+
+
+#: what only a building machine's folders look like: absolute paths of a checkout, a temporary
+#: or home folder, and a printed pathlib object
+MACHINE_PATH = re.compile(r"(?<![\w.:/])/(?:work|tmp|home|root|Users|var/folders)/[\w.\-]+"
+                          r"|\b(?:Posix|Windows)Path\(")
+
+
+@pytest.mark.notebook
+@pytest.mark.slow
+def test_no_built_page_shows_a_machine_path(html_dir: Path) -> None:
+    """Issue 64: pages showed the building machine's `.cache/runs` folder, a warning's source
+    file and a `PosixPath('/tmp/dyckbook-run-...')`. No page text may (scripts, styles and
+    links are not read: only what a reader sees)."""
+    found = []
+    for page in html_dir.rglob("*.html"):
+        text = re.sub(r"<(script|style)\b.*?</\1>", "", page.read_text(), flags=re.S)
+        text = re.sub(r"<[^>]+>", "", text)
+        found += [f"{page.relative_to(html_dir)}: {m.group(0)}" for m in MACHINE_PATH.finditer(text)]
+    assert not found, found[:10]
+
+
+def test_the_machine_path_pattern_finds_what_it_must_and_nothing_else() -> None:
+    for leak in ("resumed 5 of 5 seed(s) from /work/main/.cache/runs",
+                 "PosixPath('/tmp/dyckbook-run-x')", "/home/ana/dyckbook/dyckbook/run.py:3: Warning",
+                 "/root/.cache/x"):
+        assert MACHINE_PATH.search(leak), leak
+    for clean in ("resumed 5 of 5 seed(s) from .cache/runs", "book/results/cpu/13/x.json",
+                  "https://example.org/work/x", "lengths 30/48", "a/tmp/b"):
+        assert not MACHINE_PATH.search(clean), clean

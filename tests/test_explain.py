@@ -390,3 +390,24 @@ def test_long_input_summary_at_a_thousand_tokens_is_cheap() -> None:
     assert s.block_max.shape == (256, 256) and s.offset_edges[-1] >= 1002
     with pytest.raises(ValueError, match="pattern must be"):
         E.long_input_summary(p[:10], data, 0)
+
+
+def test_a_measures_interval_is_the_same_on_the_explainability_page_and_in_the_verdicts():
+    """Issue 64: the head-reset drop read "-0.001 [0.000, 0.001]" on one page (clipped to an
+    accuracy's [0, 1]) and another interval in the verdict chapter. Both now use the measure's
+    own bounds (``verdicts.MEASURE_BOUNDS``)."""
+    from dyckbook.chapters import explainability
+    from dyckbook.claims import verdicts
+
+    drops = [-0.002, -0.0005, 0.0, 0.001, -0.001]
+    evidence = {"head_reset_drop": drops, "partner_attention": [0.4, 0.5, 0.45, 0.52, 0.48],
+                "preview_auc": [0.7, 0.8, 0.75, 0.9, 0.85]}
+    said = explainability.explain_sentences(evidence)
+    judged = verdicts.gather(explain=evidence)["head_reset_drop"]
+    lo, hi = judged.interval
+    assert lo < 0 < hi and lo <= judged.mean <= hi
+    assert f"{judged.mean:.3f} [{lo:.3f}, {hi:.3f}] over 5 models" in said
+    row = explainability.measure_rows({"m": [{**{n: 0.5 for n in (
+        "accuracy", "partner_attention", "uniform_hard", "previous_share", "recent_share",
+        "preview_auc", "head_movement")}, "head_reset_drop": d} for d in drops]})[0]
+    assert row["head reset drop"] == f"{judged.mean:.3f} [{lo:.3f}, {hi:.3f}]"

@@ -70,3 +70,32 @@ def test_interval_is_shift_equivariant_and_batched_equals_single():
     mean, se = values.mean(1), values.std(1, ddof=1) / math.sqrt(5)
     t = t_quantile(0.975, 4)
     assert (low <= mean - t * se + 1e-12).all() and (high >= mean + t * se - 1e-12).all()
+
+
+@pytest.mark.parametrize("bounds", [(0.0, 1.0), (-1.0, 1.0), (0.0, math.inf)])
+def test_the_mean_lies_in_its_interval_whatever_the_values(bounds):
+    """Issue 64: a clipped interval showed "-0.001 [0.000, 0.001]". Values within their bounds,
+    however bunched against a bound or spread, keep their mean inside the interval."""
+    rng = np.random.default_rng(11)
+    lo_b, hi_b = bounds
+    top = 1.0 if math.isinf(hi_b) else hi_b
+    for n in (2, 3, 5, 10):
+        for scale in (1e-3, 0.05, 0.5):
+            for centre in (lo_b, top, (lo_b + top) / 2):
+                values = np.clip(centre + scale * rng.standard_normal((40, n)), lo_b, top)
+                low, high = intervals(values, bounds=bounds)
+                mean = values.mean(axis=1)
+                assert (low <= mean + 1e-12).all() and (mean <= high + 1e-12).all()
+
+
+def test_values_outside_their_bounds_are_an_error_not_clipped():
+    """A drop of accuracy can be negative: read as an accuracy (bounds [0, 1]) its interval
+    would be clipped above its mean; it must name its bounds instead."""
+    drops = [-0.002, -0.001, 0.0, 0.001, -0.001]
+    with pytest.raises(ValueError, match=r"values must lie within bounds \(0.0, 1.0\): got values "
+                                         r"from -0.002 to 0.001"):
+        interval(drops)
+    lo, hi = interval(drops, bounds=(-1.0, 1.0))
+    assert lo < np.mean(drops) < hi
+    with pytest.raises(ValueError, match="bounds must be"):
+        interval([0.5, 0.6], bounds=(1.0, 0.0))

@@ -212,6 +212,13 @@ def test_adversary(k: int, sets: Sequence[str], spans: Mapping[str, tuple[int, i
     return out
 
 
+def _mean_of_finite(values: Sequence[float]) -> float:
+    """The mean of the finite values, NaN where there is none (a bin without such strings),
+    without numpy's warning, which a page would print."""
+    finite = [v for v in values if math.isfinite(v)]
+    return sum(finite) / len(finite) if finite else math.nan
+
+
 def own_adversary(group: Sequence[Any], sets: Sequence[str], lo: int, hi: int
                   ) -> dict[str, dict[str, float]]:
     """``{set: {rule: accuracy}}``, every rule fitted on a model's own training strings and
@@ -219,7 +226,7 @@ def own_adversary(group: Sequence[Any], sets: Sequence[str], lo: int, hi: int
     out: dict[str, dict[str, float]] = {}
     for s in sets:
         rules = set.intersection(*(set(r.baselines.get(s, {})) for r in group)) if group else set()
-        values = {rule: float(np.nanmean([binned(r.baselines[s][rule], lo, hi) for r in group]))
+        values = {rule: _mean_of_finite([binned(r.baselines[s][rule], lo, hi) for r in group])
                   for rule in sorted(rules)}
         out[s] = {rule: v for rule, v in values.items() if not math.isnan(v)}
     return out
@@ -363,7 +370,7 @@ def mechanism(records: Mapping[str, Sequence[Any]], chosen: Study, device: str =
     two = {label: group for label, group in records.items() if label.startswith("Dyck-3 L2 ")}
     if not two or "2×" not in spans:
         return {"dilution": [], "heads": []}
-    score = {label: float(np.nanmean(extends_values(group, *spans["2×"])))
+    score = {label: _mean_of_finite(extends_values(group, *spans["2×"]))
              for label, group in two.items()}
     ranked = sorted(score, key=score.get)
     picked = dict.fromkeys([ranked[-1], ranked[0]])  # best first; one row set if they coincide

@@ -13,6 +13,7 @@ from torch import nn
 from dyckbook.chapters.page import mean_interval, pct
 from dyckbook.data.dataset import Dataset
 from dyckbook.experiment.evaluate import predict
+from dyckbook.claims.verdicts import MEASURE_BOUNDS
 from dyckbook.interp.explain import (
     attention_patterns,
     head_movement,
@@ -34,9 +35,15 @@ def measure_rows(measures: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[di
         row = {"model": label, "seeds": len(per_seed)}
         for name in names:
             values = [m[name] for m in per_seed if math.isfinite(m[name])]
-            row[name.replace("_", " ")] = mean_interval(values, False) if values else "n/a"
+            row[name.replace("_", " ")] = mean_interval(values, False, bounds_of(name)) \
+                if values else "n/a"
         out.append(row)
     return out
+
+
+def bounds_of(measure: str) -> tuple[float, float]:
+    """The range ``measure``'s values can take (``explain.MEASURE_BOUNDS``; else [0, 1])."""
+    return MEASURE_BOUNDS.get(measure, (0.0, 1.0))
 
 
 LEARNED_BAR = 0.95  # hard-test accuracy from which a model's mechanism is evidence
@@ -63,8 +70,9 @@ def explain_sentences(evidence: Mapping[str, Any]) -> str:
     learned, and how many did not."""
     def said(name: str) -> str:
         values = evidence.get(name, [])
-        return f"{mean_interval(values, False)} over {len(values)} models" if values \
-            else "not measured"
+        if not values:
+            return "not measured"
+        return f"{mean_interval(values, False, bounds_of(name))} over {len(values)} models"
 
     head = ""
     if "models" in evidence:

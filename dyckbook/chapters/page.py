@@ -102,9 +102,12 @@ def accuracy_text(row: Mapping[str, Any]) -> str:
     return f"{pct(row['accuracy'])} {span(row['low'], row['high'])}"
 
 
-def mean_interval(values: Sequence[float], percent: bool = True) -> str:
-    """The mean of ``values`` with its 95% interval, in percent or to 3 decimals."""
-    mean, (lo, hi) = sum(values) / len(values) if values else math.nan, interval(values)
+def mean_interval(values: Sequence[float], percent: bool = True,
+                  bounds: tuple[float, float] = (0.0, 1.0)) -> str:
+    """The mean of ``values`` with its 95% interval (clipped to ``bounds``, the range a value
+    can take), in percent or to 3 decimals."""
+    mean = sum(values) / len(values) if values else math.nan
+    lo, hi = interval(values, bounds=bounds)
     return f"{pct(mean)} {span(lo, hi)}" if percent else f"{mean:.3f} [{lo:.3f}, {hi:.3f}]"
 
 

@@ -37,6 +37,11 @@ LABELS = ("reproduced", "qualified", "refuted")
 NOT_TESTABLE = "not testable"
 UNREGISTERED = "not judged"  # the label of a claim whose run's recipe is not the registered one
 CHANCE = 0.6  # "about 50%": an interval below this bar is a model at chance on a balanced set
+#: the range a measure's values can take where it is not [0, 1] (accuracies, shares, attention,
+#: AUC): a drop of accuracy is a difference, the head's movement a relative norm. An interval
+#: is clipped to it; the explainability chapter's tables use the same bounds, so a measure's
+#: interval is the same on every page.
+MEASURE_BOUNDS = {"head_reset_drop": (-1.0, 1.0), "head_movement": (0.0, math.inf)}
 _INTERVALS: dict[tuple, tuple[float, float]] = {}  # (values, bounds) -> interval, computed once
 
 
@@ -625,10 +630,9 @@ def gather(experiments: Sequence[Any] = (), grid: Sequence[Any] = (),
         out["recipe_best_k3"], out["shortcut_k3"] = _recipe_best(recipes)
     out.update({name: e for name, e in _beyond_evidence(beyond, beyond_adversary or {}).items()
                 if not any(math.isnan(v) for v in e.values)})  # a bin without such strings
-    bounds = {"head_reset_drop": (-1.0, 1.0)}
     for name in ("partner_attention", "preview_auc", "head_reset_drop"):
         if explain and explain.get(name):
             out[name] = Evidence(name.replace("_", " "), tuple(float(v) for v in explain[name]),
-                                 bounds=bounds.get(name, (0.0, 1.0)))
+                                 bounds=MEASURE_BOUNDS.get(name, (0.0, 1.0)))
     return {k: v for k, v in out.items() if v is not None}
 
