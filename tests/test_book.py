@@ -271,13 +271,15 @@ def test_no_built_page_shows_a_machine_path(html_dir: Path) -> None:
     for page in html_dir.rglob("*.html"):
         text = re.sub(r"<(script|style)\b.*?</\1>", "", page.read_text(), flags=re.S)
         text = re.sub(r"<[^>]+>", "", text)
-        found += [f"{page.relative_to(html_dir)}: {m.group(0)}" for m in MACHINE_PATH.finditer(text)]
+        found += [f"{page.relative_to(html_dir)}: {m.group(0)}"
+                  for m in MACHINE_PATH.finditer(text)]
     assert not found, found[:10]
 
 
 def test_the_machine_path_pattern_finds_what_it_must_and_nothing_else() -> None:
     for leak in ("resumed 5 of 5 seed(s) from /work/main/.cache/runs",
-                 "PosixPath('/tmp/dyckbook-run-x')", "/home/ana/dyckbook/dyckbook/run.py:3: Warning",
+                 "PosixPath('/tmp/dyckbook-run-x')",
+                 "/home/ana/dyckbook/dyckbook/run.py:3: Warning",
                  "/root/.cache/x"):
         assert MACHINE_PATH.search(leak), leak
     for clean in ("resumed 5 of 5 seed(s) from .cache/runs", "book/results/cpu/13/x.json",

@@ -292,4 +292,4 @@ def test_no_committed_page_shows_a_machine_path():
 
     showing = {page for page, text in _page_outputs().items() if MACHINE_PATH.search(text)}
     assert showing <= PATH_DEBT, sorted(showing - PATH_DEBT)
-    assert PATH_DEBT <= showing, f"rerun and clean now, remove from PATH_DEBT: {PATH_DEBT - showing}"
+    assert PATH_DEBT <= showing, f"rerun and clean now: remove {PATH_DEBT - showing} from PATH_DEBT"

@@ -11,9 +11,9 @@ import numpy as np
 from torch import nn
 
 from dyckbook.chapters.page import mean_interval, pct
+from dyckbook.claims.verdicts import MEASURE_BOUNDS
 from dyckbook.data.dataset import Dataset
 from dyckbook.experiment.evaluate import predict
-from dyckbook.claims.verdicts import MEASURE_BOUNDS
 from dyckbook.interp.explain import (
     attention_patterns,
     head_movement,
