@@ -24,10 +24,11 @@ from typing import Any
 
 import numpy as np
 
+from dyckbook.data.protocol import REGIMES
 from dyckbook.experiment.intervals import interval, intervals
 
-__all__ = ["CHANCE", "LABELS", "NOT_TESTABLE", "RULES", "UNREGISTERED", "Evidence", "Rule",
-           "Verdict", "beyond_table", "gather",
+__all__ = ["CHANCE", "LABELS", "MEASURE_BOUNDS", "NOT_TESTABLE", "RULES", "UNREGISTERED",
+           "Evidence", "Rule", "Verdict", "beyond_table", "gather", "trains_on",
            "held_out_best", "sensitivity", "verdicts"]
 
 LABELS = ("reproduced", "qualified", "refuted")
@@ -165,6 +166,15 @@ def _lengths(e: Mapping[str, Evidence], k: int) -> str:
     return "reproduced" if beyond[1] < 0.90 and within[0] >= 0.95 else "qualified"
 
 
+def _learnable(e: Mapping[str, Evidence]) -> str:
+    if e["test_kind_k3"].mean > 0:
+        return NOT_TESTABLE  # trained on negatives built as the test's: proves less
+    label = _bars(e["recipe_best_k3"], lambda lo, hi: lo >= 0.99, lambda lo, hi: hi < 0.90)
+    if label != "refuted" and e["recipe_best_k3"].interval[0] <= e["shortcut_k3"].mean:
+        return NOT_TESTABLE  # not above a rule without a stack on the same strings
+    return label
+
+
 def _beyond(e: Mapping[str, Evidence], m: int) -> str:
     beyond, within = e[f"lengths_{m}x_k3"].interval, e["lengths_1x_k3"].interval
     if e[f"adversary_{m}x_k3"].mean >= 0.90 or within[0] < 0.95:
@@ -279,15 +289,22 @@ RULES: tuple[Rule, ...] = (
          lambda e: _bars(e["preview_auc"], lambda lo, hi: lo >= 0.9, lambda lo, hi: hi < 0.6),
          run="explainability"),
     Rule("learnable_k3", "A small Transformer can learn to recognise Dyck-3 (the book's "
-         "question, not the thesis' claim: a registered recipe, issue 52).",
-         ("recipe_best_k3",),
-         "`recipe_best_k3`: stack-test accuracy of the held-out best recipe of the learning "
-         "study's registered recipes (every seed; Transformers only). `shortcut_k3` (shown): "
-         "the strongest stack-free rule fitted and scored on the chosen seeds' own strings.",
-         "interval within [0.99, 1]", "interval below 0.90",
-         lambda e: _bars(e["recipe_best_k3"], lambda lo, hi: lo >= 0.99,
-                         lambda lo, hi: hi < 0.90), run="learning-dyck3",
-         shows=("shortcut_k3",)),
+         "question, not the thesis' claim: a registered recipe, issue 52), trained on no "
+         "negative of the test set's kind (issue 64).",
+         ("recipe_best_k3", "test_kind_k3", "shortcut_k3"),
+         "`recipe_best_k3`: stack-test accuracy of the held-out best of the learning study's "
+         "registered Transformer recipes that train on no stack negatives (every seed); where "
+         "every recipe does (the grid's mix holds a quarter of them, built as the test set's), "
+         "the held-out best of them all. `test_kind_k3`: the share of the chosen seeds whose "
+         "recipe trains on stack negatives. `shortcut_k3`: the strongest stack-free rule, the "
+         "higher of two fits: on the chosen seeds' own training strings, scored on their stack "
+         "test strings and averaged over those seeds; and on the stack test distribution "
+         "itself (the Dyck chapter's adversary table, pooled).",
+         "interval within [0.99, 1]", "interval below 0.90", _learnable, run="learning-dyck3",
+         labels=(*LABELS, NOT_TESTABLE),
+         not_testable_if="the chosen recipe trains on negatives of the test set's kind (it is "
+                         "reported on this row, not judged: issue 64), or the interval's lower "
+                         "end does not clear the strongest stack-free rule"),
     _beyond_rule(2), _beyond_rule(4),
     Rule("static_head", "The final layer's weights barely move during training.",
          ("head_reset_drop",),
@@ -460,27 +477,44 @@ def _shortcut(name: str, records: Sequence[Any], k: int, chosen: Evidence | None
     return Evidence(name, (value,), chosen.n_strings, test, reference=True)
 
 
-def _recipe_best(records: Sequence[Any]) -> tuple[Evidence | None, Evidence | None]:
-    """The held-out best recipe's stack-set accuracy, seed by seed, and the strongest
-    stack-free rule's on the same seeds' strings."""
+def trains_on(record: Any, regime: str) -> bool:
+    """Whether ``record``'s training negatives include ``regime``'s (the grid's ``mix`` holds
+    every one of ``protocol.REGIMES``)."""
+    negatives = record.config["data"].get("train_negatives", "mix")
+    return negatives == regime or (negatives == "mix" and regime in REGIMES)
+
+
+def _recipe_best(records: Sequence[Any], distribution: float | None = None
+                 ) -> tuple[Evidence | None, Evidence | None, Evidence | None]:
+    """The held-out best recipe's stack-set accuracy, seed by seed, among the recipes that
+    train on no stack negatives (all of them where none does not); the share of the chosen
+    seeds whose recipe does; and the strongest stack-free rule, the higher of its fit on the
+    chosen seeds' own strings (their mean) and ``distribution`` (its fit on the test
+    distribution itself)."""
+    unseen = [r for r in records if not trains_on(r, "stack")]
     table: dict[str, dict[int, float]] = {}
     by_key = {}
-    for r in records:
+    for r in unseen or records:
         table.setdefault(r.label, {})[int(r.config["seed"])] = r.accuracy("stack")
         by_key[r.label, int(r.config["seed"])] = r
     values, chosen = held_out_best(table)
     if not values:
-        return None, None
+        return None, None, None
     seeds = sorted(set.intersection(*(set(v) for v in table.values())))
     picked = [by_key[c, s] for c, s in zip(chosen, seeds)]
     n = int(np.mean([r.scores["stack"].n for r in picked]))
     best = Evidence("best recipe k3", tuple(values), n, "stack", tuple(chosen),
                     n_failed=sum(r.status != "ok" for r in picked))
+    seen = Evidence("chosen seeds trained on the test's kind k3",
+                    (float(np.mean([trains_on(r, "stack") for r in picked])),), n, "stack",
+                    reference=True)
     rules = [max((s.accuracy for s in r.baselines.get("stack", {}).values()), default=None)
              for r in picked]
-    shortcut = None if any(v is None for v in rules) else Evidence(
-        "strongest stack-free rule k3", tuple(rules), n, "stack")
-    return best, shortcut
+    if any(v is None for v in rules):
+        return best, seen, None
+    value = max(float(np.mean(rules)), distribution if distribution is not None else -1.0)
+    return best, seen, Evidence("strongest stack-free rule k3", (value,), n, "stack",
+                                reference=True)
 
 
 def _length_pair(k: int, group: Sequence[Any]) -> tuple[Evidence, ...] | None:
@@ -627,7 +661,8 @@ def gather(experiments: Sequence[Any] = (), grid: Sequence[Any] = (),
     recipes = [r for r in learning if r.config["model"].get("kind") == "classifier"
                and "stack" in r.scores]
     if recipes:
-        out["recipe_best_k3"], out["shortcut_k3"] = _recipe_best(recipes)
+        out["recipe_best_k3"], out["test_kind_k3"], out["shortcut_k3"] = _recipe_best(
+            recipes, (oracle or {}).get(3))
     out.update({name: e for name, e in _beyond_evidence(beyond, beyond_adversary or {}).items()
                 if not any(math.isnan(v) for v in e.values)})  # a bin without such strings
     for name in ("partner_attention", "preview_auc", "head_reset_drop"):
