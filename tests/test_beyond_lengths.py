@@ -110,3 +110,17 @@ def test_a_mean_readout_is_the_average_of_its_positions_margins():
     end = Classifier(ModelConfig(k=2, n_ctx=20, readout="end"), [0])
     with pytest.raises(ValueError, match="mean readout"):
         readout.position_margins(end, tokens)
+
+
+def test_the_deep_set_is_attacked_on_its_own_distribution_when_its_depth_is_known():
+    """The deep set's test-distribution adversary fits the rules on hard negatives of words of
+    depth >= D (``DeepDyck``), from 2D on; without D it is left out, never attacked as the
+    plain hard set."""
+    spans = {"2×": (14, 20)}
+    without = B.test_adversary(1, ["deep"], spans, 16, seed=0)
+    assert without == {"2×": {}}
+    found = B.test_adversary(1, ["hard", "deep"], spans, 16, seed=0, deep_depth=6)
+    assert set(found["2×"]) == {"hard", "deep"} and found["2×"]["deep"]
+    assert all(0.0 <= v <= 1.0 for v in found["2×"]["deep"].values())
+    # no length in the bin reaches 2D: nothing to attack, the set is left out
+    assert "deep" not in B.test_adversary(1, ["deep"], spans, 16, seed=0, deep_depth=11)["2×"]

@@ -25,12 +25,12 @@ from dyckbook.chapters.ablation_grid import Cell
 from dyckbook.chapters.learning_dyck3 import parse_recipes
 from dyckbook.chapters.page import pct, span
 from dyckbook.claims.verdicts import beyond_table
-from dyckbook.data.languages import Dyck
+from dyckbook.data.languages import DeepDyck, Dyck
 from dyckbook.data.negatives import sample_minimal_pairs, stack_kind
 from dyckbook.data.protocol import regime_lengths
 from dyckbook.experiment.evaluate import pool
 from dyckbook.experiment.intervals import interval
-from dyckbook.experiment.run import RunConfig, run_seeds
+from dyckbook.experiment.run import RunConfig, data_splits, run_seeds
 from dyckbook.experiment.train import TrainConfig
 from dyckbook.interp import patching, readout
 from dyckbook.nn.recurrent import RecurrentConfig
@@ -190,26 +190,37 @@ Table = dict[str, dict[str, dict[str, float]]]  # {multiple: {set: {rule: accura
 
 
 def test_adversary(k: int, sets: Sequence[str], spans: Mapping[str, tuple[int, int]],
-                   n: int, seed: int = 0, window: int = 4) -> Table:
+                   n: int, seed: int = 0, window: int = 4, deep_depth: int | None = None
+                   ) -> Table:
     """``{multiple: {set: {rule: accuracy}}}``: every stack-free rule of the adversary fitted on
     ``n`` members and ``n`` negatives of each test distribution (the set's regime at the bin's
     lengths where it has negatives) and scored on a fresh sample of it
-    (``adversary.attack_regime``): the set's own hardness, whatever a model was trained on."""
+    (``adversary.attack_regime``): the set's own hardness, whatever a model was trained on.
+    The ``deep`` set's distribution is the hard regime of ``DeepDyck(k, deep_depth)`` (D, one
+    more than the deepest training member: :func:`deep_depth`), from 2D on; without
+    ``deep_depth`` it is left out."""
     language, out = Dyck(k), {}
     for m, (lo, hi) in spans.items():
         out[m] = {}
         for s in sets:
-            if s == "deep" or (s == "spread" and k == 1):
-                continue  # the deep set is the hard regime on deeper words: not a regime here
-            lengths = regime_lengths(language, s, lo, hi, window)
+            if (s == "spread" and k == 1) or (s == "deep" and deep_depth is None):
+                continue
+            source = DeepDyck(k, deep_depth) if s == "deep" else language
+            lengths = regime_lengths(source, s, lo, hi, window)
             if not lengths:
                 continue
             names = [r for r in (*baselines.STACK_FREE, *adversary.ADVERSARY)
                      if r != "edit_knn" or max(lengths) <= adversary.EDIT_KNN_LONGEST]
-            scores = adversary.attack_regime(language, s, lengths, n, seed, None, window,
+            scores = adversary.attack_regime(source, s, lengths, n, seed, None, window,
                                              names=names)
             out[m][s] = {rule: float(row["all"]) for rule, row in scores.items()}
     return out
+
+
+def deep_depth(config: RunConfig, seed: int = 0) -> int | None:
+    """D of ``config``'s deep test set at ``seed`` (one more than the depth of its deepest
+    training member; ``Splits.deep_depth``), or None where it has none."""
+    return data_splits(config.data, seed).deep_depth
 
 
 def _mean_of_finite(values: Sequence[float]) -> float:
