@@ -128,3 +128,30 @@ def test_checker_port():
 def test_bad_arguments(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_experiment_6s_negatives_are_a_few_beginnings_of_one_string():
+    """The summary's explanation of experiment 6 (74.98% reported): its training data hold one
+    negative, its test set a few, each repeated, all beginnings of one random string."""
+    from dyckbook.chapters.summary import thesis_test_negatives
+
+    facts = thesis_test_negatives(6)
+    assert facts["n_test"] == 10_000 and sum(facts["test"].values()) == 5_000
+    assert len(facts["train"]) == 1 and sum(facts["train"].values()) == 25_000
+    assert len(facts["test"]) == 8 and set(facts["test"].values()) == {625}
+    assert facts["one_string"]
+    assert all(32 <= L <= 128 for L in facts["test"])
+    with pytest.raises(ValueError, match="experiment must be one with a test set"):
+        thesis_test_negatives(1)
+
+
+@pytest.mark.parametrize("accuracy", [0.7498, 0.9375, 0.5, 1.0, 0.8123])
+def test_every_explanation_of_a_score_gives_that_score(accuracy):
+    from dyckbook.chapters.summary import accepted_explanations
+
+    found = accepted_explanations(accuracy, 10_000, 625, 5_000, limit=20)
+    assert found and [m for _, m in found] == sorted(m for _, m in found)
+    for accepted, missed in found:
+        assert 0 <= missed <= 5_000 and 0 <= accepted <= 16
+        assert round((10_000 - accepted * 625 - missed) / 10_000, 4) == accuracy
+    assert (4, 2) in accepted_explanations(0.7498, 10_000, 625, 5_000)
