@@ -243,9 +243,10 @@ def test_every_page_says_where_its_numbers_come_from(tmp_path):
 
 # ----------------------------------------------------------------- the committed cpu pages
 def _page_outputs() -> dict[str, str]:
-    """Every committed page notebook's outputs (what its reader sees), as one text each."""
+    """Every committed run notebook's outputs (what its page's reader sees: ``dyckbook pages``
+    copies them into book/pages), as one text each."""
     out = {}
-    for path in sorted((REPO / "book" / "pages").rglob("*.ipynb")):
+    for path in sorted((REPO / "book" / "runs" / "cpu").rglob("*.ipynb")):
         cells = json.loads(path.read_text())["cells"]
         parts = []
         for cell in cells:
@@ -281,8 +282,8 @@ def test_every_mean_on_a_committed_page_lies_in_its_interval():
 
 #: pages whose committed run printed the building machine's run cache before the runs said it
 #: relatively (3a6b356); each leaves this list when it is rerun, and the test says so
-PATH_DEBT = {"book/pages/12_learning_dyck3/learning-dyck3.ipynb",
-             "book/pages/11_intervention/intervention.ipynb"}
+PATH_DEBT = {"book/runs/cpu/12_learning_dyck3/learning-dyck3.ipynb",
+             "book/runs/cpu/11_intervention/intervention.ipynb"}
 
 
 def test_no_committed_page_shows_a_machine_path():
