@@ -294,3 +294,36 @@ def test_no_committed_page_shows_a_machine_path():
     showing = {page for page, text in _page_outputs().items() if MACHINE_PATH.search(text)}
     assert showing <= PATH_DEBT, sorted(showing - PATH_DEBT)
     assert PATH_DEBT <= showing, f"rerun and clean now: remove {PATH_DEBT - showing} from PATH_DEBT"
+
+
+def test_every_page_links_its_data_and_the_site_carries_it(tmp_path):
+    """Issue 64: a download link on every page to its committed records. The links point where
+    the build copies the files (``_data/`` beside the pages), relative to the page."""
+    folder = tmp_path / "book" / "results" / "cpu" / "01_dyck1" / "dyck1"
+    (folder / "references").mkdir(parents=True)
+    (tmp_path / "book" / "results" / "cpu" / "01_dyck1" / ".dyck1.attempt").mkdir()
+    for name in ("records.jsonl", "records.baselines.jsonl", "run.json", "fig.png",
+                 "model.pt", "references/records.jsonl", "../.dyck1.attempt/records.jsonl"):
+        (folder / name).write_text("{}\n")
+    record = {"commit": "b93c136c2574", "finished": "2026-12-07T12:36:31+00:00"}
+    said = pages.provenance(record, folder)
+    base = "book/results/cpu/01_dyck1/dyck1"
+    assert said["files"] == [f"{base}/records.baselines.jsonl", f"{base}/records.jsonl",
+                             f"{base}/references/records.jsonl", f"{base}/run.json"]
+    assert pages.provenance({})["files"] == []
+    index = tmp_path / dyckbook_sphinx.INDEX
+    index.parent.mkdir(parents=True, exist_ok=True)
+    index.write_text(json.dumps({"profile": "cpu", "runs": {}, "provenance": {"dyck1": said}}))
+    app = SimpleNamespace(srcdir=str(tmp_path), outdir=str(tmp_path / "html"),
+                          config=SimpleNamespace(root_doc="index"),
+                          builder=SimpleNamespace(format="html"))
+    doctree = new_document("dyck1", get_default_settings(Parser))
+    Parser().parse("Title\n=====\n\nText.\n", doctree)
+    dyckbook_sphinx._provenance(app, doctree, "book/pages/01_dyck1/dyck1")
+    links = {r.astext(): r["refuri"] for r in doctree.findall(nodes.reference)}
+    assert links["dyck1/records.jsonl"] == f"../../../_data/{base}/records.jsonl"
+    assert len(links) == 4 and "make_splits" in doctree.astext()
+    dyckbook_sphinx._copy_data(app, None)
+    page_dir = tmp_path / "html" / "book" / "pages" / "01_dyck1"
+    for uri in links.values():
+        assert (page_dir / uri).resolve().is_file(), uri

@@ -6,12 +6,15 @@ with nothing else edited)."""
 from __future__ import annotations
 
 import json
+import posixpath
+import shutil
 from pathlib import Path
 from typing import Any
 
 from docutils import nodes
 from sphinx.util.docutils import SphinxDirective
 
+DATA_DIR = "_data"  # where the built site keeps the runs' data files the pages link to
 INDEX = Path("book") / "pages" / "index.json"  # written by `dyckbook pages` (dyckbook.pages)
 #: the profile whose numbers are the book's (the Makefile's default PROFILE): a build of any
 #: other says so under every page's title
@@ -104,7 +107,21 @@ def _provenance(app: Any, doctree: nodes.document, docname: str) -> None:
     name = docname.rsplit("/", 1)[-1]
     if docname.startswith("book/pages/") and name in known:
         para = nodes.paragraph("", "", nodes.Text(known[name]["text"]))
-        _under_title(doctree, nodes.container("", para, classes=["provenance"]))
+        box = nodes.container("", para, classes=["provenance"])
+        files = [f for f in known[name].get("files", []) if (Path(app.srcdir) / f).is_file()]
+        if files:
+            links = nodes.paragraph("", "", nodes.Text("Its data: "))
+            for i, f in enumerate(files):
+                links += nodes.Text(", " if i else "")
+                uri = posixpath.relpath(f"{DATA_DIR}/{f}", posixpath.dirname(docname))
+                links += nodes.reference("", f.split("/", 4)[-1], refuri=uri)
+            links += nodes.Text(". A record's test strings are a function of its configuration "
+                                "and seed: ")
+            links += nodes.literal(text="dyckbook.make_splits(RunConfig.from_dict(record"
+                                        "['config']).data, seed)")
+            links += nodes.Text(" makes them again.")
+            box += links
+        _under_title(doctree, box)
     elif docname == app.config.root_doc and known:
         head = ("run", "commit", "finished", "machine", "republish", "compute",
                 "judged against")
@@ -134,6 +151,21 @@ def _provenance(app: Any, doctree: nodes.document, docname: str) -> None:
                                    "its title; the verdict chapter lists every registration).")
         section += table
         doctree.append(section)
+
+
+def _copy_data(app: Any, error: Exception | None) -> None:
+    """Copy every run's data files (``pages.data_files``, listed in the index) into the built
+    site under :data:`DATA_DIR`, where the pages' links point."""
+    index = Path(app.srcdir) / INDEX
+    if error is not None or app.builder.format != "html" or not index.is_file():
+        return
+    known = json.loads(index.read_text(encoding="utf-8")).get("provenance", {})
+    for f in sorted({f for p in known.values() for f in p.get("files", [])}):
+        source = Path(app.srcdir) / f
+        if source.is_file():
+            target = Path(app.outdir) / DATA_DIR / f
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
 
 
 def _duration(seconds: Any) -> str:
@@ -225,4 +257,5 @@ def setup(app: Any) -> dict[str, Any]:
     app.connect("doctree-resolved", _profile_note)
     app.connect("doctree-resolved", _provenance)
     app.connect("env-get-outdated", _always_reread)
+    app.connect("build-finished", _copy_data)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

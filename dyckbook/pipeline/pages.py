@@ -24,8 +24,8 @@ import nbformat
 from dyckbook.claims import registry
 from dyckbook.pipeline.layout import training_seconds
 
-__all__ = ["STATES", "banner", "machine", "marked_page", "prepare_for_book", "provenance",
-           "source_commit", "targets"]
+__all__ = ["DATA_SUFFIXES", "STATES", "banner", "data_files", "machine", "marked_page",
+           "prepare_for_book", "provenance", "source_commit", "targets"]
 
 #: what a page in each state says under its title (``{when}``: when its publication finished)
 STATES = {
@@ -245,7 +245,8 @@ def provenance(record: Mapping[str, Any], folder: str | os.PathLike[str] | None 
     judged against (``registrations``: default ``registry.load()``), or why they are not.
     ``compute_s`` is what its numbers cost: the longest of its own time, its longest run and
     its models' training (a republish from records or a cache takes far less). A run never
-    computed is one sentence that says so."""
+    computed is one sentence that says so. ``files``: its data a reader can download (records,
+    their companions, and every JSON file it wrote), relative to the output root."""
     fields = {"commit": record.get("commit"), "dyckbook": record.get("dyckbook"),
               "results_version": record.get("results_version"),
               "finished": record.get("finished"), "machine": record.get("machine"),
@@ -258,6 +259,7 @@ def provenance(record: Mapping[str, Any], folder: str | os.PathLike[str] | None 
     if not any(record.get(k) for k in ("finished", "commit", "duration_s", "machine")):
         fields["text"] = "This run has not been computed: no run of it is recorded."
         fields["registration"] = None
+        fields["files"] = []
         return fields
     say = {k: ("not recorded" if v is None else v) for k, v in fields.items()}
     minutes = f"{wall / 60:.1f} min" if wall is not None else "an unrecorded time"
@@ -281,7 +283,28 @@ def provenance(record: Mapping[str, Any], folder: str | os.PathLike[str] | None 
                            f"{commit_text(entry.get('commit'))}; {how}; values unchanged).")
     fields["registration"], said = _registration(record, registrations)
     fields["text"] += f" {said}" if said else ""
+    fields["files"] = data_files(folder) if folder else []
     return fields
+
+
+#: what a page offers for download from its run's results folder: records, their companions
+#: and every JSON file (figures are on the page; weights and resume caches are not data)
+DATA_SUFFIXES = (".json", ".jsonl", ".jsonl.gz")
+
+
+def data_files(folder: str | os.PathLike[str]) -> list[str]:
+    """A results folder's data files (:data:`DATA_SUFFIXES`), as paths relative to the output
+    root (``book/results/<profile>/<group>/<run>/...``), sorted; none in hidden folders."""
+    folder = Path(folder).resolve()
+    if not folder.is_dir():
+        return []
+    parts = folder.parts  # <root>/book/results/<profile>/<group>/<run>
+    at = next((i for i in range(len(parts) - 1, 0, -1)
+               if parts[i - 1:i + 1] == ("book", "results")), None)
+    root = Path(*parts[:at - 1]) if at is not None else folder.parent
+    return sorted(p.relative_to(root).as_posix() for p in folder.rglob("*")
+                  if p.is_file() and p.name.endswith(DATA_SUFFIXES)
+                  and not any(part.startswith(".") for part in p.relative_to(folder).parts))
 
 
 def _registration(record: Mapping[str, Any], registrations: Sequence[Any] | None
