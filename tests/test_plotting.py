@@ -383,3 +383,42 @@ def test_attention_token_labels_are_legible_on_the_page_and_never_overlap(length
         gap = width / n * (ticks[1] - ticks[0])
         assert gap >= A.TICK_POINTS
     plt.close(fig)
+
+
+def test_the_headline_figure_draws_every_claim_its_verdict_and_its_comparators():
+    """Issue 64: one figure with every claim as a row, ours with its interval coloured by the
+    verdict, the thesis' value and the strongest stack-free rule on the same strings."""
+    from matplotlib.colors import to_rgba
+
+    from dyckbook.chapters import plotting
+    from dyckbook.chapters.re_examining_thesis import headline_rows
+    from dyckbook.claims.verdicts import RULE_OF, Evidence, Verdict
+
+    def v(claim, label, *evidence, shown=()):
+        return Verdict(RULE_OF[claim], label, evidence, shown)
+
+    judged = [
+        v("bidirectional_k1", "refuted", Evidence("bidirectional k1", (0.5, 0.51, 0.49)),
+          shown=(Evidence("order-blind ceiling k1", (0.5,), reference=True),)),
+        v("layers_k3", "not testable", Evidence("one layer k3", (0.58, 0.6, 0.59)),
+          Evidence("two layers k3", (0.6, 0.62, 0.63)),
+          Evidence("strongest stack-free rule k3", (0.745,), reference=True)),
+        v("attention", "refuted", Evidence("partner attention", (0.1, 0.15, 0.12)))]
+    rows = headline_rows(judged)
+    assert [r["claim"] for r in rows] == ["bidirectional_k1", "layers_k3", "attention"]
+    assert rows[0]["thesis"] == 1.0 and rows[0]["rule"] == 0.5  # Table 5.2's exp. 1
+    assert rows[1]["thesis"] is None and rows[1]["rule"] == 0.745
+    assert rows[1]["title"] == "Two layers are needed (Dyck-3)"
+    assert rows[1]["name"] == "one layer k3"
+    assert rows[2]["rule"] is None and rows[2]["low"] <= rows[2]["mean"] <= rows[2]["high"]
+    fig = plotting.plot_headline(rows)
+    ax = fig.axes[0]
+    assert [t.get_text().split("\n")[0] for t in ax.get_yticklabels()][1].startswith(
+        "Two layers are needed (Dyck-3)")
+    colours = {to_rgba(line.get_color()) for line in ax.lines if line.get_marker() == "D"}
+    assert to_rgba(plotting.VERDICT_COLOURS["not testable"]) in colours
+    assert to_rgba(plotting.VERDICT_COLOURS["refuted"]) in colours
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "thesis (Table 5.2)" in legend and "not testable" in legend
+    with pytest.raises(ValueError, match="rows must hold"):
+        plotting.plot_headline([])

@@ -289,9 +289,50 @@ def moved_sentence(judged: Sequence[Verdict], local: Sequence[Verdict]) -> str:
 
 def evidence_rows(judged: Sequence[Verdict]) -> list[dict[str, Any]]:
     """One row per seed value of every verdict's evidence, for ``plotting.plot_seeds``:
-    ``config`` names the claim, its label and the evidence; ``value`` is the number."""
+    ``config`` names the claim, its label and the evidence; ``value`` is the number. A
+    reference (a rule's score, a share: one number, no seeds) is left out: it has no interval,
+    and the headline figure marks it beside the claim it bears on."""
     return [{"config": f"{v.rule.claim} ({v.label}): {e.name}", "value": x}
-            for v in judged for e in v.evidence for x in e.values]
+            for v in judged for e in v.evidence if not e.reference for x in e.values]
+
+
+#: the thesis experiment whose Table 5.2 test accuracy a claim's first evidence answers
+THESIS_VALUE_OF = {"bidirectional_k1": 1, "causal_k1": 2, "bidirectional_k3": 3,
+                   "causal_k3": 4, "lengths_k3": 6}
+#: the evidence a claim's main number is compared with (by its name), in order of
+#: preference: a rule without a stack on the same strings, the adversary, a counter's floor,
+#: the order-blind ceiling
+_COMPARATORS = ("strongest stack-free rule", "adversary", "counter floor", "counts floor",
+                "order-blind ceiling")
+
+
+def headline_rows(judged: Sequence[Verdict]) -> list[dict[str, Any]]:
+    """One row per judged claim for ``plotting.plot_headline``: its statement (``title``, up to
+    the first parenthesis), label, its first non-reference evidence (``name``, ``mean``,
+    ``low``, ``high``, ``n``), the thesis' Table 5.2 value where one answers it (``thesis``,
+    :data:`THESIS_VALUE_OF`) and the strongest stack-free rule or floor on the same strings
+    (``rule``, ``rule_name``), where the rule reads or shows one."""
+    from dyckbook.data.presets import thesis_result
+
+    rows = []
+    for v in judged:
+        main = next((e for e in v.evidence if not e.reference), None)
+        if main is None or not main.values:
+            continue
+        lo, hi = main.interval
+        compare = next((e for prefix in _COMPARATORS for e in (*v.evidence, *v.shown)
+                        if e is not main and e.name.startswith(prefix)), None)
+        exp = THESIS_VALUE_OF.get(v.rule.claim)
+        title = v.rule.statement.split(" (")[0].rstrip(".")
+        k = v.rule.claim.rsplit("_k", 1)[-1] if v.rule.claim[-3:-1] == "_k" else ""
+        title += f" (Dyck-{k})" if k and f"Dyck-{k}" not in title else ""
+        rows.append({"claim": v.rule.claim, "title": title,
+                     "label": v.label, "name": main.name, "mean": main.mean, "low": lo,
+                     "high": hi, "n": main.n_seeds,
+                     "thesis": thesis_result(exp).test_acc / 100 if exp else None,
+                     "rule": compare.mean if compare is not None else None,
+                     "rule_name": compare.name if compare is not None else ""})
+    return rows
 
 
 def verdict_json(judged: Sequence[Verdict], registered: Mapping[str, Any] | None = None
