@@ -124,3 +124,24 @@ def test_the_deep_set_is_attacked_on_its_own_distribution_when_its_depth_is_know
     assert all(0.0 <= v <= 1.0 for v in found["2×"]["deep"].values())
     # no length in the bin reaches 2D: nothing to attack, the set is left out
     assert "deep" not in B.test_adversary(1, ["deep"], spans, 16, seed=0, deep_depth=11)["2×"]
+
+
+def test_how_far_each_configuration_holds_is_counted_per_multiple_and_seed():
+    """The landing page's sentence: per configuration and multiple, the seeds whose lower
+    long-range accuracy reaches 0.95, from the records' own bins."""
+    def rec(label, seed, by_length):
+        scores = {s: SimpleNamespace(accuracy_between=lambda lo, hi, s=s: next(
+            (a for L, a in by_length[s] if lo <= L <= hi), math.nan)) for s in by_length}
+        return SimpleNamespace(label=label, scores=scores, seed=seed, config={
+            "seed": seed, "model": {"kind": "classifier"},
+            "data": {"max_length": 16, "test_min_length": 12, "test_max_length": 64}})
+
+    records = [rec("Dyck-3 L2 none", s, {"stack": [(14, 1.0), (30, 0.97 - 0.1 * s), (60, 0.6)],
+                                         "spread": [(14, 0.99), (30, 0.99), (60, 0.7)]})
+               for s in range(3)]
+    assert B.recorded_bins(records) == {"1×": (12, 16), "2×": (18, 32), "4×": (34, 64)}
+    said = B.holds_sentence(records)
+    assert said.startswith("seeds at 95% or more on both long-range sets at 1×, 2×, 4× N")
+    assert "Dyck-3 L2 none 3/3, 1/3, 0/3" in said
+    assert B.holds_sentence([]) == "not measured yet"
+    assert B.holds_sentence(records, language=1) == "not measured yet"

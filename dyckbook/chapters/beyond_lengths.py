@@ -408,3 +408,42 @@ def mechanism(records: Mapping[str, Sequence[Any]], chosen: Study, device: str =
     for row in heads:
         row.pop("components", None)
     return {"dilution": dilution, "heads": heads}
+
+
+def recorded_bins(records: Sequence[Any]) -> dict[str, tuple[int, int]]:
+    """:func:`bins` of a run read from its records: N, the shortest test length and the
+    multiples (1, 2, 4, ... up to the longest test length over N) of the first record."""
+    if not records:
+        return {}
+    data = records[0].config["data"]
+    n, top = int(data["max_length"]), int(data.get("test_max_length") or data["max_length"])
+    multiples, m = [], 1
+    while m * n <= top:
+        multiples.append(m)
+        m *= 2
+    if top % n == 0 and top // n not in multiples:
+        multiples.append(top // n)
+    return bins(n, int(data.get("test_min_length") or 2), multiples)
+
+
+def holds_sentence(records: Sequence[Any], language: int = 3) -> str:
+    """How far each configuration of ``language`` holds, in words: per multiple, the seeds at
+    :data:`SOLVED` or more on both long-range sets (the verdict's measure, per seed the lower
+    of the two) and that measure's mean; "not measured yet" without records."""
+    groups: dict[str, list[Any]] = {}
+    for r in records:
+        if r.label.startswith(f"Dyck-{language} ") or r.config["model"].get("kind") == "recurrent":
+            groups.setdefault(r.label, []).append(r)
+    spans = recorded_bins(records)
+    parts = []
+    for label, group in groups.items():
+        values = {m: extends_values(group, lo, hi) for m, (lo, hi) in spans.items()}
+        if all(math.isnan(v) for vs in values.values() for v in vs):
+            continue
+        held = ", ".join(f"{sum(v >= SOLVED for v in vs)}/{len(vs)}" for vs in values.values())
+        means = ", ".join(pct(_mean_of_finite(vs)) for vs in values.values())
+        parts.append(f"{label} {held} (mean {means})")
+    if not parts:
+        return "not measured yet"
+    return (f"seeds at {SOLVED:.0%} or more on both long-range sets at "
+            f"{', '.join(spans)} N: " + "; ".join(parts))
