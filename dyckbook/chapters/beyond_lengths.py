@@ -447,3 +447,25 @@ def holds_sentence(records: Sequence[Any], language: int = 3) -> str:
         return "not measured yet"
     return (f"seeds at {SOLVED:.0%} or more on both long-range sets at "
             f"{', '.join(spans)} N: " + "; ".join(parts))
+
+
+def adversary_sentence(own: Mapping[str, Mapping[str, Mapping[str, float]]],
+                       test: Mapping[str, Mapping[str, Mapping[str, float]]]) -> str:
+    """The adversary at each multiple in words: the rule whose lower score over the long-range
+    sets is highest, fitted each way (``{multiple: {set: {rule: accuracy}}}``), and the higher
+    of the two (the verdicts' reference)."""
+    parts = []
+    for m in own:
+        said = []
+        for way, table in (("fitted on the models' training strings", own),
+                           ("on the test distribution", test)):
+            rule, value = strongest({s: table.get(m, {}).get(s, {}) for s in LONG_SETS
+                                     if s in table.get(m, {})})
+            if rule:
+                said.append(f"{way} `{rule}` {pct(value)}")
+        if said:
+            parts.append(f"at {m} N, {' and '.join(said)}")
+    if not parts:
+        return "No stack-free rule was fitted on both long-range sets."
+    return ("The strongest rule without a stack on both long-range sets (its lower score): "
+            + "; ".join(parts) + ".")
