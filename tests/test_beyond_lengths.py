@@ -145,3 +145,15 @@ def test_how_far_each_configuration_holds_is_counted_per_multiple_and_seed():
     assert "Dyck-3 L2 none 3/3, 1/3, 0/3" in said
     assert B.holds_sentence([]) == "not measured yet"
     assert B.holds_sentence(records, language=1) == "not measured yet"
+
+
+def test_a_multiple_without_long_range_strings_says_so_not_zero_seeds():
+    def rec(seed):
+        scores = {"stack": SimpleNamespace(accuracy_between=lambda lo, hi: 0.99 if hi > 16
+                                           else math.nan)}
+        return SimpleNamespace(label="Dyck-3 L2 none", scores=scores, seed=seed, config={
+            "seed": seed, "model": {"kind": "classifier"},
+            "data": {"max_length": 16, "test_min_length": 12, "test_max_length": 32}})
+
+    said = B.holds_sentence([rec(0), rec(1)])
+    assert "Dyck-3 L2 none —, 2/2 (mean —, 99.0%)" in said

@@ -440,8 +440,10 @@ def holds_sentence(records: Sequence[Any], language: int = 3) -> str:
         values = {m: extends_values(group, lo, hi) for m, (lo, hi) in spans.items()}
         if all(math.isnan(v) for vs in values.values() for v in vs):
             continue
-        held = ", ".join(f"{sum(v >= SOLVED for v in vs)}/{len(vs)}" for vs in values.values())
-        means = ", ".join(pct(_mean_of_finite(vs)) for vs in values.values())
+        finite = [[v for v in vs if math.isfinite(v)] for vs in values.values()]
+        held = ", ".join(f"{sum(v >= SOLVED for v in vs)}/{len(vs)}" if vs else "—"
+                         for vs in finite)  # "—": no long-range string at these lengths
+        means = ", ".join(pct(_mean_of_finite(vs)) if vs else "—" for vs in finite)
         parts.append(f"{label} {held} (mean {means})")
     if not parts:
         return "not measured yet"
