@@ -452,7 +452,8 @@ def holds_sentence(records: Sequence[Any], language: int = 3) -> str:
 
 
 def adversary_sentence(own: Mapping[str, Mapping[str, Mapping[str, float]]],
-                       test: Mapping[str, Mapping[str, Mapping[str, float]]]) -> str:
+                       test: Mapping[str, Mapping[str, Mapping[str, float]]],
+                       sets: str = "both long-range sets") -> str:
     """The adversary at each multiple in words: the rule whose lower score over the long-range
     sets is highest, fitted each way (``{multiple: {set: {rule: accuracy}}}``), and the higher
     of the two (the verdicts' reference)."""
@@ -468,6 +469,6 @@ def adversary_sentence(own: Mapping[str, Mapping[str, Mapping[str, float]]],
         if said:
             parts.append(f"at {m} N, {' and '.join(said)}")
     if not parts:
-        return "No stack-free rule was fitted on both long-range sets."
-    return ("The strongest rule without a stack on both long-range sets (its lower score): "
+        return f"No stack-free rule was fitted on {sets}."
+    return (f"The strongest rule without a stack on {sets} (its lower score): "
             + "; ".join(parts) + ".")
