@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -411,3 +413,27 @@ def test_a_measures_interval_is_the_same_on_the_explainability_page_and_in_the_v
         "accuracy", "partner_attention", "uniform_hard", "previous_share", "recent_share",
         "preview_auc", "head_movement")}, "head_reset_drop": d} for d in drops]})[0]
     assert row["head reset drop"] == f"{judged.mean:.3f} [{lo:.3f}, {hi:.3f}]"
+
+
+def test_the_attention_verdict_reads_each_language_and_says_when_none_of_its_models_learned():
+    """Issue 64: the pooled rule kept Dyck-1's models only (no Dyck-3 model reached the bar)
+    and still spoke for both. Each language is judged on its own models that learned; a
+    language with none is "not testable", its models' attention shown."""
+    from dyckbook.chapters.explainability import explain_evidence
+    from dyckbook.claims.verdicts import NOT_TESTABLE, gather, verdicts
+
+    def m(accuracy, partner):
+        return {"accuracy": accuracy, "partner_attention": partner, "preview_auc": 0.8,
+                "head_reset_drop": 0.0, "previous_share": 0.5, "recent_share": 0.5,
+                "uniform_hard": 0.04}
+
+    measures = {"Dyck-1": [m(0.99, 0.12), m(0.98, 0.13), m(0.97, 0.14), m(0.6, 0.9)],
+                "Dyck-3": [m(0.6, 0.55), m(0.7, 0.5)]}
+    evidence = json.loads(json.dumps(explain_evidence(measures)))  # as evidence.json holds it
+    assert evidence["by_k"]["1"]["learned"] == 3 and evidence["by_k"]["3"]["learned"] == 0
+    found = gather(explain=evidence)
+    assert found["partner_attention_k1"].values == (0.12, 0.13, 0.14)  # those that learned
+    assert found["partner_attention_k3"].values == (0.55, 0.5)  # none learned: every model
+    assert found["learned_share_k3"].values == (0.0,) and found["uniform_partner_k1"].reference
+    labels = {v.rule.claim: v.label for v in verdicts(found)}
+    assert labels["attention_k1"] == "refuted" and labels["attention_k3"] == NOT_TESTABLE

@@ -403,14 +403,16 @@ def test_the_headline_figure_draws_every_claim_its_verdict_and_its_comparators()
         v("layers_k3", "not testable", Evidence("one layer k3", (0.58, 0.6, 0.59)),
           Evidence("two layers k3", (0.6, 0.62, 0.63)),
           Evidence("strongest stack-free rule k3", (0.745,), reference=True)),
-        v("attention", "refuted", Evidence("partner attention", (0.1, 0.15, 0.12)))]
+        v("attention_k1", "refuted", Evidence("partner attention k1", (0.1, 0.15, 0.12)),
+          Evidence("models that learned k1", (1.0,), reference=True),
+          Evidence("uniform attention on the partner k1", (0.05,), reference=True))]
     rows = headline_rows(judged)
-    assert [r["claim"] for r in rows] == ["bidirectional_k1", "layers_k3", "attention"]
+    assert [r["claim"] for r in rows] == ["bidirectional_k1", "layers_k3", "attention_k1"]
     assert rows[0]["thesis"] == 1.0 and rows[0]["rule"] == 0.5  # Table 5.2's exp. 1
     assert rows[1]["thesis"] is None and rows[1]["rule"] == 0.745
     assert rows[1]["title"] == "Two layers are needed (Dyck-3)"
     assert rows[1]["name"] == "one layer k3"
-    assert rows[2]["rule"] is None and rows[2]["low"] <= rows[2]["mean"] <= rows[2]["high"]
+    assert rows[2]["rule"] == 0.05 and rows[2]["low"] <= rows[2]["mean"] <= rows[2]["high"]
     fig = plotting.plot_headline(rows)
     ax = fig.axes[0]
     assert [t.get_text().split("\n")[0] for t in ax.get_yticklabels()][1].startswith(

@@ -126,6 +126,7 @@ def test_learned_sentence_reports_the_models_left_out():
                                "head_reset_drop": [0.0], "previous_share": [0.4]}}
     text = re_examining_thesis.learned_sentence(explain)
     assert "pool the 2 of 3 explainability models that learned" in text
+    assert "The attention verdicts read each language's own" in text
     assert text.endswith("The other 1, apart: partner attention 0.100, preview auc 0.500, "
                          "head reset drop 0.000 (means).")
     assert re_examining_thesis.learned_sentence({}) == ""

@@ -27,7 +27,9 @@ DIRECTION = {"bidirectional_k1": 1, "bidirectional_k3": 1, "causal_k1": -1, "cau
              "counter_floor_k1": 0, "counter_floor_k3": 0,
              "one_layer_k1": -1, "two_layers_k1": 1, "one_layer_k3": -1, "two_layers_k3": 1,
              "beyond_lengths_k1": -1, "within_lengths_k1": 1, "beyond_lengths_k3": -1,
-             "within_lengths_k3": 1, "partner_attention": 1, "preview_auc": 1,
+             "within_lengths_k3": 1, "preview_auc": 1,
+             "partner_attention_k1": 1, "partner_attention_k3": 1, "learned_share_k1": 0,
+             "learned_share_k3": 0, "uniform_partner_k1": 0, "uniform_partner_k3": 0,
              "head_reset_drop": -1, "recipe_best_k3": 1,
              "lengths_2x_k3": -1, "lengths_4x_k3": -1, "lengths_1x_k3": 1,
              "adversary_2x_k3": 0, "adversary_4x_k3": 0,
@@ -71,10 +73,21 @@ def _beyond_cases(m):
 
 
 UNSEEN = {"test_kind_k3": 0.0, "shortcut_k3": 0.7}  # no stack negatives; a weak shortcut
+
+
+def _learned(k):
+    """Half of the language's models learned; a uniform head's attention on the partner."""
+    return {f"learned_share_k{k}": 0.5, f"uniform_partner_k{k}": 0.05}
+
+
 CASES = {**_cases(1), **_cases(3), **_beyond_cases(2), **_beyond_cases(4),
-         "attention": {"reproduced": {"partner_attention": 0.6},
-                       "qualified": {"partner_attention": 0.3},
-                       "refuted": {"partner_attention": 0.2}},
+         **{f"attention_k{k}": {
+             "reproduced": {f"partner_attention_k{k}": 0.6, **_learned(k)},
+             "qualified": {f"partner_attention_k{k}": 0.3, **_learned(k)},
+             "refuted": {f"partner_attention_k{k}": 0.2, **_learned(k)},
+             # no model of the language learned: its heads explain nothing
+             NOT_TESTABLE: {f"partner_attention_k{k}": 0.6, f"learned_share_k{k}": 0.0,
+                            f"uniform_partner_k{k}": 0.05}} for k in (1, 3)},
          "preview": {"reproduced": {"preview_auc": 0.95}, "qualified": {"preview_auc": 0.7},
                      "refuted": {"preview_auc": 0.55}},
          "learnable_k3": {"reproduced": {"recipe_best_k3": 0.995, **UNSEEN},
@@ -88,7 +101,8 @@ CASES = {**_cases(1), **_cases(3), **_beyond_cases(2), **_beyond_cases(4),
                          "refuted": {"head_reset_drop": 0.2}}}
 
 
-COUNTS = {"test_kind_k3"}  # a share of the chosen seeds, exact: no seed's noise moves it
+#: shares (of the chosen seeds, of the models), exact: no seed's noise moves them
+COUNTS = {"test_kind_k3", "learned_share_k1", "learned_share_k3"}
 
 
 def _evidence(means, spread=0.0):

@@ -52,7 +52,9 @@ LEARNED_BAR = 0.95  # hard-test accuracy from which a model's mechanism is evide
 def explain_evidence(measures: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
     """The verdict-bearing measures of the models that learned (hard-test accuracy >=
     :data:`LEARNED_BAR`), all k and seeds pooled; those of the others under ``not_learned``
-    (a model that never learned has nothing to explain: its head-reset drop is ~0)."""
+    (a model that never learned has nothing to explain: its head-reset drop is ~0); and under
+    ``by_k`` each language's (its label's k): how many models, how many learned, the measures
+    of those that learned and (``all``) of every model."""
     models = [m for per_seed in measures.values() for m in per_seed]
     learned = [m for m in models if m["accuracy"] >= LEARNED_BAR]
     rest = [m for m in models if m["accuracy"] < LEARNED_BAR]
@@ -61,8 +63,17 @@ def explain_evidence(measures: Mapping[str, Sequence[Mapping[str, Any]]]) -> dic
         return {name: [m[name] for m in group if math.isfinite(m[name])]
                 for name in EXPLAIN_EVIDENCE}
 
+    by_k = {}
+    for label, per_seed in measures.items():  # labels "Dyck-1", "Dyck-3": one language each
+        k = label.split("-")[1].split()[0] if label.startswith("Dyck-") else label
+        group = by_k.setdefault(k, {"models": [], "learned": []})
+        group["models"] += list(per_seed)
+        group["learned"] += [m for m in per_seed if m["accuracy"] >= LEARNED_BAR]
     return {**pooled(learned), "models": len(models), "learned": len(learned),
-            "learned_bar": LEARNED_BAR, "not_learned": pooled(rest)}
+            "learned_bar": LEARNED_BAR, "not_learned": pooled(rest),
+            "by_k": {k: {"models": len(g["models"]), "learned": len(g["learned"]),
+                         "all": pooled(g["models"]), **pooled(g["learned"])}
+                     for k, g in by_k.items()}}
 
 
 def explain_sentences(evidence: Mapping[str, Any]) -> str:

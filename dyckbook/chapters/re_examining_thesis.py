@@ -238,17 +238,20 @@ def learned_sentence(explain: Mapping[str, Any],
                  f"({np.mean(prev):.3f} on average), as it must under Dyck-1, where a closer's "
                  "partner is the most recent opener exactly when it is the previous symbol: the "
                  "attention claim's two baselines coincide there, so its filter removes one kind "
-                 "of closer, not two.")
+                 "of closer, not two; the uniform head's attention on the partner is shown beside "
+                 "it.")
     return text
 
 
 def _learned_text(explain: Mapping[str, Any]) -> str:
     rest = explain.get("not_learned") or {}
     n_rest = explain["models"] - explain["learned"]
-    text = (f"The attention, preview and head verdicts pool the {explain['learned']} of "
+    text = (f"The preview and head verdicts pool the {explain['learned']} of "
             f"{explain['models']} explainability models that learned (hard-test accuracy at "
             f"least {100 * explain['learned_bar']:.0f}%): a model that never learned has nothing "
-            f"to explain, and its head-reset drop of about zero would favour `static_head`.")
+            f"to explain, and its head-reset drop of about zero would favour `static_head`. The "
+            f"attention verdicts read each language's own (`attention_k1`, `attention_k3`): a "
+            f"language none of whose models learned is not testable there.")
     if n_rest:
         parts = [f"{name.replace('_', ' ')} {np.mean(v):.3f}" for name, v in rest.items()
                  if name in ("partner_attention", "preview_auc", "head_reset_drop") and v]
@@ -303,7 +306,7 @@ THESIS_VALUE_OF = {"bidirectional_k1": 1, "causal_k1": 2, "bidirectional_k3": 3,
 #: preference: a rule without a stack on the same strings, the adversary, a counter's floor,
 #: the order-blind ceiling
 _COMPARATORS = ("strongest stack-free rule", "adversary", "counter floor", "counts floor",
-                "order-blind ceiling")
+                "order-blind ceiling", "uniform attention")
 
 
 def headline_rows(judged: Sequence[Verdict]) -> list[dict[str, Any]]:

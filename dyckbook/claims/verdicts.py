@@ -206,6 +206,31 @@ def _beyond_rule(m: int) -> Rule:
                         "below 0.95 (the models did not learn within their lengths)")
 
 
+def _attention(e: Mapping[str, Evidence], k: int) -> str:
+    if e[f"learned_share_k{k}"].mean == 0:
+        return NOT_TESTABLE  # no model of the language learned: nothing to explain
+    return _bars(e[f"partner_attention_k{k}"], lambda lo, hi: lo >= 0.5,
+                 lambda lo, hi: hi < 0.25)
+
+
+def _attention_rule(k: int) -> Rule:
+    return Rule(
+        f"attention_k{k}", f"Attention patterns align with the bracket structure (Dyck-{k}).",
+        (f"partner_attention_k{k}", f"learned_share_k{k}", f"uniform_partner_k{k}"),
+        f"`partner_attention_k{k}`: attention the best head (held out) puts on a closer's "
+        f"partner, at closers where neither the previous symbol nor the most recent opener of "
+        f"the same type is the partner (for Dyck-1 the two coincide: the nearest opener is the "
+        f"partner exactly when it is the previous symbol), over the Dyck-{k} models that learned "
+        f"(hard-test accuracy >= 0.95); where none did, over every Dyck-{k} model, shown and not "
+        f"judged. `learned_share_k{k}`: the share of the Dyck-{k} models that learned. "
+        f"`uniform_partner_k{k}`: what a head attending uniformly to the visible keys puts on "
+        f"the partner at the same closers (the baseline that differs from both heuristics).",
+        "interval within [0.5, 1]", "interval below 0.25", lambda e, k=k: _attention(e, k),
+        run="explainability", labels=(*LABELS, NOT_TESTABLE),
+        not_testable_if=f"no Dyck-{k} model learned (issue 64: the pooled rule kept Dyck-1's "
+                        f"models only)")
+
+
 def _bidirectional(k: int) -> Rule:
     return Rule(
         f"bidirectional_k{k}",
@@ -272,15 +297,7 @@ def _lengths_rule(k: int) -> Rule:
 RULES: tuple[Rule, ...] = (
     _bidirectional(1), _bidirectional(3), _causal_rule(1), _causal_rule(3),
     _layers_rule(1), _layers_rule(3), _lengths_rule(1), _lengths_rule(3),
-    Rule("attention", "Attention patterns align with the bracket structure.",
-         ("partner_attention",),
-         "`partner_attention`: attention the best head (held out) puts on a closer's partner, "
-         "at closers where neither the previous symbol nor the most recent opener of the same "
-         "type is the partner; the models that learned (hard-test accuracy >= 0.95) of both "
-         "languages, pooled.",
-         "interval within [0.5, 1]", "interval below 0.25",
-         lambda e: _bars(e["partner_attention"], lambda lo, hi: lo >= 0.5,
-                         lambda lo, hi: hi < 0.25), run="explainability"),
+    _attention_rule(1), _attention_rule(3),
     Rule("preview", "The [end] token's attention to itself previews the decision.",
          ("preview_auc",),
          "`preview_auc`: ROC AUC of the [end] token's self-attention in the last layer as a "
@@ -612,7 +629,8 @@ def gather(experiments: Sequence[Any] = (), grid: Sequence[Any] = (),
         lengths: records of the length study (labels ``Dyck-<k> <configuration>``; its
             recurrent references are not Transformers and are left out).
         explain: the explainability page's ``evidence.json`` (per-model measurements of the
-            models that learned: ``partner_attention``, ``preview_auc``, ``head_reset_drop``).
+            models that learned: ``preview_auc``, ``head_reset_drop``; and ``by_k``, each
+            language's, for the attention claims).
         ceilings: ``{k: order-blind ceiling of the sound reruns' hard test set}`` (shown).
         learning: records of the Dyck-3 learning study (labels: the recipes; its recurrent
             references are left out). It reads its ``stack`` set whatever ``test`` says.
@@ -665,7 +683,18 @@ def gather(experiments: Sequence[Any] = (), grid: Sequence[Any] = (),
             recipes, (oracle or {}).get(3))
     out.update({name: e for name, e in _beyond_evidence(beyond, beyond_adversary or {}).items()
                 if not any(math.isnan(v) for v in e.values)})  # a bin without such strings
-    for name in ("partner_attention", "preview_auc", "head_reset_drop"):
+    for k, group in sorted((explain or {}).get("by_k", {}).items()):
+        chosen = group if group.get("learned") else group.get("all", {})
+        if chosen.get("partner_attention"):
+            out[f"partner_attention_k{k}"] = Evidence(
+                f"partner attention k{k}", tuple(float(v) for v in chosen["partner_attention"]))
+            out[f"learned_share_k{k}"] = Evidence(
+                f"models that learned k{k}", (group["learned"] / group["models"],),
+                reference=True)
+            out[f"uniform_partner_k{k}"] = Evidence(
+                f"uniform attention on the partner k{k}",
+                (float(np.mean(chosen["uniform_hard"])),), reference=True)
+    for name in ("preview_auc", "head_reset_drop"):
         if explain and explain.get(name):
             out[name] = Evidence(name.replace("_", " "), tuple(float(v) for v in explain[name]),
                                  bounds=MEASURE_BOUNDS.get(name, (0.0, 1.0)))
