@@ -415,8 +415,8 @@ def test_the_headline_figure_draws_every_claim_its_verdict_and_its_comparators()
     assert rows[2]["rule"] == 0.05 and rows[2]["low"] <= rows[2]["mean"] <= rows[2]["high"]
     fig = plotting.plot_headline(rows)
     ax = fig.axes[0]
-    assert [t.get_text().split("\n")[0] for t in ax.get_yticklabels()][1].startswith(
-        "Two layers are needed (Dyck-3)")
+    words = [t.get_text() for t in ax.texts]
+    assert len(words) == 3 and words[1].startswith("Two layers are needed (Dyck-3): not")
     colours = {to_rgba(line.get_color()) for line in ax.lines if line.get_marker() == "D"}
     assert to_rgba(plotting.VERDICT_COLOURS["not testable"]) in colours
     assert to_rgba(plotting.VERDICT_COLOURS["refuted"]) in colours

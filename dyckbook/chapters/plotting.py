@@ -308,42 +308,47 @@ VERDICT_COLOURS = {"reproduced": PALETTE[2], "qualified": PALETTE[1], "refuted":
                    "not testable": "0.55"}
 
 
-def plot_headline(rows: Sequence[Mapping[str, Any]], wrap: int = 44) -> Figure:
+def plot_headline(rows: Sequence[Mapping[str, Any]], wrap: int = 58) -> Figure:
     """Every judged claim as a row (``re_examining_thesis.headline_rows``): our measure's mean
     and 95% interval coloured by the verdict, the thesis' Table 5.2 value (open circle) where
     one answers the claim, and the strongest stack-free rule or floor on the same strings
-    (black bar) where the rule has one. The claim's words label the row, its verdict after it."""
+    (black bar) where the rule has one. Each row's words (the claim, its verdict, the measure)
+    stand above it, so the figure stays narrow enough to read on a phone."""
     import textwrap
 
     if not rows:
         raise ValueError("rows must hold at least one judged claim")
+    lines = [textwrap.wrap(f"{r['title']}: {r['label']} ({r['name']})", wrap) for r in rows]
+    step = [0.55 + 0.17 * len(text) for text in lines]  # inches per row: words, then the bar
+    height = sum(step) + 1.3
     with style_context():
-        fig, ax = new_panel((7.2, 0.75 * len(rows) + 1.6))
-        seen: set[str] = set()
-        for i, r in enumerate(rows):
+        fig, ax = new_panel((5.4, height))
+        y, seen = 0.0, set()
+        for r, text, h in zip(rows, lines, step):
+            y += h
             colour = VERDICT_COLOURS.get(r["label"], "0.3")
-            ax.errorbar(r["mean"], i, xerr=[[r["mean"] - r["low"]], [r["high"] - r["mean"]]],
+            ax.text(-0.02, y - 0.22, "\n".join(text), fontsize=8.5, va="bottom", ha="left",
+                    transform=ax.transData)
+            ax.errorbar(r["mean"], y, xerr=[[r["mean"] - r["low"]], [r["high"] - r["mean"]]],
                         fmt="D", ms=6, capsize=3, color=colour, zorder=5,
                         label=r["label"] if r["label"] not in seen else None)
             seen.add(r["label"])
             if r.get("rule") is not None:
-                ax.plot([r["rule"]], [i], marker="|", ms=14, mew=2.2, color="black", zorder=4,
+                ax.plot([r["rule"]], [y], marker="|", ms=14, mew=2.2, color="black", zorder=4,
                         label="stack-free rule, floor or ceiling, same strings"
                         if "rule" not in seen else None)
                 seen.add("rule")
             if r.get("thesis") is not None:
-                ax.plot([r["thesis"]], [i], marker="o", ms=8, mfc="none", mew=1.5,
+                ax.plot([r["thesis"]], [y], marker="o", ms=8, mfc="none", mew=1.5,
                         color="black", zorder=6,
                         label="thesis (Table 5.2)" if "thesis" not in seen else None)
                 seen.add("thesis")
-        labels = [textwrap.fill(f"{r['title']} [{r['label']}]", wrap) + f"\n{r['name']}"
-                  for r in rows]
-        ax.set_yticks(range(len(rows)), labels)
-        ax.set_ylim(len(rows) - 0.5, -0.5)
+        ax.set_ylim(y + 0.3, 0.0)
+        ax.set_yticks([])
         ax.set_xlim(-0.02, 1.02)
-        ax.set(xlabel="accuracy (or the claim's measure), mean and 95% interval over seeds",
-               ylabel="")
+        ax.set(xlabel="accuracy (or the claim's measure), mean and 95% interval", ylabel="")
         ax.grid(True, axis="x")
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.9 / (0.75 * len(rows) + 1.6)),
-                  ncol=3, frameon=False)
+        ax.spines["left"].set_visible(False)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.7 / height), ncol=2,
+                  frameon=False, fontsize=8)
     return fig
