@@ -248,3 +248,107 @@ def test_held_out_sentence_names_a_choice_that_failed_on_its_own_seed():
     assert "position 2, whose choice b scored 0.500" in text and "This is intended" in text
     assert re_examining_thesis.held_out_sentence(
         [SimpleNamespace(rule=rule, evidence=(fine,))]) == ""
+
+
+# ------------------------------------------------------------------ blindness, from git
+def _git(root, *args, when=None):
+    import os
+    import subprocess
+
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    if when:
+        env.update(GIT_AUTHOR_DATE=when, GIT_COMMITTER_DATE=when)
+    return subprocess.run(["git", "-C", str(root), *args], check=True, env=env,
+                          capture_output=True, text=True)
+
+
+def _shallow_or_none() -> bool:
+    import subprocess
+
+    done = subprocess.run(["git", "-C", str(registry.R.source_root()), "rev-parse",
+                           "--is-shallow-repository"], capture_output=True, text=True)
+    return done.returncode != 0 or done.stdout.strip() != "false"
+
+
+def test_blindness_is_read_from_a_synthetic_git_history(tmp_path):
+    """Issue 64: a registration is blind only if no result of its run was in git before its
+    recipe was fixed, the design history does not judge it after its results, and its note
+    does not say otherwise."""
+    _git(tmp_path, "init", "-q")
+    (tmp_path / "README").write_text("x\n")
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "commit", "-qm", "start", when="2026-01-01T00:00:00+00:00")
+    folder = tmp_path / "book" / "results" / "cpu" / "06_ablation_grid" / "ablation-grid"
+    folder.mkdir(parents=True)
+    (folder / "records.jsonl").write_text("{}\n")
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "commit", "-qm", "results", when="2026-01-03T12:00:00+00:00")
+    paths = ["book/results/cpu/06_ablation_grid/ablation-grid",
+             "book/results/cpu/06_ablation_grid/.ablation-grid.attempt"]
+    first = registry.first_commit(paths, tmp_path)
+    assert first == "2026-01-03T12:00:00+00:00"
+    assert registry.first_commit(["nothing/here"], tmp_path) is None
+    assert registry.first_commit(paths, tmp_path / "README") is None  # not a checkout
+    path = tmp_path / "registrations.yml"
+    (before,) = registry.register("cpu", {"ablation-grid": _params()}, "first", path,
+                                  now="2026-01-02T00:00:00Z")
+    (after,) = registry.register("cpu", {"ablation-grid": _params(lr=0.001)}, "second", path,
+                                 now="2026-01-04T00:00:00Z")
+    (said,) = registry.register("cpu", {"ablation-grid": _params(lr=0.002)},
+                                "rules changed with results known: not blind", path,
+                                now="2026-01-02T06:00:00Z")
+    regs = registry.load(path)
+    assert registry.blind(before, regs, first, changes=[]) == (True, "")
+    ok, why = registry.blind(after, regs, first, changes=[])
+    assert not ok and "committed at 2026-01-03T12:00:00+00:00, before it" in why
+    assert registry.blind(said, regs, first, changes=[]) == (
+        False, "its note says it is not blind")
+    change = registry.DesignChange("2026-01-02T00:00:00Z", "abc1234", "a rule", "all",
+                                   "registration 1", judged_after=(before.id,))
+    assert "design history judges it after its results (abc1234)" in registry.blind(
+        before, regs, first, changes=[change])[1]
+
+
+@pytest.mark.skipif(_shallow_or_none(), reason="needs the repository's full git history")
+def test_every_registration_made_after_results_of_its_run_says_it_is_not_blind():
+    """The repository's own registrations: where a result of the run was committed before a
+    registration, the design history (or its note) must say so, so its page and verdict row
+    read "not blind". Registrations superseded by a later one of the same run keep their
+    history; the ones in force are checked."""
+    from dyckbook.pipeline.manifest import load_manifest
+
+    manifest, regs = load_manifest(), registry.load()
+    in_force = {(r.profile, r.run): r for r in regs}.values()
+    checked = []
+    for r in in_force:
+        if r.profile != "cpu" or r.run not in manifest.runs:
+            continue
+        group = manifest.notebooks[manifest.runs[r.run][0]].group
+        first = registry.first_commit([f"book/results/cpu/{group}/{r.run}",
+                                       f"book/results/cpu/{group}/.{r.run}.attempt"])
+        ok, why = registry.blind(r, regs, first)
+        committed_before = first is not None and registry._utc(first) < registry._utc(
+            registry.registered_at(r, regs))
+        if committed_before:
+            assert registry.post_hoc(r) is not None or "not blind" in r.note.lower(), (
+                f"registration {r.id} ({r.run}) came after its run's results ({first}) and "
+                f"neither the design history nor its note says so")
+        checked.append((r.run, ok))
+    assert dict(checked)["beyond-lengths"] is True  # registered before any of its results
+    assert dict(checked)["learning-dyck3"] is False and dict(checked)["ablation-grid"] is False
+
+
+@pytest.mark.skipif(_shallow_or_none(), reason="needs the repository's full git history")
+def test_the_design_history_matches_git():
+    """Issue 64: every entry's commit exists and its date is that commit's, to the second
+    (the history had dated 5325287 ten minutes late and named a results commit for
+    learnable_k3's rule)."""
+    import subprocess
+
+    for change in registry.design():
+        done = subprocess.run(["git", "-C", str(registry.R.source_root()), "show", "-s",
+                               "--format=%cI", change.commit], capture_output=True, text=True)
+        assert done.returncode == 0, f"design history names {change.commit}, not in git"
+        assert registry._utc(done.stdout.strip()) == registry._utc(change.date), (
+            f"{change.commit}: the design history says {change.date}, git {done.stdout.strip()}")

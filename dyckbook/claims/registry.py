@@ -30,6 +30,7 @@ registration.
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -43,7 +44,8 @@ from dyckbook.experiment import recipe
 from dyckbook.experiment import results as R
 from dyckbook.experiment.intervals import METHOD
 
-__all__ = ["DesignChange", "Registration", "check", "claims_of", "current", "design", "digest",
+__all__ = ["DesignChange", "Registration", "blind", "check", "claims_of", "current", "design",
+           "digest", "first_commit",
            "load", "post_hoc", "register", "registered_at", "registry_path", "verdict_runs"]
 
 
@@ -250,3 +252,34 @@ def post_hoc(registration: Registration, changes: Sequence[DesignChange] | None 
         if ids & set(change.judged_after):
             return change
     return None
+
+
+# ------------------------------------------------------------------ blindness, from git
+def first_commit(paths: Sequence[str], root: str | Path | None = None) -> str | None:
+    """When any of ``paths`` (a run's results folder, its resume folder) first entered git:
+    the committer time (ISO) of the earliest commit that touched one, or None where none did
+    or ``root`` is no git checkout."""
+    where = Path(root) if root is not None else R.source_root()
+    done = subprocess.run(["git", "-C", str(where), "log", "--reverse", "--format=%cI", "--",
+                           *paths], capture_output=True, text=True, check=False)
+    lines = done.stdout.split() if done.returncode == 0 else []
+    return lines[0] if lines else None
+
+
+def blind(registration: Registration, registrations: Sequence[Registration],
+          first_result: str | None, changes: Sequence[DesignChange] | None = None
+          ) -> tuple[bool, str]:
+    """Whether ``registration`` was written blind, and if not, why: a result of its run was
+    in git before its recipe was fixed (``first_result``: :func:`first_commit` of the run's
+    folders), the design history names it among those judged after their results
+    (:func:`post_hoc`), or its own note says "not blind"."""
+    fixed = registered_at(registration, registrations)
+    why = []
+    if first_result and _utc(first_result) < _utc(fixed):
+        why.append(f"a result of its run was committed at {first_result}, before it ({fixed})")
+    change = post_hoc(registration, changes)
+    if change is not None:
+        why.append(f"the design history judges it after its results ({change.commit})")
+    if "not blind" in registration.note.lower():
+        why.append("its note says it is not blind")
+    return not why, "; ".join(why)
