@@ -12,6 +12,7 @@ The takeaway of a figure belongs to the caller's caption.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -314,8 +315,6 @@ def plot_headline(rows: Sequence[Mapping[str, Any]], wrap: int = 58) -> Figure:
     one answers the claim, and the strongest stack-free rule or floor on the same strings
     (black bar) where the rule has one. Each row's words (the claim, its verdict, the measure)
     stand above it, so the figure stays narrow enough to read on a phone."""
-    import textwrap
-
     if not rows:
         raise ValueError("rows must hold at least one judged claim")
     lines = [textwrap.wrap(f"{r['title']}: {r['label']} ({r['name']})", wrap) for r in rows]

@@ -19,6 +19,7 @@ import torch
 from dyckbook.claims import registry
 from dyckbook.claims.verdicts import RULES, UNREGISTERED, Evidence, Rule, Verdict, sensitivity
 from dyckbook.data.languages import Dyck
+from dyckbook.data.presets import thesis_result
 from dyckbook.data.protocol import make_splits
 from dyckbook.experiment import results
 from dyckbook.experiment.intervals import METHOD, coverage
@@ -315,8 +316,6 @@ def headline_rows(judged: Sequence[Verdict]) -> list[dict[str, Any]]:
     ``low``, ``high``, ``n``), the thesis' Table 5.2 value where one answers it (``thesis``,
     :data:`THESIS_VALUE_OF`) and the strongest stack-free rule or floor on the same strings
     (``rule``, ``rule_name``), where the rule reads or shows one."""
-    from dyckbook.data.presets import thesis_result
-
     rows = []
     for v in judged:
         main = next((e for e in v.evidence if not e.reference), None)

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 from dyckbook.chapters.page import pct, plural
 from dyckbook.data.presets import THESIS_RESULTS, thesis_experiment, thesis_result
+from dyckbook.data.thesis import thesis_is_dyck_word, thesis_samples
 
 
 def _seeds_text(records: Sequence[Any], test: str = "hard") -> str:
@@ -135,10 +137,6 @@ def thesis_test_negatives(experiment: int = 6) -> dict[str, Any]:
     the thesis' generator made them (``data.thesis.thesis_samples``, regenerated): ``{"test":
     {length: copies}, "train": {length: copies}, "n_test": strings, "one_string": whether every
     negative of both sets is the beginning of one and the same string}``."""
-    from collections import Counter
-
-    from dyckbook.data.thesis import thesis_is_dyck_word, thesis_samples
-
     e = thesis_experiment(experiment)
     if e.test_data is None:
         raise ValueError(f"experiment must be one with a test set of its own (6), got {experiment}")
