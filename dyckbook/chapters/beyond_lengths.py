@@ -432,7 +432,7 @@ def holds_sentence(records: Sequence[Any], language: int = 3) -> str:
     of the two) and that measure's mean; "not measured yet" without records."""
     groups: dict[str, list[Any]] = {}
     for r in records:
-        if r.label.startswith(f"Dyck-{language} ") or r.config["model"].get("kind") == "recurrent":
+        if r.label.startswith(f"Dyck-{language} "):  # references too: "Dyck-3 LSTM"
             groups.setdefault(r.label, []).append(r)
     spans = recorded_bins(records)
     parts = []
