@@ -157,3 +157,31 @@ def test_a_multiple_without_long_range_strings_says_so_not_zero_seeds():
 
     said = B.holds_sentence([rec(0), rec(1)])
     assert "Dyck-3 L2 none —, 2/2 (mean —, 99.0%)" in said
+
+
+def test_the_mechanism_sentence_tells_dilution_from_fading_evidence():
+    """Dilution: the total evidence holds at 2× while its mean (the decision) falls; fading:
+    the total itself falls below half; the hypotheses' verdicts are said per multiple."""
+    def entry(label, role, m, total, mean, verdict="rejected"):
+        return {"label": label, "role": role, "multiple": m, "seeds": 5,
+                "evidence": {"total": total, "mean": mean, "negatives_right": 0.9,
+                             "members_right": 0.99, "tokens": 40.0 if m == "1×" else 73.0},
+                "verdicts": {"H5": "accepted", "H7": verdict}}
+
+    found = [entry("Dyck-3 L2 alibi", "best", "1×", 10.0, 0.25),
+             entry("Dyck-3 L2 alibi", "best", "2×", 9.0, 0.12, "accepted"),
+             entry("Dyck-3 L2 rope", "worst", "1×", 10.0, 0.25),
+             entry("Dyck-3 L2 rope", "worst", "2×", 3.0, 0.04),
+             entry("Dyck-3 L2 none", "other", "1×", 10.0, 0.25),
+             entry("Dyck-3 L2 none", "other", "2×", 6.0, 0.08)]
+    lines = B.mechanism_sentence(found).splitlines()
+    assert len(lines) == 3
+    assert "**dilution**" in lines[0] and "90.0%" in lines[0]
+    assert "2×: H5 accepted, H7 accepted" in lines[0]
+    assert "**the evidence itself fades**" in lines[1] and "30.0%" in lines[1]
+    assert "**partly dilution, partly fading**" in lines[2]
+    # the total holding while the mean does not fall is not dilution
+    steady = [entry("Dyck-3 L2 none", "best", "1×", 10.0, 0.25),
+              entry("Dyck-3 L2 none", "best", "2×", 10.0, 0.30)]
+    assert "**the evidence holds**" in B.mechanism_sentence(steady)
+    assert B.mechanism_sentence([]).startswith("No mechanism check ran")

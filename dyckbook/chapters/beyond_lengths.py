@@ -36,10 +36,11 @@ from dyckbook.interp import patching, readout
 from dyckbook.nn.recurrent import RecurrentConfig
 from dyckbook.rules import adversary, baselines
 
-__all__ = ["LONG_SETS", "MECHANISM_PAIRS", "SOLVED", "Study", "adversary_level",
-           "adversary_rows", "binned", "bins", "configuration_rows", "extends_values", "int_list",
-           "length_panels", "mechanism", "own_adversary", "reference_configs", "seed_table",
-           "study", "strongest", "table_rows", "test_adversary", "verdict_rows"]
+__all__ = ["FADES", "HOLDS", "LONG_SETS", "MECHANISM_PAIRS", "SOLVED", "Study",
+           "adversary_level", "adversary_rows", "binned", "bins", "configuration_rows",
+           "extends_values", "int_list", "length_panels", "mechanism", "mechanism_sentence",
+           "own_adversary", "reference_configs", "seed_table", "study", "strongest",
+           "table_rows", "test_adversary", "verdict_rows"]
 
 #: the long-range sets whose weaker score is the verdict's measure
 LONG_SETS = ("stack", "spread")
@@ -391,7 +392,7 @@ def mechanism(records: Mapping[str, Sequence[Any]], chosen: Study, device: str =
     selection = _pairs(*spans["1×"], n_pairs, 101) or _pairs(*spans["2×"], n_pairs, 101)
     if not pairs or selection is None:
         return {"dilution": [], "heads": []}
-    dilution, heads = [], []
+    dilution, heads, found = [], [], []
     for label in picked:
         seeds = [int(r.seed) for r in two[label]]
         models = [r.model for r in run_seeds(chosen.models[label], seeds, device=device,
@@ -405,9 +406,64 @@ def mechanism(records: Mapping[str, Sequence[Any]], chosen: Study, device: str =
             tested = patching.judge_hypotheses(models, members, negatives,
                                                _hypotheses(models[0].config.n_heads, selection))
             heads += intervention.hypothesis_rows({f"{label} ({role}), {m}": tested})
+            found.append({"label": label, "role": role, "multiple": m, "seeds": len(models),
+                          "evidence": mean,
+                          "verdicts": {r["hypothesis"]: r["verdict"] for r in tested}})
     for row in heads:
         row.pop("components", None)
-    return {"dilution": dilution, "heads": heads}
+    return {"dilution": dilution, "heads": heads, "words": mechanism_sentence(found)}
+
+
+#: the readout's evidence "holds" at 2× when its total keeps this share of the 1× total; below
+#: FADES of it the evidence itself fades (shown, not a registered rule)
+HOLDS, FADES = 0.8, 0.5
+
+
+def mechanism_sentence(found: Sequence[Mapping[str, Any]]) -> str:
+    """What the mechanism check found, in words, from :func:`mechanism`'s raw measures (one
+    entry per configuration and multiple: ``label``, ``role``, ``multiple``, ``seeds``, the
+    seed-mean ``evidence`` of :func:`dyckbook.interp.readout.pair_evidence` and each
+    hypothesis' ``verdicts``).
+
+    Per configuration: the negatives of minimal pairs rejected and the total and mean evidence
+    at 1× and 2×; *dilution* when the total at 2× keeps :data:`HOLDS` of the 1× total or more
+    while the mean falls (*the evidence holds* if the mean does not fall), *the evidence itself
+    fades* below :data:`FADES`, *partly both* between; and
+    which hypotheses are accepted at each multiple."""
+    by_label: dict[str, dict[str, Mapping[str, Any]]] = {}
+    for entry in found:
+        by_label.setdefault(entry["label"], {})[entry["multiple"]] = entry
+    lines = []
+    for label, at in by_label.items():
+        first = next(iter(at.values()))
+        head = f"- **{label}** ({first['role']}, {first['seeds']} seeds):"
+        said = [f"at {m} the negatives rejected {pct(e['evidence']['negatives_right'])}, total "
+                f"evidence {e['evidence']['total']:.2f}, its mean (the decision) "
+                f"{e['evidence']['mean']:.3f} over {e['evidence']['tokens']:.0f} tokens"
+                for m, e in at.items()]
+        if "1×" in at and "2×" in at:
+            one, two = at["1×"]["evidence"], at["2×"]["evidence"]
+            kept = two["total"] / one["total"] if one["total"] > 0 else math.nan
+            if not math.isfinite(kept):
+                reading = "no evidence at 1× to compare"
+            elif kept >= HOLDS and two["mean"] < one["mean"]:
+                reading = (f"**dilution**: the total keeps {pct(kept)} of itself at 2× while the "
+                           f"mean falls")
+            elif kept >= HOLDS:
+                reading = (f"**the evidence holds**: the total keeps {pct(kept)} of itself at 2× "
+                           f"and the mean does not fall")
+            elif kept < FADES:
+                reading = (f"**the evidence itself fades**: the total keeps {pct(kept)} of "
+                           f"itself at 2×")
+            else:
+                reading = (f"**partly dilution, partly fading**: the total keeps {pct(kept)} of "
+                           f"itself at 2×")
+            said.append(reading)
+        verdicts = "; ".join(
+            f"{m}: " + (", ".join(f"{h} {v}" for h, v in e["verdicts"].items()) or "none tested")
+            for m, e in at.items())
+        lines.append(f"{head} {'; '.join(said)}. Heads: {verdicts}.")
+    return "\n".join(lines) if lines else "No mechanism check ran (no 2-layer Dyck-3 model at 2×)."
 
 
 def recorded_bins(records: Sequence[Any]) -> dict[str, tuple[int, int]]:
