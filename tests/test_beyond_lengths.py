@@ -2,6 +2,7 @@
 verdict's evidence (held-out choice, the weaker long-range set), the mean readout's
 per-position margins, and the study's configurations (what training and validation never see)."""
 
+import json
 import math
 from types import SimpleNamespace
 
@@ -185,3 +186,24 @@ def test_the_mechanism_sentence_tells_dilution_from_fading_evidence():
               entry("Dyck-3 L2 none", "best", "2×", 10.0, 0.30)]
     assert "**the evidence holds**" in B.mechanism_sentence(steady)
     assert B.mechanism_sentence([]).startswith("No mechanism check ran")
+
+
+def test_the_mechanism_brief_is_one_plain_line_of_the_same_readings(tmp_path):
+    from dyckbook.chapters import re_examining_thesis
+
+    def entry(m, total, mean, verdicts):
+        return {"label": "Dyck-3 L2 alibi", "role": "best", "multiple": m, "seeds": 5,
+                "evidence": {"total": total, "mean": mean, "negatives_right": 0.9,
+                             "members_right": 0.99, "tokens": 40.0}, "verdicts": verdicts}
+
+    found = [entry("1×", 10.0, 0.25, {"H5": "accepted", "H7": "accepted"}),
+             entry("2×", 2.0, 0.03, {"H5": "rejected", "H7": "rejected"})]
+    brief = B.mechanism_brief(found)
+    assert "\n" not in brief and "*" not in brief
+    assert brief.startswith("Dyck-3 L2 alibi (best): the evidence itself fades")
+    assert "at 1× H5, H7 accepted; at 2× no hypothesis accepted" in brief
+    assert B.mechanism_brief([]) == "not measured yet"
+    # the verdict chapter quotes it from the run's mechanism.json
+    assert re_examining_thesis.beyond_mechanism(str(tmp_path)) == "not measured yet"
+    (tmp_path / "mechanism.json").write_text(json.dumps({"found": found, "brief": brief}))
+    assert re_examining_thesis.beyond_mechanism(str(tmp_path)) == brief

@@ -38,7 +38,8 @@ from dyckbook.rules import adversary, baselines
 
 __all__ = ["FADES", "HOLDS", "LONG_SETS", "MECHANISM_PAIRS", "SOLVED", "Study",
            "adversary_level", "adversary_rows", "binned", "bins", "configuration_rows",
-           "extends_values", "int_list", "length_panels", "mechanism", "mechanism_sentence",
+           "extends_values", "int_list", "length_panels", "mechanism", "mechanism_brief",
+           "mechanism_sentence",
            "own_adversary", "reference_configs", "seed_table", "study", "strongest",
            "table_rows", "test_adversary", "verdict_rows"]
 
@@ -411,12 +412,54 @@ def mechanism(records: Mapping[str, Sequence[Any]], chosen: Study, device: str =
                           "verdicts": {r["hypothesis"]: r["verdict"] for r in tested}})
     for row in heads:
         row.pop("components", None)
-    return {"dilution": dilution, "heads": heads, "words": mechanism_sentence(found)}
+    return {"dilution": dilution, "heads": heads, "found": found,
+            "words": mechanism_sentence(found), "brief": mechanism_brief(found)}
 
 
 #: the readout's evidence "holds" at 2× when its total keeps this share of the 1× total; below
 #: FADES of it the evidence itself fades (shown, not a registered rule)
 HOLDS, FADES = 0.8, 0.5
+
+
+def _reading(at: Mapping[str, Mapping[str, Any]]) -> tuple[str, float]:
+    """How the readout's evidence changes from 1× to 2× (one of ``dilution``, ``holds``,
+    ``fades``, ``partly``; ``""`` without both multiples) and the share of the 1× total that
+    the 2× total keeps."""
+    if "1×" not in at or "2×" not in at:
+        return "", math.nan
+    one, two = at["1×"]["evidence"], at["2×"]["evidence"]
+    kept = two["total"] / one["total"] if one["total"] > 0 else math.nan
+    if not math.isfinite(kept):
+        return "", kept
+    if kept >= HOLDS:
+        return ("dilution" if two["mean"] < one["mean"] else "holds"), kept
+    return ("fades" if kept < FADES else "partly"), kept
+
+
+def _by_label(found: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Mapping[str, Any]]]:
+    out: dict[str, dict[str, Mapping[str, Any]]] = {}
+    for entry in found:
+        out.setdefault(entry["label"], {})[entry["multiple"]] = entry
+    return out
+
+
+def mechanism_brief(found: Sequence[Mapping[str, Any]]) -> str:
+    """:func:`mechanism_sentence` in one line of plain text (the landing page quotes it):
+    per configuration its role, the reading of its evidence and the hypotheses accepted at
+    each multiple."""
+    words = {"dilution": "dilution (the total evidence keeps {} of itself at 2×, its mean falls)",
+             "holds": "the evidence holds (its total keeps {} at 2×)",
+             "fades": "the evidence itself fades (its total keeps {} at 2×)",
+             "partly": "partly dilution, partly fading (its total keeps {} at 2×)"}
+    parts = []
+    for label, at in _by_label(found).items():
+        reading, kept = _reading(at)
+        accepted = "; ".join(
+            f"at {m} " + (", ".join(h for h, v in e["verdicts"].items() if v == "accepted")
+                          or "no hypothesis") + " accepted" for m, e in at.items())
+        said = words[reading].format(pct(kept)) if reading else "no 1× to compare"
+        parts.append(f"{label} ({next(iter(at.values()))['role']}): {said}; {accepted}")
+    return "; ".join(parts) if parts else "not measured yet"
 
 
 def mechanism_sentence(found: Sequence[Mapping[str, Any]]) -> str:
@@ -430,35 +473,23 @@ def mechanism_sentence(found: Sequence[Mapping[str, Any]]) -> str:
     while the mean falls (*the evidence holds* if the mean does not fall), *the evidence itself
     fades* below :data:`FADES`, *partly both* between; and
     which hypotheses are accepted at each multiple."""
-    by_label: dict[str, dict[str, Mapping[str, Any]]] = {}
-    for entry in found:
-        by_label.setdefault(entry["label"], {})[entry["multiple"]] = entry
     lines = []
-    for label, at in by_label.items():
+    for label, at in _by_label(found).items():
         first = next(iter(at.values()))
         head = f"- **{label}** ({first['role']}, {first['seeds']} seeds):"
         said = [f"at {m} the negatives rejected {pct(e['evidence']['negatives_right'])}, total "
                 f"evidence {e['evidence']['total']:.2f}, its mean (the decision) "
                 f"{e['evidence']['mean']:.3f} over {e['evidence']['tokens']:.0f} tokens"
                 for m, e in at.items()]
-        if "1×" in at and "2×" in at:
-            one, two = at["1×"]["evidence"], at["2×"]["evidence"]
-            kept = two["total"] / one["total"] if one["total"] > 0 else math.nan
-            if not math.isfinite(kept):
-                reading = "no evidence at 1× to compare"
-            elif kept >= HOLDS and two["mean"] < one["mean"]:
-                reading = (f"**dilution**: the total keeps {pct(kept)} of itself at 2× while the "
-                           f"mean falls")
-            elif kept >= HOLDS:
-                reading = (f"**the evidence holds**: the total keeps {pct(kept)} of itself at 2× "
-                           f"and the mean does not fall")
-            elif kept < FADES:
-                reading = (f"**the evidence itself fades**: the total keeps {pct(kept)} of "
-                           f"itself at 2×")
-            else:
-                reading = (f"**partly dilution, partly fading**: the total keeps {pct(kept)} of "
-                           f"itself at 2×")
-            said.append(reading)
+        reading, kept = _reading(at)
+        said += [{"dilution": f"**dilution**: the total keeps {pct(kept)} of itself at 2× while "
+                              f"the mean falls",
+                  "holds": f"**the evidence holds**: the total keeps {pct(kept)} of itself at "
+                           f"2× and the mean does not fall",
+                  "fades": f"**the evidence itself fades**: the total keeps {pct(kept)} of "
+                           f"itself at 2×",
+                  "partly": f"**partly dilution, partly fading**: the total keeps {pct(kept)} "
+                            f"of itself at 2×"}[reading]] if reading else []
         verdicts = "; ".join(
             f"{m}: " + (", ".join(f"{h} {v}" for h, v in e["verdicts"].items()) or "none tested")
             for m, e in at.items())

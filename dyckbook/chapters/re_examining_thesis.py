@@ -28,8 +28,8 @@ from dyckbook.nn import tokenizer
 from dyckbook.nn.model import Classifier, ModelConfig
 from dyckbook.rules.baselines import order_blind_ceiling
 
-__all__ = ["ORACLE_SETS", "answer_values", "beyond_levels", "ceilings", "coverage_sentence",
-           "design_rows", "evidence_rows", "history_rows", "learned_by_language",
+__all__ = ["ORACLE_SETS", "answer_values", "beyond_levels", "beyond_mechanism", "ceilings",
+           "coverage_sentence", "design_rows", "evidence_rows", "history_rows", "learned_by_language",
            "learned_sentence", "missing_sentence", "moved_sentence", "oracle_levels",
            "registration_check", "rule_rows", "verdict_json", "verdict_rows"]
 
@@ -386,6 +386,16 @@ def beyond_levels(folder: str) -> dict[str, float]:
         return {}
     return {m: float(v) for m, v in json.loads(path.read_text(encoding="utf-8"))
             .get("3", {}).get("level", {}).items()}
+
+
+def beyond_mechanism(folder: str) -> str:
+    """The beyond-lengths study's mechanism check in one line (its ``mechanism.json``, written
+    by :func:`dyckbook.chapters.beyond_lengths.mechanism_brief`); "not measured yet" where the
+    study has not run."""
+    path = results.resolve(folder) / "mechanism.json"
+    if not path.is_file():
+        return "not measured yet"
+    return str(json.loads(path.read_text(encoding="utf-8"))["brief"])
 
 
 def answer_values(judged: Sequence[Verdict], evidence: Mapping[str, Evidence],
