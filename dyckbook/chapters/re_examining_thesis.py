@@ -29,9 +29,9 @@ from dyckbook.nn.model import Classifier, ModelConfig
 from dyckbook.rules.baselines import order_blind_ceiling
 
 __all__ = ["ORACLE_SETS", "answer_values", "beyond_levels", "beyond_mechanism", "ceilings",
-           "coverage_sentence", "design_rows", "evidence_rows", "history_rows", "learned_by_language",
-           "learned_sentence", "missing_sentence", "moved_sentence", "oracle_levels",
-           "registration_check", "rule_rows", "verdict_json", "verdict_rows"]
+           "coverage_sentence", "design_rows", "evidence_rows", "history_rows",
+           "learned_by_language", "learned_sentence", "missing_sentence", "moved_sentence",
+           "oracle_levels", "registration_check", "rule_rows", "verdict_json", "verdict_rows"]
 
 
 def rule_rows(rules: Sequence[Rule] = RULES) -> list[dict[str, str]]:
