@@ -476,7 +476,8 @@ def mechanism_sentence(found: Sequence[Mapping[str, Any]]) -> str:
     lines = []
     for label, at in _by_label(found).items():
         first = next(iter(at.values()))
-        head = f"- **{label}** ({first['role']}, {first['seeds']} seeds):"
+        seeds = f"{first['seeds']} seed{'s' if first['seeds'] != 1 else ''}"
+        head = f"- **{label}** ({first['role']}, {seeds}):"
         said = [f"at {m} the negatives rejected {pct(e['evidence']['negatives_right'])}, total "
                 f"evidence {e['evidence']['total']:.2f}, its mean (the decision) "
                 f"{e['evidence']['mean']:.3f} over {e['evidence']['tokens']:.0f} tokens"
