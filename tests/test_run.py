@@ -341,7 +341,7 @@ def test_a_card_trains_as_many_seeds_together_as_fit(monkeypatch):
     assert R._group_size(CONFIG, 10, torch.device("cpu")) == 10  # the CPU: all together
     monkeypatch.setenv(checkpoint.MEMORY_ENV, "0")
     assert R._group_size(CONFIG, 10, card) == 1  # too small a card: one at a time, still
-    assert tokenizer.eval_rows(10, 4098, 384, "cpu") == 1024
+    assert tokenizer.eval_rows(10, 50, 32, "cpu") == 1024  # the CPU: 1,024 wherever it fits
     assert tokenizer.eval_rows(10, 4098, 384, card) == 8  # 2**27 activations at most
     assert tokenizer.eval_rows(10, 50, 32, card) == 1024
     assert tokenizer.eval_rows(1000, 4098, 4096, card) == 1
@@ -445,3 +445,35 @@ def test_a_rule_that_cannot_read_the_longest_strings_is_left_out_there():
                                  replace(TRAIN, max_steps=2), seed=1), [1])[0].record
     scored = set(record.baselines["stack"])
     assert "edit_knn" not in scored and {"cnn", "skipgrams", "height_stats"} <= scored
+
+
+def test_the_cpu_scores_long_strings_of_many_models_in_fewer_rows(monkeypatch):
+    """Issue 64's long-context rerun at 10 seeds was killed for memory (1,024 rows of ten
+    models at 514 positions: 22 GB): on the CPU a batch keeps its activations and attention
+    scores within CPU_EVAL_ACTIVATIONS, and fewer rows give the same margins."""
+    import numpy as np
+
+    from dyckbook.experiment import evaluate
+    from dyckbook.nn import tokenizer
+    from dyckbook.nn.model import ModelConfig
+    from dyckbook.nn.recurrent import RecurrentConfig
+
+    config = ModelConfig(k=3, n_ctx=512, d_model=384, n_heads=1)
+    scores = tokenizer.attention_scores(config, 514)
+    assert scores == 514 and tokenizer.attention_scores(RecurrentConfig(k=3, n_ctx=8), 514) == 0
+    rows = tokenizer.eval_rows(10, 514, 384, "cpu", 1024, scores)
+    assert rows == tokenizer.CPU_EVAL_ACTIVATIONS // (10 * 514 * (384 + 514)) == 232
+    assert 10 * rows * 514 * (384 + 514) <= tokenizer.CPU_EVAL_ACTIVATIONS
+    assert tokenizer.eval_rows(10, 130, 256, "cpu", 1024, 130) == 1024  # experiment 6: as before
+    assert tokenizer.eval_rows(10, 4098, 384, "cpu") == 68
+    assert tokenizer.eval_rows(10**6, 4098, 4096, "cpu") == 1  # at least one row
+    # the rows per batch move no margin
+    result = run_seeds(CONFIG, [0])[0]
+    test = result.splits.tests["hard"]
+    whole = evaluate.margins(result.model, test)
+    monkeypatch.setattr(tokenizer, "CPU_EVAL_ACTIVATIONS", 7 * (test.lengths.max() + 2) * (
+        CONFIG.model.d_model + CONFIG.model.n_heads * (test.lengths.max() + 2)))
+    assert tokenizer.eval_rows(1, int(test.lengths.max()) + 2, CONFIG.model.d_model, "cpu",
+                               1024, tokenizer.attention_scores(CONFIG.model,
+                                                                int(test.lengths.max()) + 2)) == 7
+    assert np.allclose(evaluate.margins(result.model, test), whole, atol=1e-5)

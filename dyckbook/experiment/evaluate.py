@@ -201,9 +201,11 @@ def margins(model: nn.Module, dataset: Dataset | Sequence[Dataset],
     device = next(model.parameters()).device  # a model on a GPU is scored there
     vocab = getattr(getattr(model, "config", None), "d_vocab", None)
     longest = max((len(ds) for ds in sets), default=0)
-    width = getattr(getattr(model, "config", None), "d_model", 256)
-    batch_size = tokenizer.eval_rows(len(sets), max(int(ds.lengths.max(initial=0)) for ds in sets)
-                                     + 2, width, device, batch_size)  # a device: long ones fewer
+    config = getattr(model, "config", None)
+    width = getattr(config, "d_model", 256)
+    positions = max(int(ds.lengths.max(initial=0)) for ds in sets) + 2
+    batch_size = tokenizer.eval_rows(len(sets), positions, width, device, batch_size,
+                                     tokenizer.attention_scores(config, positions))
     out = []
     with evaluating(model):
         for start in range(0, longest, batch_size):

@@ -223,8 +223,10 @@ def _accuracy(model: nn.Module, task: Task, data: dict[str, torch.Tensor],
     """Accuracy of the network's models (eval mode), which are the ``models`` of ``data``:
     model s's set is the ``sizes[s]`` rows of ``data`` after those of the models before it."""
     device = next(model.parameters()).device
-    chunk = tokenizer.eval_rows(len(models), max(t.shape[1] for t in data.values() if t.dim() > 1),
-                                getattr(model.config, "d_model", 256), device, chunk)
+    positions = max(t.shape[1] for t in data.values() if t.dim() > 1)
+    chunk = tokenizer.eval_rows(len(models), positions, getattr(model.config, "d_model", 256),
+                                device, chunk, tokenizer.attention_scores(model.config,
+                                                                             positions))
     first = torch.tensor([0, *sizes]).cumsum(0)[list(models), None]  # (network's models, 1)
     sizes = [sizes[s] for s in models]
     last = first + torch.tensor(sizes)[:, None] - 1

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
 from dyckbook.data.vocab import END, N_SPECIAL, PAD, PAD_CODE, START
 
-__all__ = ["EVAL_ACTIVATIONS", "TokenShape", "check_ids", "check_tokens", "decode", "encode",
-           "eval_rows", "to_device"]
+__all__ = ["CPU_EVAL_ACTIVATIONS", "EVAL_ACTIVATIONS", "TokenShape", "attention_scores",
+           "check_ids", "check_tokens", "decode", "encode", "eval_rows", "to_device"]
 #: on a device, an evaluation batch holds at most this many activations of the model's width
 EVAL_ACTIVATIONS = 2**27
+#: on the CPU, an evaluation batch holds at most this many activations of the model's width and
+#: attention scores (4 GiB of fp32 in one tensor; the default of 1,024 rows stays wherever it
+#: fits, so only long strings of many models batch fewer)
+CPU_EVAL_ACTIVATIONS = 2**30
 
 
 class TokenShape:
@@ -113,10 +119,22 @@ def to_device(tensor: torch.Tensor, device: torch.device | str | None) -> torch.
 
 
 def eval_rows(n_models: int, positions: int, width: int, device: torch.device | str | None,
-              most: int = 1024) -> int:
-    """Rows of each model an evaluation batch takes: ``most`` on the CPU; on a device as many
-    as keep ``n_models x rows x positions x width`` within :data:`EVAL_ACTIVATIONS` (long
-    strings, many models: fewer rows), at least one."""
+              most: int = 1024, scores: int = 0) -> int:
+    """Rows of each model an evaluation batch takes, at most ``most`` and at least one: on a
+    device as many as keep ``n_models x rows x positions x width`` within
+    :data:`EVAL_ACTIVATIONS`; on the CPU as many as keep ``n_models x rows x positions x
+    (width + scores)`` within :data:`CPU_EVAL_ACTIVATIONS`, where ``scores`` is the attention
+    scores a row may hold per position (:func:`attention_scores`). Long strings of many models
+    take fewer rows: ten models of experiment 7 at 514 positions filled 22 GB (and were killed)
+    in one batch of 1,024 rows."""
     if device is None or torch.device(device).type == "cpu":
-        return most
+        return max(1, min(most, CPU_EVAL_ACTIVATIONS
+                          // max(1, n_models * positions * (width + scores))))
     return max(1, min(most, EVAL_ACTIVATIONS // max(1, n_models * positions * width)))
+
+
+def attention_scores(config: Any, positions: int) -> int:
+    """Attention scores per position a model of ``config`` may hold at once while it runs on
+    the CPU: heads x positions for a Transformer (masked attention there can take torch's
+    path that forms every score), 0 for a recurrent model."""
+    return int(getattr(config, "n_heads", 0) or 0) * positions
