@@ -146,6 +146,16 @@ def test_how_far_each_configuration_holds_is_counted_per_multiple_and_seed():
     assert "Dyck-3 L2 none 3/3, 1/3, 0/3" in said
     assert B.holds_sentence([]) == "not measured yet"
     assert B.holds_sentence(records, language=1) == "not measured yet"
+    # the deep set is its own measure: these records have none
+    assert B.holds_sentence(records, on="deep") == "not measured yet"
+    deep = [rec("Dyck-3 L2 none", s, {"stack": [(14, 1.0)], "deep": [(14, 0.99), (30, 0.9),
+                                                                      (60, 0.96 - 0.1 * s)]})
+            for s in range(2)]
+    said = B.holds_sentence(deep, on="deep")
+    assert said.startswith("seeds at 95% or more on the deep set at 1×, 2×, 4× N")
+    assert "Dyck-3 L2 none 2/2, 0/2, 1/2 (mean 99.0%, 90.0%, 91.0%)" in said
+    with pytest.raises(ValueError, match="on must be one of"):
+        B.holds_sentence(records, on="hard")
 
 
 def test_a_multiple_without_long_range_strings_says_so_not_zero_seeds():

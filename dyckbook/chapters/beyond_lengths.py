@@ -36,12 +36,12 @@ from dyckbook.interp import patching, readout
 from dyckbook.nn.recurrent import RecurrentConfig
 from dyckbook.rules import adversary, baselines
 
-__all__ = ["FADES", "HOLDS", "LONG_SETS", "MECHANISM_PAIRS", "SOLVED", "Study",
-           "adversary_level", "adversary_rows", "binned", "bins", "configuration_rows",
-           "extends_values", "int_list", "length_panels", "mechanism", "mechanism_brief",
-           "mechanism_sentence",
-           "own_adversary", "reference_configs", "seed_table", "study", "strongest",
-           "table_rows", "test_adversary", "verdict_rows"]
+__all__ = ["FADES", "HOLDS", "HOLDS_ON", "LONG_SETS", "MECHANISM_PAIRS", "SOLVED", "Study",
+           "adversary_level", "adversary_rows", "adversary_sentence", "binned", "bins",
+           "configuration_rows", "deep_depth", "deep_values", "extends_values",
+           "holds_sentence", "int_list", "length_panels", "mechanism", "mechanism_brief",
+           "mechanism_sentence", "own_adversary", "recorded_bins", "reference_configs",
+           "seed_table", "study", "strongest", "table_rows", "test_adversary", "verdict_rows"]
 
 #: the long-range sets whose weaker score is the verdict's measure
 LONG_SETS = ("stack", "spread")
@@ -514,10 +514,25 @@ def recorded_bins(records: Sequence[Any]) -> dict[str, tuple[int, int]]:
     return bins(n, int(data.get("test_min_length") or 2), multiples)
 
 
-def holds_sentence(records: Sequence[Any], language: int = 3) -> str:
+def deep_values(group: Sequence[Any], lo: int, hi: int) -> list[float]:
+    """Per seed, the deep set's accuracy at lengths ``[lo, hi]`` (nan where a record has no
+    deep set or no string there)."""
+    return [binned(r.scores["deep"], lo, hi) if "deep" in r.scores else math.nan for r in group]
+
+
+#: what :func:`holds_sentence` reads: per seed values at a bin, and the sets' name in words
+HOLDS_ON = {"long": (extends_values, "both long-range sets"),
+            "deep": (deep_values, "the deep set")}
+
+
+def holds_sentence(records: Sequence[Any], language: int = 3, on: str = "long") -> str:
     """How far each configuration of ``language`` holds, in words: per multiple, the seeds at
-    :data:`SOLVED` or more on both long-range sets (the verdict's measure, per seed the lower
-    of the two) and that measure's mean; "not measured yet" without records."""
+    :data:`SOLVED` or more and the mean, on both long-range sets (``on="long"``: the verdict's
+    measure, per seed the lower of the two) or on the deep set (``on="deep"``); "not measured
+    yet" without records."""
+    if on not in HOLDS_ON:
+        raise ValueError(f"on must be one of {sorted(HOLDS_ON)}, got {on!r}")
+    measure, sets = HOLDS_ON[on]
     groups: dict[str, list[Any]] = {}
     for r in records:
         if r.label.startswith(f"Dyck-{language} "):  # references too: "Dyck-3 LSTM"
@@ -525,17 +540,17 @@ def holds_sentence(records: Sequence[Any], language: int = 3) -> str:
     spans = recorded_bins(records)
     parts = []
     for label, group in groups.items():
-        values = {m: extends_values(group, lo, hi) for m, (lo, hi) in spans.items()}
+        values = {m: measure(group, lo, hi) for m, (lo, hi) in spans.items()}
         if all(math.isnan(v) for vs in values.values() for v in vs):
             continue
         finite = [[v for v in vs if math.isfinite(v)] for vs in values.values()]
         held = ", ".join(f"{sum(v >= SOLVED for v in vs)}/{len(vs)}" if vs else "—"
-                         for vs in finite)  # "—": no long-range string at these lengths
+                         for vs in finite)  # "—": no string of the sets at these lengths
         means = ", ".join(pct(_mean_of_finite(vs)) if vs else "—" for vs in finite)
         parts.append(f"{label} {held} (mean {means})")
     if not parts:
         return "not measured yet"
-    return (f"seeds at {SOLVED:.0%} or more on both long-range sets at "
+    return (f"seeds at {SOLVED:.0%} or more on {sets} at "
             f"{', '.join(spans)} N: " + "; ".join(parts))
 
 
