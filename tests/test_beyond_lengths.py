@@ -61,6 +61,25 @@ def test_the_evidence_reads_the_weaker_set_of_the_held_out_best_configuration():
         == "reproduced"
 
 
+def test_every_verdict_row_fills_the_same_columns():
+    from dyckbook.claims.verdicts import verdicts
+
+    records = [_record("Dyck-3 L2 none", s, 1.0, 0.9, 0.6) for s in range(5)]
+    judged = [v for v in verdicts(gather(beyond=records, beyond_adversary={"2×": 0.5,
+                                                                           "4×": 0.5}))
+              if v.rule.run == "beyond-lengths"]
+    rows = B.verdict_rows(judged)
+    assert [r["lengths"] for r in rows] == ["2× N", "4× N"]
+    assert all(list(r) == list(rows[0]) for r in rows)
+    assert rows[1]["beyond k3"].startswith("60.0% [") and rows[0]["beyond k3"].startswith("90.0%")
+    assert rows[1]["adversary k3"] == "50.0%"
+    said = B.verdict_sentence(judged)
+    assert said.startswith("The registered verdicts on the thesis' claim 4: at 2× N **")
+    assert "; at 4× N **reproduced**, held-out best Dyck-3 L2 none" in said
+    assert "adversary 50.0%" in said and "within 100.0%" in said
+    assert B.verdict_sentence([]) == "No registered verdict was judged."
+
+
 def test_a_bin_without_long_range_strings_gives_no_evidence():
     records = [_record("Dyck-3 L2 none", s, 1.0, 0.9, 0.9) for s in range(3)]
     for r in records:  # no string of 30-48

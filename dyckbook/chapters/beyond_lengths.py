@@ -14,6 +14,7 @@ selected on, the long-range kinds of its tests.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,7 +42,8 @@ __all__ = ["FADES", "HOLDS", "HOLDS_ON", "LONG_SETS", "MECHANISM_PAIRS", "SOLVED
            "configuration_rows", "deep_depth", "deep_values", "extends_values",
            "holds_sentence", "int_list", "length_panels", "mechanism", "mechanism_brief",
            "mechanism_sentence", "own_adversary", "recorded_bins", "reference_configs",
-           "seed_table", "study", "strongest", "table_rows", "test_adversary", "verdict_rows"]
+           "seed_table", "study", "strongest", "table_rows", "test_adversary", "verdict_rows",
+           "verdict_sentence"]
 
 #: the long-range sets whose weaker score is the verdict's measure
 LONG_SETS = ("stack", "spread")
@@ -330,18 +332,38 @@ def length_panels(groups: Mapping[str, Sequence[Any]], max_length: int
 
 
 def verdict_rows(judged: Sequence[Any]) -> list[dict[str, str]]:
-    """One row per beyond-lengths verdict: its label, the configuration held out as best, and
-    every piece of evidence as mean [95% interval] over seeds."""
+    """One row per beyond-lengths verdict: its claim, the multiple it asks, its label, the
+    configuration held out as best, and every piece of evidence as mean [95% interval] over
+    seeds, under names without the multiple (``beyond k3``, ``within k3``, ``adversary k3``),
+    so every row fills the same columns."""
     rows = []
     for v in judged:
-        row = {"claim": v.rule.claim, "verdict": v.label,
+        multiple = re.search(r"_(\d+)x_", v.rule.claim)
+        row = {"claim": v.rule.claim, "lengths": f"{multiple.group(1)}× N" if multiple else "",
+               "verdict": v.label,
                "configuration (held out)": next((e.best() for e in v.evidence if e.chosen), "")}
         for e in v.evidence:
             lo, hi = e.interval
-            row[e.name] = (pct(e.mean) if e.reference else
-                           f"{pct(e.mean)} {span(lo, hi)} ({e.n_seeds} seeds)")
+            row[re.sub(r" \d+x\b", "", e.name)] = (
+                pct(e.mean) if e.reference else f"{pct(e.mean)} {span(lo, hi)} ({e.n_seeds} seeds)")
         rows.append(row)
     return rows
+
+
+def verdict_sentence(judged: Sequence[Any]) -> str:
+    """The registered verdicts in words: per multiple, the label, the held-out best
+    configuration, its measure beyond with its interval, the same seeds within, and the
+    adversary's level."""
+    parts = []
+    for row in verdict_rows(judged):
+        said = [f"at {row['lengths']} **{row['verdict']}**"]
+        if row.get("configuration (held out)"):
+            said.append(f"held-out best {row['configuration (held out)']}")
+        said += [f"{name.split()[0]} {row[name]}" for name in row
+                 if name.startswith(("beyond ", "within ", "adversary ")) and row[name]]
+        parts.append(", ".join(said))
+    return ("The registered verdicts on the thesis' claim 4: " + "; ".join(parts) + "."
+            if parts else "No registered verdict was judged.")
 
 
 #: minimal pairs per length bin for the mechanism check (and its hypotheses' selection pairs)

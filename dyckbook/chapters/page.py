@@ -120,10 +120,12 @@ def _cell(value: Any, floatfmt: str) -> str:
 
 
 def markdown_table(rows: Sequence[Mapping[str, Any]], floatfmt: str = ".3f") -> str:
-    """A Markdown table; columns are the keys of the first row, floats formatted by ``floatfmt``."""
+    """A Markdown table; columns are every row's keys in the order they first appear (a row
+    without one leaves its cell empty), floats formatted by ``floatfmt``."""
     if not rows:
         return ""
-    keys = [k for k in rows[0] if not str(k).startswith("_")]  # "_" keys: data, not columns
+    keys = [k for k in dict.fromkeys(k for row in rows for k in row)
+            if not str(k).startswith("_")]  # "_" keys: data, not columns
     lines = ["| " + " | ".join(str(k).replace("|", "\\|") for k in keys) + " |",
              "|" + "---|" * len(keys)]
     lines += ["| " + " | ".join(_cell(row.get(k), floatfmt) for k in keys) + " |" for row in rows]
