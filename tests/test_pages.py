@@ -327,3 +327,26 @@ def test_every_page_links_its_data_and_the_site_carries_it(tmp_path):
     page_dir = tmp_path / "html" / "book" / "pages" / "01_dyck1"
     for uri in links.values():
         assert (page_dir / uri).resolve().is_file(), uri
+
+
+#: the landing page's headings that state a finding in words, each with the verdicts it
+#: rests on (claim -> the labels under which the heading stays true)
+LANDING_HEADINGS = {
+    "**Beyond the training lengths: part of the way to twice the length, not to four times.**":
+        {"lengths_2x_k3": {"qualified"}, "lengths_4x_k3": {"reproduced"}},
+}
+
+
+def test_the_landing_pages_words_agree_with_the_published_verdicts():
+    """A heading that answers in words is true of the committed verdicts (glued numbers follow
+    the records by themselves; words do not): a rerun that moves a verdict fails here until
+    the heading is rewritten."""
+    root = Path(__file__).resolve().parents[1]
+    landing = (root / "book" / "intro.md").read_text(encoding="utf-8")
+    published = json.loads((root / "book" / "results" / "cpu" / "chapters" / "re_examining_thesis"
+                            / "verdicts.json").read_text(encoding="utf-8"))
+    for heading, needs in LANDING_HEADINGS.items():
+        assert heading in landing, f"the landing page no longer says {heading!r}: update the test"
+        for claim, labels in needs.items():
+            assert published.get(claim, {}).get("label") in labels, (heading, claim,
+                                                                       published.get(claim))
