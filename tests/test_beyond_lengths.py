@@ -236,3 +236,23 @@ def test_the_mechanism_brief_is_one_plain_line_of_the_same_readings(tmp_path):
     assert re_examining_thesis.beyond_mechanism(str(tmp_path)) == "not measured yet"
     (tmp_path / "mechanism.json").write_text(json.dumps({"found": found, "brief": brief}))
     assert re_examining_thesis.beyond_mechanism(str(tmp_path)) == brief
+
+
+def test_a_language_with_one_long_range_set_is_attacked_on_it_alone():
+    """Dyck-1 has no spread layout: its own-strings adversary leaves spread out instead of an
+    empty set that vetoes every rule, and its table has no 'stack and spread' row."""
+    def rec(seed):
+        base = {"stack": {"ngrams": _score({40: (100, 60)}), "cnn": _score({40: (100, 70)})}}
+        return SimpleNamespace(label="Dyck-1 L2 none", seed=seed, baselines=base)
+
+    own = {"1×": B.own_adversary([rec(0), rec(1)], ["stack", "spread"], 30, 48)}
+    assert own["1×"] == {"stack": {"cnn": pytest.approx(0.7), "ngrams": pytest.approx(0.6)}}
+    test = {"1×": {"stack": {"cnn": 0.65}}}
+    rows = B.adversary_rows(own, test)
+    assert [r["set"] for r in rows] == ["stack"]
+    assert rows[0]["fitted on the training strings"] == "`cnn` 70.0%"
+    said = B.adversary_sentence(own, test, "the long-range set")
+    assert "fitted on the models' training strings `cnn` 70.0%" in said
+    three = {"1×": {"stack": {"cnn": 0.6}, "spread": {"cnn": 0.9, "window_span": 1.0}}}
+    assert [r["set"] for r in B.adversary_rows(three, three)] == ["stack", "spread",
+                                                                   "stack and spread"]

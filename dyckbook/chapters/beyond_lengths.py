@@ -240,6 +240,8 @@ def own_adversary(group: Sequence[Any], sets: Sequence[str], lo: int, hi: int
     scored on its test strings of lengths ``[lo, hi]``, averaged over the group's seeds."""
     out: dict[str, dict[str, float]] = {}
     for s in sets:
+        if not any(s in r.baselines for r in group):
+            continue  # a set these records do not hold (Dyck-1 has no spread layout)
         rules = set.intersection(*(set(r.baselines.get(s, {})) for r in group)) if group else set()
         values = {rule: _mean_of_finite([binned(r.baselines[s][rule], lo, hi) for r in group])
                   for rule in sorted(rules)}
@@ -251,14 +253,17 @@ def adversary_rows(own: Mapping[str, Mapping[str, Mapping[str, float]]],
                    test: Mapping[str, Mapping[str, Mapping[str, float]]]
                    ) -> list[dict[str, str]]:
     """One row per multiple and set: the strongest rule fitted each way (``{multiple: {set:
-    {rule: accuracy}}}``), and over the long-range sets the rule whose lower score is highest."""
+    {rule: accuracy}}}``), and where there are two long-range sets the rule whose lower score
+    over them is highest (``stack and spread``)."""
     rows = []
     for m in own:
-        for s in [*own[m], "stack and spread"]:
+        present = [x for x in LONG_SETS if x in own[m] or x in test.get(m, {})]
+        together = " and ".join(present) if len(present) > 1 else ""
+        for s in [*own[m], *([together] if together else [])]:
             row = {"lengths": m, "set": s}
             for way, table in (("fitted on the training strings", own),
                                ("fitted on the test distribution", test)):
-                if s == "stack and spread":
+                if s == together:
                     rule, value = strongest({x: table.get(m, {}).get(x, {}) for x in LONG_SETS
                                              if x in table.get(m, {})})
                 else:
