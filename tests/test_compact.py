@@ -167,6 +167,14 @@ def test_training_groups_read_plain_and_compressed_records_alike(tmp_path: Path)
     assert layout.training_groups(plain) == expected
     assert layout.training_groups(packed) == expected
     assert layout.training_groups(tmp_path / "none") == {}
+    # a run's references keep their records in a subfolder: their training counts too, a
+    # resume folder's (hidden) does not (beyond-lengths' page said 249.8 min, not 344.6)
+    (plain / "references").mkdir()
+    (plain / "references" / "records.jsonl").write_bytes(lines("LSTM", 3, 90.0, 5))
+    (plain / ".attempt").mkdir()
+    (plain / ".attempt" / "records.jsonl").write_bytes(lines("c", 3, 1000.0, 1))
+    assert layout.training_groups(plain) == {**expected, "references/records|LSTM|k3": {
+        "seconds": 90.0, "steps": 50.0}}
     # unlabelled records (the grid's cells) are grouped by their configuration, less the seed:
     # they collapsed into one group per k, and the grid's 72 cells counted as 2
     cells = tmp_path / "cells"

@@ -63,12 +63,15 @@ def gzip_folder(folder: str | Path) -> dict[str, list[int]]:
 
 def training_groups(folder: str | Path) -> dict[str, dict[str, float]]:
     """The training seconds and steps of each group of seeds trained together, from the run
-    records under ``folder`` (``records*.jsonl``, or their ``.gz``; not the baselines'
-    companions), keyed ``<file stem>|<label>|k<k>``, or by the configuration less its seed for
-    a record without a label (the grid's cells): the seeds of a group share its time, so each
+    records under ``folder`` and its subfolders (``records*.jsonl``, or their ``.gz``: a run's
+    references keep theirs in ``references/``; not the baselines' companions), keyed
+    ``<file path less .jsonl>|<label>|k<k>``, or by the configuration less its seed for a
+    record without a label (the grid's cells): the seeds of a group share its time, so each
     group keeps its largest."""
     out: dict[str, dict[str, float]] = {}
-    names = {p.name.removesuffix(".gz") for p in Path(folder).glob("records*.jsonl*")}
+    names = {p.relative_to(folder).as_posix().removesuffix(".gz")
+             for p in Path(folder).rglob("records*.jsonl*")
+             if not any(part.startswith(".") for part in p.relative_to(folder).parts)}
     for name in sorted(n for n in names if n.endswith(".jsonl")
                        and not n.endswith(".baselines.jsonl")):
         for line in read_stored(Path(folder) / name).decode("utf-8").splitlines():
