@@ -338,19 +338,20 @@ def length_panels(groups: Mapping[str, Sequence[Any]], max_length: int
 
 def verdict_rows(judged: Sequence[Any]) -> list[dict[str, str]]:
     """One row per beyond-lengths verdict: its claim, the multiple it asks, its label, the
-    configuration held out as best, and every piece of evidence as mean [95% interval] over
-    seeds, under names without the multiple (``beyond k3``, ``within k3``, ``adversary k3``),
+    configuration held out as best, its seeds, and every piece of evidence as mean [95%
+    interval] over seeds, under names without the multiple (``beyond k3``, ``within k3``, ``adversary k3``),
     so every row fills the same columns."""
     rows = []
     for v in judged:
         multiple = re.search(r"_(\d+)x_", v.rule.claim)
         row = {"claim": v.rule.claim, "lengths": f"{multiple.group(1)}× N" if multiple else "",
                "verdict": v.label,
-               "configuration (held out)": next((e.best() for e in v.evidence if e.chosen), "")}
+               "held-out best": next((e.best() for e in v.evidence if e.chosen), ""),
+               "seeds": max((e.n_seeds for e in v.evidence if not e.reference), default=0)}
         for e in v.evidence:
             lo, hi = e.interval
-            row[re.sub(r" \d+x\b", "", e.name)] = (
-                pct(e.mean) if e.reference else f"{pct(e.mean)} {span(lo, hi)} ({e.n_seeds} seeds)")
+            row[re.sub(r" \d+x\b", "", e.name)] = (pct(e.mean) if e.reference
+                                                     else f"{pct(e.mean)} {span(lo, hi)}")
         rows.append(row)
     return rows
 
@@ -362,8 +363,8 @@ def verdict_sentence(judged: Sequence[Any]) -> str:
     parts = []
     for row in verdict_rows(judged):
         said = [f"at {row['lengths']} **{row['verdict']}**"]
-        if row.get("configuration (held out)"):
-            said.append(f"held-out best {row['configuration (held out)']}")
+        if row.get("held-out best"):
+            said.append(f"held-out best {row['held-out best']}")
         said += [f"{name.split()[0]} {row[name]}" for name in row
                  if name.startswith(("beyond ", "within ", "adversary ")) and row[name]]
         parts.append(", ".join(said))
