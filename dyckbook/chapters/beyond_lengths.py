@@ -339,8 +339,8 @@ def length_panels(groups: Mapping[str, Sequence[Any]], max_length: int
 def verdict_rows(judged: Sequence[Any]) -> list[dict[str, str]]:
     """One row per beyond-lengths verdict: its claim, the multiple it asks, its label, the
     configuration held out as best, its seeds, and every piece of evidence as mean [95%
-    interval] over seeds, under names without the multiple (``beyond k3``, ``within k3``, ``adversary k3``),
-    so every row fills the same columns."""
+    interval] over seeds, under names without the multiple (``beyond k3``, ``within k3``,
+    ``adversary k3``), so every row fills the same columns."""
     rows = []
     for v in judged:
         multiple = re.search(r"_(\d+)x_", v.rule.claim)
