@@ -236,6 +236,9 @@ def test_the_mechanism_brief_is_one_plain_line_of_the_same_readings(tmp_path):
     assert re_examining_thesis.beyond_mechanism(str(tmp_path)) == "not measured yet"
     (tmp_path / "mechanism.json").write_text(json.dumps({"found": found, "brief": brief}))
     assert re_examining_thesis.beyond_mechanism(str(tmp_path)) == brief
+    answers = re_examining_thesis.beyond_answers(str(tmp_path))  # no records: said so
+    assert answers == {"beyond_holds": "not measured yet", "beyond_deep": "not measured yet",
+                       "beyond_adversary_1x": "n/a", "beyond_mechanism": brief}
 
 
 def test_a_language_with_one_long_range_set_is_attacked_on_it_alone():

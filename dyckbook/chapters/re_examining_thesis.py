@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from dyckbook.chapters import beyond_lengths
+from dyckbook.chapters.page import pct, read_runs
 from dyckbook.claims import registry
 from dyckbook.claims.verdicts import RULES, UNREGISTERED, Evidence, Rule, Verdict, sensitivity
 from dyckbook.data.languages import Dyck
@@ -28,10 +30,11 @@ from dyckbook.nn import tokenizer
 from dyckbook.nn.model import Classifier, ModelConfig
 from dyckbook.rules.baselines import order_blind_ceiling
 
-__all__ = ["ORACLE_SETS", "answer_values", "beyond_levels", "beyond_mechanism", "ceilings",
-           "coverage_sentence", "design_rows", "evidence_rows", "history_rows",
-           "learned_by_language", "learned_sentence", "missing_sentence", "moved_sentence",
-           "oracle_levels", "registration_check", "rule_rows", "verdict_json", "verdict_rows"]
+__all__ = ["ORACLE_SETS", "answer_values", "beyond_answers", "beyond_levels",
+           "beyond_mechanism", "ceilings", "coverage_sentence", "design_rows", "evidence_rows",
+           "history_rows", "learned_by_language", "learned_sentence", "missing_sentence",
+           "moved_sentence", "oracle_levels", "registration_check", "rule_rows", "verdict_json",
+           "verdict_rows"]
 
 
 def rule_rows(rules: Sequence[Rule] = RULES) -> list[dict[str, str]]:
@@ -386,6 +389,18 @@ def beyond_levels(folder: str) -> dict[str, float]:
         return {}
     return {m: float(v) for m, v in json.loads(path.read_text(encoding="utf-8"))
             .get("3", {}).get("level", {}).items()}
+
+
+def beyond_answers(folder: str) -> dict[str, str]:
+    """Plain-text values of the study beyond the lengths the landing page quotes (its run's
+    ``folder``): ``beyond_holds`` and ``beyond_deep`` (how far each configuration holds on
+    the long-range and on the deep set), ``beyond_adversary_1x`` (the adversary's level
+    within the lengths) and ``beyond_mechanism`` (:func:`beyond_mechanism`)."""
+    records = read_runs(folder)
+    return {"beyond_holds": beyond_lengths.holds_sentence(records),
+            "beyond_deep": beyond_lengths.holds_sentence(records, on="deep"),
+            "beyond_adversary_1x": pct(beyond_levels(folder).get("1×", math.nan)),
+            "beyond_mechanism": beyond_mechanism(folder)}
 
 
 def beyond_mechanism(folder: str) -> str:
