@@ -93,6 +93,20 @@ def test_recipes_resume_from_their_records(tmp_path: Path, monkeypatch) -> None:
         k: [r.to_dict() for r in v] for k, v in first.items()}
     L.run_recipes({"a": configs["a"]}, [0, 1], path)  # b's records leave the file
     assert trained == ["a", "b"] and {r.label for r in results.read_records(path)} == {"a"}
+    # more seeds: a trains again, all its seeds (the run cache would read back 0 and 1), and
+    # its file holds each seed once, not its old seeds beside their new records
+    L.run_recipes({"a": configs["a"]}, [0, 1, 2], path)
+    assert trained == ["a", "b", "a"]
+    assert sorted(r.seed for r in results.read_records(path)) == [0, 1, 2]
+    # a file holding a seed twice (written before this rule) keeps its latest record
+    records = results.read_records(path)
+    stale = records[0].to_dict() | {"steps": -1}
+    results.write_records(path, [stale, *records])
+    again = L.run_recipes({"a": configs["a"]}, [0, 1, 2], path)
+    assert trained == ["a", "b", "a"]  # nothing trained
+    kept = results.read_records(path)
+    assert [r.to_dict() for r in kept] == [r.to_dict() for r in records]
+    assert [r.to_dict() for r in again["a"]] == [r.to_dict() for r in records]
 
 
 def test_references_share_the_first_recipe_data_and_the_largest_budget() -> None:
@@ -132,3 +146,28 @@ def test_the_curves_are_a_panel_per_recipe_titled_with_its_seeds_solved() -> Non
     assert len(fig.axes) == 8 and all(len(ax.lines) == 3 for ax in shown)  # 2 seeds, the 99% line
     assert shown[3].get_xlabel() == "optimiser steps"  # its column's lowest panel
     assert shown[0].get_xlabel() == ""
+
+
+def test_reference_rows_show_every_seed_not_only_the_mean() -> None:
+    from types import SimpleNamespace
+
+    def rec(a):
+        return SimpleNamespace(accuracy=lambda kind, a=a: {"stack": a}[kind])
+
+    rows = L.reference_rows({"stack RNN": [rec(a) for a in (1.0, 0.8487, 1.0, 0.9705, 1.0)],
+                             "LSTM": [rec(0.998)]}, construction=1.0)
+    assert [r["reference"] for r in rows] == ["stack RNN", "LSTM", "construction"]
+    stack = rows[0]
+    assert stack["seeds"] == 5 and stack["stack-set accuracy (mean)"] == "96.4%"
+    assert stack["lowest, highest seed"] == "84.9%, 100.0%"
+    assert stack["seeds at 99% or more"] == "3 of 5"
+    assert rows[2]["seeds"] == "-" and rows[2]["stack-set accuracy (mean)"] == "100.0%"
+    assert len(L.reference_rows({"LSTM": [rec(0.5)]})) == 1  # no construction: no row
+
+
+def test_the_probed_sentence_says_when_the_probed_model_is_not_the_record() -> None:
+    same = L.probed_sentence({"a": (1.0, 1.0)})
+    assert "a 100.0% (its record: 100.0%)" in same and "trained again" not in same
+    differs = L.probed_sentence({"a": (0.6059, 0.6169), "b": (1.0, 1.0)})
+    assert "a 60.6% (its record: 61.7%), b 100.0%" in differs and "trained again" in differs
+    assert L.probed_sentence({}) == ""

@@ -104,11 +104,19 @@ def run_recipes(configs: Mapping[str, RunConfig], seeds: Sequence[int],
     """Each labelled configuration's seeds trained together (``page.run_all``), resuming from
     ``records_path``: a configuration whose every seed has a record there is not trained again
     (the file keeps only records of ``configs``), so a run stopped on one machine goes on from
-    its records on another; within a machine ``DYCKBOOK_RUN_CACHE`` resumes a stopped one."""
+    its records on another; within a machine ``DYCKBOOK_RUN_CACHE`` resumes a stopped one.
+    A configuration that trains again trains all its seeds (the run cache reads back those it
+    holds) and records them all, so its earlier records leave the file first: the file holds
+    each (configuration, seed) once, the latest record where it held two."""
     path = Path(records_path)
     wanted = {c.with_seed(s).digest(): (label, s) for label, c in configs.items() for s in seeds}
-    found = results.keep_records(path, lambda r: config_digest(r.config) in wanted)
-    have = {config_digest(r.config): r for r in found}
+    found = results.read_records(path)
+    have = {config_digest(r.config): r for r in found if config_digest(r.config) in wanted}
+    complete = {label for label, config in configs.items()
+                if all(config.with_seed(s).digest() in have for s in seeds)}
+    kept = [r for r in have.values() if wanted[config_digest(r.config)][0] in complete]
+    if len(kept) < len(found):
+        results.write_records(path, kept)
     out: dict[str, list[RunRecord]] = {}
     for label, config in configs.items():
         digests = [config.with_seed(s).digest() for s in seeds]
@@ -154,11 +162,51 @@ def first_model(config: RunConfig, seed: int, device: str = "cpu") -> Any:
     return run_seeds(config, [seed], device=device, splits=False)[0].model
 
 
-def construction_accuracy(test: Dataset) -> float:
-    """The hand-set two-layer construction (``constructions.dyck_kd``) on a test set."""
-    model = constructions.dyck_kd(test.language.k, 24, int(test.lengths.max()))
+def model_accuracy(model: Any, test: Dataset) -> float:
+    """A model's accuracy on a test set."""
     scored = evaluate.score(evaluate.predict(model, test), test)
     return scored.correct / scored.n
+
+
+def construction_accuracy(test: Dataset) -> float:
+    """The hand-set two-layer construction (``constructions.dyck_kd``) on a test set."""
+    return model_accuracy(constructions.dyck_kd(test.language.k, 24, int(test.lengths.max())),
+                          test)
+
+
+def reference_rows(runs: Mapping[str, Sequence[RunRecord]], construction: float | None = None
+                   ) -> list[dict[str, Any]]:
+    """The references' table: per reference its seeds, their mean stack-set accuracy, the
+    lowest and highest seed and how many reach 99%; the construction (nothing trained) last."""
+    rows = []
+    for name, group in runs.items():
+        acc = [r.accuracy("stack") for r in group]
+        rows.append({"reference": name, "seeds": len(acc) or "-",
+                     "stack-set accuracy (mean)": pct(float(np.mean(acc))) if acc else "-",
+                     "lowest, highest seed": f"{pct(min(acc))}, {pct(max(acc))}" if acc else "-",
+                     "seeds at 99% or more": f"{sum(a >= 0.99 for a in acc)} of {len(acc)}"})
+    if construction is not None:
+        rows.append({"reference": "construction", "seeds": "-",
+                     "stack-set accuracy (mean)": pct(construction),
+                     "lowest, highest seed": "-", "seeds at 99% or more": "-"})
+    return rows
+
+
+def probed_sentence(probed: Mapping[str, tuple[float, float]]) -> str:
+    """The probed models' own stack-set accuracy beside their records' (``{recipe: (model's,
+    record's)}``), and why the two may differ."""
+    if not probed:
+        return ""
+    parts = [f"{label} {pct(own)} (its record: {pct(recorded)})"
+             for label, (own, recorded) in probed.items()]
+    text = f"On the stack set the probed models (seed 0) score {', '.join(parts)}."
+    if any(pct(own) != pct(recorded) for own, recorded in probed.values()):
+        text += (" Where the two differ, the model was trained again from its configuration "
+                 "and seed (weights are not committed) on another processor or with another "
+                 "number of threads than its record: its sums run in another order, and "
+                 "20,000 steps carry that difference past the last bits. The probes describe "
+                 "the model they read.")
+    return text
 
 
 def plot_curves(records: Mapping[str, Sequence[Any]], columns: int = 4) -> Figure:
