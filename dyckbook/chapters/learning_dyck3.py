@@ -203,9 +203,9 @@ def probed_sentence(probed: Mapping[str, tuple[float, float]]) -> str:
     if any(pct(own) != pct(recorded) for own, recorded in probed.values()):
         text += (" Where the two differ, the model was trained again from its configuration "
                  "and seed (weights are not committed) on another processor or with another "
-                 "number of threads than its record: its sums run in another order, and "
-                 "20,000 steps carry that difference past the last bits. The probes describe "
-                 "the model they read.")
+                 "number of threads than its record: its sums run in another order, and its "
+                 "optimiser steps carry that difference past the last bits. The probes "
+                 "describe the model they read.")
     return text
 
 
