@@ -28,6 +28,7 @@ from dyckbook.pipeline import runner
 pytestmark = pytest.mark.notebook
 
 REPO = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parent  # tests/: where the nbval_ipc plugin lives
 MANIFEST = REPO / "notebooks" / "experiments.yml"
 PROFILE = "smoke"
 CHECK_TAG = "nbval-check-output"  # cells whose printout nbval compares
@@ -162,11 +163,61 @@ def test_notebooks_rerun_under_nbval_with_stable_checked_cells(smoke: SimpleName
     chosen = [p for p, n in checked.items() if n]
     assert sum(checked.values()) >= 4, f"too few cells tagged {CHECK_TAG}: {checked}"
     env = {**os.environ, "DYCKBOOK_ROOT": str(work), "MPLBACKEND": "Agg", "DYCKBOOK_QUIET": "1",
-           "OMP_NUM_THREADS": "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
+           "OMP_NUM_THREADS": "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))}
+    # nbval_ipc: the kernels talk over IPC sockets, not TCP ports two kernels may both pick
     cmd = [sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadfile", "-p",
-           "no:cacheprovider",
+           "no:cacheprovider", "-p", "nbval_ipc",
            "-c", os.devnull, "--rootdir", str(work), "--nbval-lax", "--nbval-current-env",
            *map(str, chosen)]
     proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=900,
                           check=False)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+
+
+def test_nbval_ipc_plugin_starts_kernels_over_ipc_and_retries_a_dead_start(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plugin the nbval rerun loads makes nbval's kernels talk over IPC sockets (no TCP
+    port two kernels could both pick), such a kernel runs code, and a start that dies is tried
+    once more, never twice."""
+    import importlib.util  # deferred: only this test loads the plugin, in this process
+
+    kernel = pytest.importorskip("nbval.kernel")
+    for name in ("KernelManager", "start_new_kernel"):  # restored at teardown
+        monkeypatch.setattr(kernel, name, getattr(kernel, name))
+    spec = importlib.util.spec_from_file_location("nbval_ipc", HERE / "nbval_ipc.py")
+    assert spec is not None and spec.loader is not None
+    plugin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plugin)
+    running = kernel.RunningKernel(kernel.CURRENT_ENV_KERNEL_NAME)
+    try:
+        assert running.km.transport == "ipc"
+        assert Path(running.km.ip).parent.is_dir()
+        printed: list[str] = []
+        reply = running.kc.execute_interactive(
+            "print(6 * 7)", timeout=30,
+            output_hook=lambda m: printed.append(m["content"].get("text", "")))
+        assert reply["content"]["status"] == "ok"
+        assert "".join(printed) == "42\n"
+    finally:
+        running.stop()
+
+    # a start that dies once is tried once more, with a warning; one that dies twice fails
+    tries: list[int] = []
+
+    def dies(times: int) -> object:
+        def start(**_: object) -> str:
+            tries.append(1)
+            if len(tries) <= times:
+                raise RuntimeError("Kernel died before replying to kernel_info")
+            return "started"
+        return start
+
+    monkeypatch.setattr(plugin, "_start_new_kernel", dies(1))
+    with pytest.warns(UserWarning, match="died while starting"):
+        assert kernel.start_new_kernel(kernel_name="x") == "started"
+    tries.clear()
+    monkeypatch.setattr(plugin, "_start_new_kernel", dies(2))
+    with pytest.warns(UserWarning), pytest.raises(RuntimeError, match="kernel_info"):
+        kernel.start_new_kernel(kernel_name="x")
+    assert len(tries) == 2
