@@ -1,19 +1,27 @@
 """The page on Dyck languages (book/dyck_languages): how many words there are, their depth
-profiles, and the adversary's table on the long-range sets."""
+profiles, and the adversary's tables: on the hard and long-range sets, and on the spread sets at
+and beyond the stack sets' lengths."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Arc
 
 from dyckbook.chapters.figure_style import PALETTE, new_panel, style_context
+from dyckbook.chapters.page import pct
 from dyckbook.data.dataset import Dataset
 from dyckbook.data.languages import Dyck
+from dyckbook.data.negatives import spread_window
+from dyckbook.data.protocol import regime_lengths
 from dyckbook.interp.probes import prefix_targets
+from dyckbook.rules import adversary
+
+Table = dict[str, dict[str, float]]  # the adversary on one set: {rule: {length bin or "all": acc}}
+GROWING = "window_span"  # the rule whose window is ceil(n / 3) at every length: it grows with n
 
 
 def plot_oracle(tables: Mapping[str, Mapping[str, Mapping[str, float]]], bar: float,
@@ -158,3 +166,93 @@ def layout_sentence(layouts: Mapping[str, object]) -> str:
     return (text + ". So at these lengths a set can defeat every rule of reach $W$ only with "
             "$W$ well below $n/3$; with $W = n/3$ it holds against the exact checks, the tallies "
             "and the counted models, not against a pooled CNN.")
+
+
+# --- the adversary's tables ---------------------------------------------------------------------
+
+def length_bins(lengths: Sequence[int], n_bins: int) -> list[tuple[int, int]]:
+    """``lengths`` (sorted) cut into ``n_bins`` runs of near-equal size, each as its (shortest,
+    longest); fewer where there are fewer lengths than bins."""
+    return [(int(b[0]), int(b[-1])) for b in np.array_split(np.array(lengths), n_bins) if b.size]
+
+
+def attack_sets(sets: Mapping[str, tuple[Dyck, str, Sequence[int]]], rules: Sequence[str],
+                n: int, seed: int, n_bins: int, window: int
+                ) -> tuple[dict[str, Table], dict[str, list[str]]]:
+    """The adversary (``adversary.attack_regime``, ``n`` strings a class, from ``seed``) on each
+    set ``{label: (language, regime, lengths)}``: its table and its cells (the length bins as
+    "lo-hi", then "all"). ``edit_knn`` is left out of a set with strings longer than it reads
+    (``adversary.EDIT_KNN_LONGEST``)."""
+    tables, cells = {}, {}
+    for label, (language, regime, lengths) in sets.items():
+        bins = length_bins(lengths, n_bins)
+        names = [r for r in rules if r != "edit_knn" or max(lengths) <= adversary.EDIT_KNN_LONGEST]
+        tables[label] = adversary.attack_regime(language, regime, lengths, n, seed, bins, window,
+                                                names=names)
+        cells[label] = [f"{lo}-{hi}" for lo, hi in bins] + ["all"]
+    return tables, cells
+
+
+def shown(cell: str) -> str:
+    """A bin "lo-hi" as "lo–hi" (or "lo" when lo = hi); "all" as is."""
+    lo, _, hi = cell.partition("-")
+    return cell if not hi else lo if lo == hi else f"{lo}–{hi}"
+
+
+def oracle_rows(tables: Mapping[str, Table], cells: Mapping[str, Sequence[str]],
+                rules: Sequence[str]) -> list[dict[str, str]]:
+    """One row per set and length bin (then its pool): every rule's balanced accuracy, "—"
+    where the rule was not run on that set."""
+    return [{"set": label, "lengths": shown(cell),
+             **{rule: pct(tables[label][rule][cell]) if rule in tables[label] else "—"
+                for rule in rules}}
+            for label in tables for cell in cells[label]]
+
+
+def spread_sets(ks: Sequence[int], multiples: Sequence[int], shortest: int, longest: int
+                ) -> dict[str, tuple[Dyck, str, list[int]]]:
+    """The spread sets: for each k and multiple m of the stack sets' lengths, Dyck-k's spread
+    lengths in [``shortest``, ``longest``] (m = 1) or in ((m/2)·longest, m·longest] (m > 1)."""
+    sets = {}
+    for k in ks:
+        for m in multiples:
+            lo, hi = (shortest, longest) if m == 1 else ((m // 2) * longest + 2, m * longest)
+            sets[f"Dyck-{k} spread {m}×"] = (Dyck(k), "spread",
+                                            regime_lengths(Dyck(k), "spread", lo, hi))
+    return sets
+
+
+def spread_sentence(label: str, table: Table, lengths: Sequence[int], bar: float) -> str:
+    """The strongest rule other than the growing window on one spread set, and every rule above
+    the long-range sets' ``bar`` there."""
+    fixed = {r: row for r, row in table.items() if r != GROWING}
+    rule, row = max(fixed.items(), key=lambda kv: max(kv[1].values()))
+    above = sorted(r for r, row in fixed.items() if max(row.values()) > bar)
+    return (f"on {label} (lengths {min(lengths)}–{max(lengths)}, W = "
+            f"{spread_window(min(lengths))}–{spread_window(max(lengths))}) the strongest rule "
+            f"other than `{GROWING}` is `{rule}`, {pct(max(row.values()))} in its best bin "
+            f"({pct(row['all'])} pooled); "
+            + (f"above the bar ({pct(bar, 0)}): " + ", ".join(f"`{r}`" for r in above)
+               if above else f"no other rule is above the bar ({pct(bar, 0)})"))
+
+
+def spread_summary(tables: Mapping[str, Table], sets: Mapping[str, tuple[Dyck, str, Sequence[int]]],
+                   bar: float) -> str:
+    """What the spread sets resist: a :func:`spread_sentence` per set, why the growing window
+    is no test of them, and which fixed-reach rules stay above ``bar`` beyond the 1× lengths."""
+    beyond = [label for label in tables if not label.endswith(" 1×")]
+    beyond_above = sorted({r for label in beyond for r, row in tables[label].items()
+                           if r != GROWING and max(row.values()) > bar})
+    text = ("Measured: " + "; ".join(spread_sentence(label, tables[label], sets[label][2], bar)
+                                     for label in tables) + ". "
+            f"`{GROWING}` checks every window of $\\lceil n/3 \\rceil$ symbols, twice the spread "
+            "set's $W$: its reach grows with the string, so it holds both ends of each exchanged "
+            "pair, and the spread sets are no test against a rule whose reach scales with the "
+            "length. A rule of fixed reach can see a spread negative only where the set's $W$ is "
+            "below its reach")
+    if not beyond:
+        return text + "."
+    return text + (". Beyond the stack sets' lengths, where $W$ outgrows every fixed reach, "
+                   + (f"no rule other than `{GROWING}` is above the bar." if not beyond_above else
+                      "these rules are still above the bar: "
+                      + ", ".join(f"`{r}`" for r in beyond_above) + "."))
