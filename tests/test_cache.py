@@ -327,6 +327,21 @@ def test_a_caller_of_records_only_does_not_make_the_data_again(run_cache: Path,
     assert again.splits is None and plain(again.record) == plain(first.record)
 
 
+def test_a_page_of_records_only_does_not_make_the_data_again(run_cache: Path, tmp_path: Path,
+                                                             monkeypatch) -> None:
+    """``page.run_all(..., splits=False)`` hands the flag to ``run_seeds``: cached seeds come
+    back with their models and records, no data made (the intervention page's rerun)."""
+    first = page.run_all({"a": CONFIG}, [0], tmp_path / "first")["a"][0]
+
+    def refuse(*_):
+        raise AssertionError("the data were made again")
+
+    monkeypatch.setattr(run, "data_splits", refuse)
+    again = page.run_all({"a": CONFIG}, [0], tmp_path / "again", splits=False)["a"][0]
+    assert again.splits is None and again.model is not None
+    assert plain(again.record) == plain(first.record)
+
+
 def test_a_device_is_checked_even_when_every_seed_is_cached(run_cache: Path) -> None:
     run.run_seeds(CONFIG, [0])
     with pytest.raises(ValueError, match="device"):

@@ -134,13 +134,15 @@ def markdown_table(rows: Sequence[Mapping[str, Any]], floatfmt: str = ".3f") -> 
 
 def run_all(configs: Mapping[str, Any], seeds: Sequence[int] | Mapping[str, Sequence[int]],
             out: str | os.PathLike[str], batched: bool = True, device: str = "cpu",
-            executor: Any = None) -> dict[str, list[Any]]:
+            executor: Any = None, splits: bool = True) -> dict[str, list[Any]]:
     """Run every labelled ``RunConfig`` for every seed (``seeds`` a mapping: its label's seeds)
     on ``device`` (a notebook's ``device`` parameter: "cpu", "cuda", "auto"...); records go to
     ``out/records.jsonl`` in the order of ``configs``. Where ``DYCKBOOK_RUN_CACHE`` names a
     folder, seeds trained there before are read back (``run.run_seeds``): a long run that was
     stopped resumes. Given an ``executor`` the groups train side by side first
-    (:func:`side_by_side`; on a card ``devices.card_executor`` makes one).
+    (:func:`side_by_side`; on a card ``devices.card_executor`` makes one). A page that reads
+    only the models and records passes ``splits=False``: a seed read back from the cache then
+    has no data made again (``run.run_seeds``).
 
     Returns:
         ``{label: [RunResult per seed]}``.
@@ -151,7 +153,8 @@ def run_all(configs: Mapping[str, Any], seeds: Sequence[int] | Mapping[str, Sequ
         for label, config in configs.items():
             log.info("%s: %d seed(s) ...", label, len(groups[label]))  # a log line only
             done[label] = run.run_seeds(config, groups[label], batched, device=device,
-                                        progress=not os.environ.get("DYCKBOOK_QUIET"))
+                                        progress=not os.environ.get("DYCKBOOK_QUIET"),
+                                        splits=splits)
             for r in done[label]:
                 r.record.label = label
             results.append_records(results.resolve(out) / "records.jsonl",
