@@ -38,7 +38,6 @@ import torch.nn.functional as F
 from dyckbook.data.hardness import profile
 from dyckbook.data.languages import Dyck, check_int
 from dyckbook.data.negatives import long_range_window
-from dyckbook.data.protocol import balanced_sample
 from dyckbook.data.vocab import check_codes
 from dyckbook.rules import baselines as B
 
@@ -635,14 +634,6 @@ def attack_regime(language: Dyck, regime: str, lengths: Sequence[int], n: int, s
     on a fresh sample of the same size, both from ``seed``. The rules that recognise the
     language outright (:func:`recognisers`: under k = 1 ``height_tally`` and the old rules
     that read the count) are left out."""
-    n = check_int("n", n, 1)
-    rng = np.random.default_rng(_check_seed(seed))
-    lengths = np.asarray(lengths, dtype=np.int64)
-    if lengths.size == 0:
-        raise ValueError(f"lengths must hold at least one length with {regime} negatives")
-    samples = []
-    for _ in range(2):
-        data = balanced_sample(language, regime, rng.choice(lengths, n), window, rng)
-        samples.append((data.codes, data.lengths, data.labels))
+    fit, test = B.regime_samples(language, regime, lengths, n, seed, window)
     kept = [name for name in names if name not in recognisers(language)]
-    return attack(language, samples[0], samples[1], kept, bins, window, seed, timings)
+    return attack(language, fit, test, kept, bins, window, seed, timings)

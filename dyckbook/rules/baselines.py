@@ -63,6 +63,7 @@ __all__ = [
     "make_baseline",
     "order_blind_ceiling",
     "recognisers",
+    "regime_samples",
 ]
 
 BASELINES: tuple[str, ...] = ("first_symbol", "counts", "bigrams", "local", "local6", "local8",
@@ -485,14 +486,24 @@ def attack_regime(language: Dyck, regime: str, lengths: Sequence[int], n: int, s
 
     Rules that recognise the language outright (:func:`recognisers`) are left out.
     """
+    fit, test = regime_samples(language, regime, lengths, n, seed, window)
+    kept = [name for name in names if name not in recognisers(language)]
+    return attack(language, fit, test, kept, bins, window)
+
+
+Sample = tuple[np.ndarray, np.ndarray, np.ndarray]  # codes, lengths, labels
+
+
+def regime_samples(language: Dyck, regime: str, lengths: Sequence[int], n: int, seed: int,
+                   window: int) -> tuple[Sample, Sample]:
+    """Two samples of ``n`` members and ``n`` negatives of a test regime (a member and a
+    negative at each length drawn uniformly from ``lengths``), both from ``seed``: the one
+    the rules are fitted on, then the one they are scored on."""
     n = check_int("n", n, 1)
     rng = np.random.default_rng(check_int("seed", seed, 0))
     lengths = np.asarray(lengths, dtype=np.int64)
     if lengths.size == 0:
         raise ValueError(f"lengths must hold at least one length with {regime} negatives")
-    samples = []
-    for _ in range(2):
-        data = balanced_sample(language, regime, rng.choice(lengths, n), window, rng)
-        samples.append((data.codes, data.lengths, data.labels))
-    kept = [name for name in names if name not in recognisers(language)]
-    return attack(language, samples[0], samples[1], kept, bins, window)
+    fit, test = (balanced_sample(language, regime, rng.choice(lengths, n), window, rng)
+                 for _ in range(2))
+    return (fit.codes, fit.lengths, fit.labels), (test.codes, test.lengths, test.labels)
