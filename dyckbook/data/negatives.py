@@ -716,9 +716,10 @@ def sample_matched_members(language: Dyck, rng: np.random.Generator, lengths: Se
                            kind: str) -> tuple[np.ndarray, np.ndarray]:
     """Members drawn as the long-range ``kind``'s negatives are, without their last change.
 
-    A uniform word of the length that admits the kind's change (for ``stack``: whose uniformly
-    chosen pair of nested pairs has two types), unchanged: the words the negatives are made
-    from, so that the classes differ only by the long-range violation (module docstring).
+    A uniform word of the length that admits the kind's change, and a uniform choice of the
+    pairs it would change: for ``far`` and ``spread`` the word itself, for ``stack`` the word
+    with the second pair B retyped to the first pair's type (``_stack``), so that the classes
+    differ only by the long-range violation (module docstring).
 
     Args:
         language: A :class:`~dyckbook.data.languages.Dyck`.
