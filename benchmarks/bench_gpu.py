@@ -320,7 +320,7 @@ def training_groups(run: Any, scratch: Path) -> list[tuple[str, Any, int]]:
 
     found: list[tuple[str, Any, int]] = []
 
-    def run_all(configs, seeds, out, batched=True, device="cpu", executor=None):
+    def run_all(configs, seeds, out, batched=True, device="cpu", executor=None, splits=True):
         found.extend((label, c, len(list(seeds[label] if isinstance(seeds, dict) else seeds)))
                      for label, c in configs.items())
         return {label: [] for label in configs}
